@@ -1,0 +1,120 @@
+"""What a device backend hands upward: the node's inventory and one poll's readings.
+
+Everything here is immutable, so a snapshot built from it can be shared between the poll
+thread, the renderer and the web handlers without locks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    """One MIG device: a compute instance inside a GPU instance, with its own `MIG-` UUID.
+
+    This is what a device plugin hands to a pod.
+    """
+
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    name: str
+    """NVML's device name, e.g. "NVIDIA H200 MIG 1c.3g.71gb"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """The thing a set of series describes: a whole GPU, or one MIG GPU instance.
+
+    MIG compute instances of one GPU instance share its framebuffer and GPM scope, so they
+    are one entity here (several compute instances would otherwise yield series with the same
+    label set); the MIG devices inside stay listed for pod attribution.
+    """
+
+    gpu: int
+    uuid: str
+    """The physical GPU's UUID (also for MIG instances, as dcgm-exporter does)."""
+    pci_bus_id: str
+    device: str
+    """`nvidia<index>`."""
+    model: str
+    gpu_instance_id: int | None = None
+    gpu_instance_profile: str | None = None
+    """e.g. "3g.71gb"; taken from the MIG device name, never from its memory size."""
+    mig_devices: tuple[MigDevice, ...] = ()
+
+    @property
+    def is_mig(self) -> bool:
+        return self.gpu_instance_id is not None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Stable sort and lookup key: (gpu index, GPU instance id or -1)."""
+        return (self.gpu, -1 if self.gpu_instance_id is None else self.gpu_instance_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The node's devices as last enumerated. GPUs first, each followed by its instances."""
+
+    gpus: tuple[Entity, ...] = ()
+    instances: tuple[Entity, ...] = ()
+    driver_version: str | None = None
+
+    def by_uuid(self, uuid: str) -> Entity | None:
+        for gpu in self.gpus:
+            if gpu.uuid == uuid:
+                return gpu
+        return None
+
+    def by_index(self, index: int) -> Entity | None:
+        for gpu in self.gpus:
+            if gpu.gpu == index:
+                return gpu
+        return None
+
+    def instance(self, gpu: int, gpu_instance_id: int) -> Entity | None:
+        for inst in self.instances:
+            if inst.gpu == gpu and inst.gpu_instance_id == gpu_instance_id:
+                return inst
+        return None
+
+    def mig_owner(self, mig_uuid: str) -> tuple[Entity, MigDevice] | None:
+        """The GPU-instance entity holding the MIG device with this UUID."""
+        for inst in self.instances:
+            for mig in inst.mig_devices:
+                if mig.uuid == mig_uuid:
+                    return inst, mig
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class XidCount:
+    """Events of one XID code on one entity within the counting window."""
+
+    entity_key: tuple[int, int]
+    xid: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class XidTotal:
+    """All events of one XID code on one entity since the exporter started."""
+
+    entity_key: tuple[int, int]
+    xid: int
+    total: int
+    last_seen: float
+    """Unix time of the most recent event with this code."""
+
+
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """One poll's values: field name -> value, per entity key. Missing means unavailable."""
+
+    values: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
+    xid_window: tuple[XidCount, ...] = ()
+    xid_totals: tuple[XidTotal, ...] = ()
+    gpm_supported: dict[int, bool] = field(default_factory=dict)
+    """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""

@@ -1,0 +1,149 @@
+"""The exact slice of pynvml that the NVML backend calls.
+
+The real backend passes the `pynvml` module itself; the simulated node passes an object with
+the same functions, so the demo and most tests drive the same backend code a GPU node runs.
+Return shapes are pynvml's: ctypes structs (or anything with the same attributes), `str` for
+strings, and errors raised as `pynvml.NVMLError` subclasses carrying `.value`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+Handle = Any
+"""An opaque device handle (pynvml: a ctypes pointer; simulated: any object)."""
+
+# NVML constants used by the backend (values from nvml.h; pynvml exposes the same names).
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_DEVICE_MIG_ENABLE = 1
+NVML_EVENT_TYPE_XID_CRITICAL_ERROR = 0x0000000000000008
+NVML_VALUE_NOT_AVAILABLE_UINT = 0xFFFFFFFF
+NVML_GPM_METRICS_GET_VERSION = 1
+
+# nvmlReturn_t codes the backend reacts to.
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_UNKNOWN = 999
+
+ERROR_NAMES: dict[int, str] = {
+    NVML_ERROR_UNINITIALIZED: "UNINITIALIZED",
+    NVML_ERROR_INVALID_ARGUMENT: "INVALID_ARGUMENT",
+    NVML_ERROR_NOT_SUPPORTED: "NOT_SUPPORTED",
+    NVML_ERROR_NO_PERMISSION: "NO_PERMISSION",
+    NVML_ERROR_NOT_FOUND: "NOT_FOUND",
+    NVML_ERROR_DRIVER_NOT_LOADED: "DRIVER_NOT_LOADED",
+    NVML_ERROR_TIMEOUT: "TIMEOUT",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "LIBRARY_NOT_FOUND",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "FUNCTION_NOT_FOUND",
+    NVML_ERROR_GPU_IS_LOST: "GPU_IS_LOST",
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "LIB_RM_VERSION_MISMATCH",
+    NVML_ERROR_UNKNOWN: "UNKNOWN",
+}
+
+UNSUPPORTED_CODES = frozenset({
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_FUNCTION_NOT_FOUND,
+    NVML_ERROR_NO_PERMISSION,
+})
+"""Codes that mean "this device will not answer this", remembered until re-enumeration."""
+
+
+def error_name(code: int) -> str:
+    return ERROR_NAMES.get(code, str(code))
+
+
+class NvmlLib(Protocol):
+    """Functions with pynvml's names, arguments and return shapes."""
+
+    # Library life cycle and system
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> str: ...
+
+    # Enumeration and identity
+    def nvmlDeviceGetCount(self) -> int: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle: ...
+    def nvmlDeviceGetUUID(self, handle: Handle) -> str: ...
+    def nvmlDeviceGetName(self, handle: Handle) -> str: ...
+    def nvmlDeviceGetPciInfo(self, handle: Handle) -> Any:
+        """`.busId` (str, e.g. "00000000:83:00.0")."""
+        ...
+
+    # MIG
+    def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
+        """[current, pending]."""
+        ...
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
+        """Raises NOT_FOUND for an empty slot; indices are sparse."""
+        ...
+    def nvmlDeviceGetGpuInstanceId(self, mig_handle: Handle) -> int: ...
+    def nvmlDeviceGetComputeInstanceId(self, mig_handle: Handle) -> int: ...
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, mig_handle: Handle) -> Handle: ...
+
+    # Values
+    def nvmlDeviceGetClockInfo(self, handle: Handle, clock_type: int) -> int: ...
+    def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int: ...
+    def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Any:
+        """`.gpu`, `.memory` (percent)."""
+        ...
+    def nvmlDeviceGetEncoderUtilization(self, handle: Handle) -> list[int]:
+        """[utilization %, sampling period us]."""
+        ...
+    def nvmlDeviceGetDecoderUtilization(self, handle: Handle) -> list[int]: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Any:
+        """Called with `version=pynvml.nvmlMemory_v2`: `.total`, `.reserved`, `.free`, `.used`
+        (bytes)."""
+        ...
+    def nvmlDeviceGetRemappedRows(self, handle: Handle) -> tuple[int, int, int, int]:
+        """(correctable rows, uncorrectable rows, pending 0/1, failure 0/1)."""
+        ...
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
+        """Entries are ints or (field id, scope id); returns a sequence of structs with
+        `.fieldId`, `.scopeId`, `.nvmlReturn`, `.valueType` and `.value` (a union with
+        `.dVal`, `.uiVal`, `.ulVal`, `.ullVal`, `.sllVal`, `.siVal`)."""
+        ...
+
+    # GPM (Hopper and newer)
+    def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> Any:
+        """`.isSupportedDevice`."""
+        ...
+    def nvmlGpmSampleAlloc(self) -> Any: ...
+    def nvmlGpmSampleFree(self, sample: Any) -> None: ...
+    def nvmlGpmSampleGet(self, handle: Handle, sample: Any) -> Any: ...
+    def nvmlGpmMigSampleGet(self, handle: Handle, gpu_instance_id: int, sample: Any) -> Any: ...
+    def nvmlGpmMetricsGet(self, metrics_get: Any) -> Any:
+        """Takes a `c_nvmlGpmMetricsGet_t` (version, numMetrics, sample1, sample2,
+        metrics[i].metricId set); fills `metrics[i].value` and `.nvmlReturn`."""
+        ...
+
+    # XID events
+    def nvmlEventSetCreate(self) -> Any: ...
+    def nvmlDeviceRegisterEvents(self, handle: Handle, event_types: int, event_set: Any) -> None:
+        ...
+    def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
+        """Blocks up to timeout_ms; raises TIMEOUT when nothing came. Returns a struct with
+        `.device` (handle), `.eventType`, `.eventData` (the XID), `.gpuInstanceId`,
+        `.computeInstanceId`."""
+        ...
+    def nvmlEventSetFree(self, event_set: Any) -> None: ...

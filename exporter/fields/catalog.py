@@ -1,0 +1,340 @@
+"""The catalog of fields this exporter can serve, keyed by their DCGM names.
+
+Every entry says where the value comes from in NVML, how it is converted, what Prometheus
+type it is exposed as and on which entity (whole GPU, MIG GPU instance, or the parent GPU of
+a MIG instance) it lives. Everything downstream -- backends, exposition, docs, dashboards,
+alert rules -- reads this table, so a field is added here once and nowhere else.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class MetricType(enum.Enum):
+    GAUGE = "gauge"
+    COUNTER = "counter"
+    LABEL = "label"
+    HISTOGRAM = "histogram"
+    SUMMARY = "summary"
+
+
+class Scope(enum.Enum):
+    """Which entity a field's series belong to."""
+
+    GPU = "gpu"
+    """A physical-GPU value (clocks, power, ...): one series per GPU, MIG or not."""
+    GPU_NO_MIG = "gpu-no-mig"
+    """A physical-GPU value NVML does not report while MIG is enabled (utilisation)."""
+    INSTANCE = "instance"
+    """Per whole GPU when MIG is off, per MIG GPU instance when it is on (framebuffer, GPM)."""
+
+
+class Reader(enum.Enum):
+    """The NVML call (or call group) a field's value comes from.
+
+    Fields sharing a reader are served by one call per device per poll.
+    """
+
+    CLOCK_SM = "nvmlDeviceGetClockInfo(SM)"
+    CLOCK_MEM = "nvmlDeviceGetClockInfo(MEM)"
+    TEMPERATURE = "nvmlDeviceGetTemperature(GPU)"
+    POWER = "nvmlDeviceGetPowerUsage"
+    POWER_LIMIT = "nvmlDeviceGetPowerManagementLimit"
+    ENERGY = "nvmlDeviceGetTotalEnergyConsumption"
+    PCIE_REPLAY = "nvmlDeviceGetPcieReplayCounter"
+    UTILIZATION = "nvmlDeviceGetUtilizationRates"
+    ENCODER = "nvmlDeviceGetEncoderUtilization"
+    DECODER = "nvmlDeviceGetDecoderUtilization"
+    MEMORY = "nvmlDeviceGetMemoryInfo(v2)"
+    REMAPPED_ROWS = "nvmlDeviceGetRemappedRows"
+    CLOCK_EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
+    FIELD_VALUES = "nvmlDeviceGetFieldValues"
+    GPM = "nvmlGpmMetricsGet"
+    XID_EVENTS = "nvmlEventSetWait_v2"
+    DRIVER = "nvmlSystemGetDriverVersion"
+
+
+class Convert(enum.Enum):
+    """Unit conversion from the NVML value to the exported one."""
+
+    NONE = "none"
+    MILLIWATT_TO_WATT = "mW -> W"
+    BYTES_TO_MIB = "bytes -> MiB (floor)"
+    PERCENT_TO_RATIO = "% -> ratio"
+    MIB_PER_S_TO_BYTES_PER_S = "MiB/s -> bytes/s"
+    TEMPERATURE = "degC, values above 200 dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    name: str
+    """The DCGM field name; also the exported metric name."""
+    type: MetricType
+    """The Prometheus type used when a CSV does not say otherwise."""
+    help: str
+    unit: str
+    reader: Reader
+    part: str | int | None
+    """Which part of the reader's answer: a struct attribute, an NVML_FI_* id or a GPM id."""
+    convert: Convert
+    scope: Scope
+    default: bool
+    """Enabled in the project's own collectors.csv."""
+
+
+# NVML_FI_* ids from nvml.h.
+FI_ECC_SBE_VOL_TOTAL = 3
+FI_ECC_DBE_VOL_TOTAL = 4
+FI_ECC_SBE_AGG_TOTAL = 5
+FI_ECC_DBE_AGG_TOTAL = 6
+FI_RETIRED_SBE = 29
+FI_RETIRED_DBE = 30
+FI_RETIRED_PENDING = 31
+FI_PERF_POLICY_POWER = 74
+FI_PERF_POLICY_THERMAL = 75
+FI_PERF_POLICY_SYNC_BOOST = 76
+FI_PERF_POLICY_BOARD_LIMIT = 77
+FI_PERF_POLICY_LOW_UTILIZATION = 78
+FI_PERF_POLICY_RELIABILITY = 79
+FI_MEMORY_TEMP = 82
+FI_NVLINK_THROUGHPUT_DATA_TX = 138
+FI_NVLINK_THROUGHPUT_DATA_RX = 139
+NVLINK_SCOPE_ALL_LINKS = 0xFFFFFFFF
+
+# NVML_GPM_METRIC_* ids from nvml.h.
+GPM_GRAPHICS_UTIL = 1
+GPM_SM_UTIL = 2
+GPM_SM_OCCUPANCY = 3
+GPM_ANY_TENSOR_UTIL = 5
+GPM_DRAM_BW_UTIL = 10
+GPM_FP64_UTIL = 11
+GPM_FP32_UTIL = 12
+GPM_FP16_UTIL = 13
+GPM_PCIE_TX_PER_SEC = 20
+GPM_PCIE_RX_PER_SEC = 21
+GPM_NVLINK_TOTAL_RX_PER_SEC = 60
+GPM_NVLINK_TOTAL_TX_PER_SEC = 61
+
+NVLINK_BANDWIDTH_PART = "tx+rx"
+"""DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: TX + RX over all links, read in one field-value call."""
+
+_G, _C, _L = MetricType.GAUGE, MetricType.COUNTER, MetricType.LABEL
+_R, _V, _S = Reader, Convert, Scope
+
+
+def _f(
+    name: str,
+    type_: MetricType,
+    help_: str,
+    unit: str,
+    reader: Reader,
+    part: str | int | None,
+    convert: Convert,
+    scope: Scope,
+    default: bool = True,
+) -> FieldSpec:
+    return FieldSpec(name, type_, help_, unit, reader, part, convert, scope, default)
+
+
+CATALOG: tuple[FieldSpec, ...] = (
+    _f("DCGM_FI_DEV_SM_CLOCK", _G, "SM clock frequency (in MHz).", "MHz",
+       _R.CLOCK_SM, None, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_MEM_CLOCK", _G, "Memory clock frequency (in MHz).", "MHz",
+       _R.CLOCK_MEM, None, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_MEMORY_TEMP", _G, "Memory temperature (in C).", "Celsius",
+       _R.FIELD_VALUES, FI_MEMORY_TEMP, _V.TEMPERATURE, _S.GPU),
+    _f("DCGM_FI_DEV_GPU_TEMP", _G, "GPU temperature (in C).", "Celsius",
+       _R.TEMPERATURE, None, _V.TEMPERATURE, _S.GPU),
+    _f("DCGM_FI_DEV_POWER_USAGE", _G, "Power draw (in W).", "W",
+       _R.POWER, None, _V.MILLIWATT_TO_WATT, _S.GPU),
+    _f("DCGM_FI_DEV_POWER_MGMT_LIMIT", _G, "Power management limit (in W).", "W",
+       _R.POWER_LIMIT, None, _V.MILLIWATT_TO_WATT, _S.GPU),
+    _f("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", _C,
+       "Total energy consumption since boot (in mJ).", "mJ",
+       _R.ENERGY, None, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", _C, "Total number of PCIe retries.", "count",
+       _R.PCIE_REPLAY, None, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_GPU_UTIL", _G, "GPU utilization (in %).", "%",
+       _R.UTILIZATION, "gpu", _V.NONE, _S.GPU_NO_MIG),
+    _f("DCGM_FI_DEV_MEM_COPY_UTIL", _G, "Memory utilization (in %).", "%",
+       _R.UTILIZATION, "memory", _V.NONE, _S.GPU_NO_MIG),
+    _f("DCGM_FI_DEV_ENC_UTIL", _G, "Encoder utilization (in %).", "%",
+       _R.ENCODER, None, _V.NONE, _S.GPU_NO_MIG),
+    _f("DCGM_FI_DEV_DEC_UTIL", _G, "Decoder utilization (in %).", "%",
+       _R.DECODER, None, _V.NONE, _S.GPU_NO_MIG),
+    _f("DCGM_FI_DEV_XID_ERRORS", _G, "Value of the last XID error encountered.", "code",
+       _R.XID_EVENTS, None, _V.NONE, _S.INSTANCE),
+    _f("DCGM_EXP_XID_ERRORS_COUNT", _G,
+       "Count of XID errors within the user-specified time window (see xid label).", "count",
+       _R.XID_EVENTS, "window", _V.NONE, _S.INSTANCE),
+    _f("DCGM_FI_DEV_FB_FREE", _G, "Framebuffer memory free (in MiB).", "MiB",
+       _R.MEMORY, "free", _V.BYTES_TO_MIB, _S.INSTANCE),
+    _f("DCGM_FI_DEV_FB_USED", _G, "Framebuffer memory used (in MiB).", "MiB",
+       _R.MEMORY, "used", _V.BYTES_TO_MIB, _S.INSTANCE),
+    _f("DCGM_FI_DEV_FB_RESERVED", _G, "Framebuffer memory reserved (in MiB).", "MiB",
+       _R.MEMORY, "reserved", _V.BYTES_TO_MIB, _S.INSTANCE),
+    _f("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", _C,
+       "Total number of NVLink bandwidth counters for all lanes (cumulative KiB, TX + RX).",
+       "KiB", _R.FIELD_VALUES, NVLINK_BANDWIDTH_PART, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", _C,
+       "Number of remapped rows for uncorrectable errors", "rows",
+       _R.REMAPPED_ROWS, "uncorrectable", _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", _C,
+       "Number of remapped rows for correctable errors", "rows",
+       _R.REMAPPED_ROWS, "correctable", _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_ROW_REMAP_FAILURE", _G, "Whether remapping of rows has failed", "bool",
+       _R.REMAPPED_ROWS, "failure", _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_ROW_REMAP_PENDING", _G, "Whether remapping of rows is pending", "bool",
+       _R.REMAPPED_ROWS, "pending", _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", _C, "Total number of single-bit volatile ECC errors.",
+       "count", _R.FIELD_VALUES, FI_ECC_SBE_VOL_TOTAL, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", _C, "Total number of double-bit volatile ECC errors.",
+       "count", _R.FIELD_VALUES, FI_ECC_DBE_VOL_TOTAL, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", _C,
+       "Total number of single-bit persistent ECC errors.", "count",
+       _R.FIELD_VALUES, FI_ECC_SBE_AGG_TOTAL, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", _C,
+       "Total number of double-bit persistent ECC errors.", "count",
+       _R.FIELD_VALUES, FI_ECC_DBE_AGG_TOTAL, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_RETIRED_SBE", _C, "Total number of retired pages due to single-bit errors.",
+       "pages", _R.FIELD_VALUES, FI_RETIRED_SBE, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_RETIRED_DBE", _C, "Total number of retired pages due to double-bit errors.",
+       "pages", _R.FIELD_VALUES, FI_RETIRED_DBE, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_RETIRED_PENDING", _G, "Whether pages are pending retirement.", "bool",
+       _R.FIELD_VALUES, FI_RETIRED_PENDING, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_POWER_VIOLATION", _C,
+       "Throttling duration due to power constraints (in us).", "ns",
+       _R.FIELD_VALUES, FI_PERF_POLICY_POWER, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_THERMAL_VIOLATION", _C,
+       "Throttling duration due to thermal constraints (in us).", "ns",
+       _R.FIELD_VALUES, FI_PERF_POLICY_THERMAL, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", _C,
+       "Throttling duration due to sync-boost constraints (in us).", "ns",
+       _R.FIELD_VALUES, FI_PERF_POLICY_SYNC_BOOST, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", _C,
+       "Throttling duration due to board limit constraints (in us).", "ns",
+       _R.FIELD_VALUES, FI_PERF_POLICY_BOARD_LIMIT, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_LOW_UTIL_VIOLATION", _C,
+       "Throttling duration due to low utilization (in us).", "ns",
+       _R.FIELD_VALUES, FI_PERF_POLICY_LOW_UTILIZATION, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_RELIABILITY_VIOLATION", _C,
+       "Throttling duration due to reliability constraints (in us).", "ns",
+       _R.FIELD_VALUES, FI_PERF_POLICY_RELIABILITY, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", _G,
+       "Current clock event reasons (bitmask of NVML clocks event reasons).", "bitmask",
+       _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", _G,
+       "Current clock throttle reasons (older name of DCGM_FI_DEV_CLOCKS_EVENT_REASONS).",
+       "bitmask", _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_FI_DRIVER_VERSION", _L, "Driver Version", "",
+       _R.DRIVER, None, _V.NONE, _S.GPU),
+    _f("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _G, "Ratio of time the graphics engine is active.",
+       "ratio", _R.GPM, GPM_GRAPHICS_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_SM_ACTIVE", _G,
+       "The ratio of cycles an SM has at least 1 warp assigned.", "ratio",
+       _R.GPM, GPM_SM_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_SM_OCCUPANCY", _G,
+       "The ratio of number of warps resident on an SM.", "ratio",
+       _R.GPM, GPM_SM_OCCUPANCY, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", _G,
+       "Ratio of cycles the tensor (HMMA) pipe is active.", "ratio",
+       _R.GPM, GPM_ANY_TENSOR_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_DRAM_ACTIVE", _G,
+       "Ratio of cycles the device memory interface is active sending or receiving data.",
+       "ratio", _R.GPM, GPM_DRAM_BW_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_PIPE_FP64_ACTIVE", _G, "Ratio of cycles the fp64 pipes are active.",
+       "ratio", _R.GPM, GPM_FP64_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_PIPE_FP32_ACTIVE", _G, "Ratio of cycles the fp32 pipes are active.",
+       "ratio", _R.GPM, GPM_FP32_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_PIPE_FP16_ACTIVE", _G, "Ratio of cycles the fp16 pipes are active.",
+       "ratio", _R.GPM, GPM_FP16_UTIL, _V.PERCENT_TO_RATIO, _S.INSTANCE),
+    _f("DCGM_FI_PROF_PCIE_TX_BYTES", _G,
+       "The rate of data transmitted over the PCIe bus - including both protocol headers and "
+       "data payloads - in bytes per second.", "B/s",
+       _R.GPM, GPM_PCIE_TX_PER_SEC, _V.MIB_PER_S_TO_BYTES_PER_S, _S.INSTANCE),
+    _f("DCGM_FI_PROF_PCIE_RX_BYTES", _G,
+       "The rate of data received over the PCIe bus - including both protocol headers and "
+       "data payloads - in bytes per second.", "B/s",
+       _R.GPM, GPM_PCIE_RX_PER_SEC, _V.MIB_PER_S_TO_BYTES_PER_S, _S.INSTANCE),
+    _f("DCGM_FI_PROF_NVLINK_TX_BYTES", _G,
+       "The rate of data transmitted over NVLink, not including protocol headers, in bytes "
+       "per second.", "B/s",
+       _R.GPM, GPM_NVLINK_TOTAL_TX_PER_SEC, _V.MIB_PER_S_TO_BYTES_PER_S, _S.INSTANCE),
+    _f("DCGM_FI_PROF_NVLINK_RX_BYTES", _G,
+       "The rate of data received over NVLink, not including protocol headers, in bytes per "
+       "second.", "B/s",
+       _R.GPM, GPM_NVLINK_TOTAL_RX_PER_SEC, _V.MIB_PER_S_TO_BYTES_PER_S, _S.INSTANCE),
+)
+
+BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in CATALOG}
+
+# Real DCGM field names this exporter does not serve: a CSV naming one is accepted with a
+# warning (dcgm-exporter's own CSVs must load), while a name in neither table is a typo.
+KNOWN_UNSERVED: frozenset[str] = frozenset({
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+    "DCGM_FI_DEV_BRAND",
+    "DCGM_FI_DEV_SERIAL",
+    "DCGM_FI_DEV_VBIOS_VERSION",
+    "DCGM_FI_DEV_INFOROM_IMAGE_VER",
+    "DCGM_FI_DEV_ECC_INFOROM_VER",
+    "DCGM_FI_DEV_OEM_INFOROM_VER",
+    "DCGM_FI_DEV_POWER_INFOROM_VER",
+    "DCGM_FI_NVML_VERSION",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    "DCGM_EXP_CLOCK_EVENTS_COUNT",
+    "DCGM_EXP_GPU_HEALTH_STATUS",
+    "DCGM_EXP_P2P_STATUS",
+    "DCGM_FI_DEV_COUNT",
+    "DCGM_FI_DEV_NAME",
+    "DCGM_FI_DEV_UUID",
+    "DCGM_FI_DEV_PCI_BUSID",
+    "DCGM_FI_DEV_MINOR_NUMBER",
+    "DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY",
+    "DCGM_FI_DEV_VIDEO_CLOCK",
+    "DCGM_FI_DEV_APP_SM_CLOCK",
+    "DCGM_FI_DEV_APP_MEM_CLOCK",
+    "DCGM_FI_DEV_MAX_SM_CLOCK",
+    "DCGM_FI_DEV_MAX_MEM_CLOCK",
+    "DCGM_FI_DEV_FAN_SPEED",
+    "DCGM_FI_DEV_PSTATE",
+    "DCGM_FI_DEV_SLOWDOWN_TEMP",
+    "DCGM_FI_DEV_SHUTDOWN_TEMP",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF",
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+    "DCGM_FI_DEV_FB_TOTAL",
+    "DCGM_FI_DEV_FB_USED_PERCENT",
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+    "DCGM_FI_DEV_PCIE_LINK_GEN",
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+    "DCGM_FI_DEV_COMPUTE_PIDS",
+    "DCGM_FI_DEV_RETIRED_PENDING_SBE",
+    "DCGM_FI_DEV_RETIRED_PENDING_DBE",
+    "DCGM_FI_DEV_ECC_CURRENT",
+    "DCGM_FI_DEV_ECC_PENDING",
+    "DCGM_FI_DEV_VIRTUAL_MODE",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_L1",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE_DEPRECATED",
+    "DCGM_FI_PROF_PIPE_INT_ACTIVE",
+    "DCGM_FI_PROF_PIPE_HALF_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE",
+    "DCGM_FI_PROF_NVDEC0_ACTIVE",
+    "DCGM_FI_PROF_NVJPG0_ACTIVE",
+    "DCGM_FI_PROF_NVOFA0_ACTIVE",
+    "DCGM_FI_PROF_C2C_TX_ALL_BYTES",
+    "DCGM_FI_PROF_C2C_RX_ALL_BYTES",
+    "DCGM_FI_DEV_GPU_UTIL_SAMPLES",
+    "DCGM_FI_DEV_MEM_COPY_UTIL_SAMPLES",
+    "DCGM_FI_DEV_CPU_UTIL_TOTAL",
+    "DCGM_FI_DEV_DIAG_MEMORY_RESULT",
+})
