@@ -1,0 +1,33 @@
+"""What attribution hands to the exposition layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from exporter.series import Labels
+
+EntityKey = tuple[int, int]
+"""(gpu index, GPU instance id or -1), as `exporter.devices.model.Entity.key`."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """The container that holds a device exclusively."""
+
+    pod: str
+    namespace: str
+    container: str
+    extra: Labels = ()
+    """Enrichment labels (pod UID, allow-listed pod labels), appended after `pod`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    owners: Mapping[EntityKey, PodRef] = field(default_factory=dict)
+    """Entities held by exactly one container: their device series carry its labels."""
+    visible: frozenset[EntityKey] | None = None
+    """With `--scope pod`: the only entities that may appear anywhere. None: all."""
+
+
+NO_ATTRIBUTION = Attribution()
