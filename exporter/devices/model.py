@@ -116,5 +116,7 @@ class Readings:
     values: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
     xid_window: tuple[XidCount, ...] = ()
     xid_totals: tuple[XidTotal, ...] = ()
+    xid_window_s: float = 0.0
+    """Length of the window `xid_window` counts over."""
     gpm_supported: dict[int, bool] = field(default_factory=dict)
     """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""

@@ -1,0 +1,108 @@
+"""Plain descriptions of the dashboards, independent of any Grafana library.
+
+Content modules describe panels with these types; `render` turns them into Grafana JSON.
+Queries name DCGM fields directly, so a panel whose fields are not all enabled is dropped
+(and a section left empty disappears) rather than shipped as "No data".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from exporter.artifacts.fieldset import FieldSet
+
+HOST = "Hostname"
+"""The node label dcgm-exporter releases up to 4.8 emit (and this exporter by default)."""
+
+
+class Kind(Enum):
+    TIMESERIES = "timeseries"
+    STAT = "stat"
+    TABLE = "table"
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    title: str
+    kind: Kind
+    queries: tuple[Query, ...]
+    unit: str
+    description: str
+    width: int = 12
+    height: int = 8
+    min: float | None = None
+    max: float | None = None
+    external: bool = False
+    """Reads metrics from outside this exporter (kube-state-metrics, KEDA, the app)."""
+
+    def restricted_to(self, fields: FieldSet) -> Panel | None:
+        """The panel with only the queries whose fields are all enabled (None if no query is)."""
+        queries = tuple(q for q in self.queries if fields.allows(q.expr))
+        if not queries:
+            return None
+        return Panel(self.title, self.kind, queries, self.unit, self.description, self.width,
+                     self.height, self.min, self.max, self.external)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    title: str
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    name: str
+    label: str
+    query: str
+    """A Grafana `label_values(...)` query against the datasource variable."""
+    multi: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    uid: str
+    filename: str
+    title: str
+    description: str
+    tags: tuple[str, ...]
+    variables: tuple[Variable, ...]
+    sections: tuple[Section, ...] = field(default_factory=tuple)
+
+    def restricted_to(self, fields: FieldSet) -> Dashboard:
+        kept: list[Section] = []
+        for section in self.sections:
+            restricted = (p.restricted_to(fields) for p in section.panels)
+            panels = tuple(p for p in restricted if p is not None)
+            if panels:
+                kept.append(Section(section.title, panels))
+        return Dashboard(
+            self.uid, self.filename, self.title, self.description, self.tags,
+            self.variables, tuple(kept),
+        )
+
+
+def sel(*matchers: str) -> str:
+    """A label matcher block: sel('job=~"$job"', 'gpu=~"$gpu"') -> '{job=~"$job",gpu=~"$gpu"}'."""
+    return "{" + ", ".join(matchers) + "}"
+
+
+JOB = 'job=~"$job"'
+HOSTS = f'{HOST}=~"$Hostname"'
+GPUS = 'gpu=~"$gpu"'
+GPU_LEGEND = f"{{{{{HOST}}}}} gpu {{{{gpu}}}}"
+INSTANCE_LEGEND = f"{GPU_LEGEND} {{{{GPU_I_PROFILE}}}} {{{{GPU_I_ID}}}}"
+"""Unique per MIG instance across nodes; for whole GPUs the MIG labels render empty."""
+
+JOB_VAR = Variable("job", "Job", "label_values(gpu_exporter_build_info, job)")
+HOST_VAR = Variable("Hostname", "Node",
+                    f'label_values({{__name__=~"DCGM_F.+", {JOB}}}, {HOST})')
+GPU_VAR = Variable("gpu", "GPU", f'label_values({{__name__=~"DCGM_F.+", {JOB}, {HOSTS}}}, gpu)')

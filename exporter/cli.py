@@ -1,0 +1,42 @@
+"""Command-line entry: `gpu-exporter [serve|generate|doctor] ...` (serve is the default).
+
+Each subcommand's module is imported only when it runs, so serving never loads the
+dashboard generator's or the doctor's dependencies.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+USAGE = """usage: gpu-exporter [serve] [flags]     run the exporter (gpu-exporter serve --help)
+       gpu-exporter generate ...         write dashboards, alert rules, KEDA objects
+       gpu-exporter doctor ...           explain what stands between this node and its metrics
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args and not args[0].startswith("-") else "serve"
+    rest = args[1:] if args and args[0] == command else args
+    if command == "serve":
+        from exporter.serve import main as serve_main
+
+        return serve_main(rest)
+    if command == "generate":
+        from exporter.artifacts.cli import main as generate_main
+
+        return generate_main(rest)
+    if command == "doctor":
+        from exporter.doctor import main as doctor_main
+
+        return doctor_main(rest)
+    if command in ("help", "-h", "--help"):
+        print(USAGE)
+        return 0
+    print(f"gpu-exporter: unknown command {command!r}\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""Faults the simulated node can be told to show, and the `--sim.fault` spec parser.
+
+A spec is comma-separated: the kind first, then `key=value` items. Times (`at`, `for`,
+`over`) are durations such as `30s`, `2m`, `500ms` or `1h`, measured from the simulated
+node's start. Every parse error names the spec, the offending part and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_HINT = "a duration such as 30s, 2m, 500ms or 1h"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `30s` / `2m` / `500ms` / `1h`; ValueError naming the expected form."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not {DURATION_HINT}")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """[start, end) in simulated seconds; end None means it never ends."""
+
+    start: float
+    end: float | None = None
+
+    def active(self, t: float) -> bool:
+        return self.start <= t and (self.end is None or t < self.end)
+
+    def overlap(self, t0: float, t1: float) -> float:
+        """Seconds of [t0, t1] covered by this window."""
+        end = math.inf if self.end is None else self.end
+        return max(0.0, min(t1, end) - max(t0, self.start))
+
+
+@dataclass(frozen=True, slots=True)
+class XidFault:
+    """One XID event on a GPU (optionally attributed to a MIG GPU instance)."""
+
+    gpu: int
+    code: int
+    at: float
+    gpu_instance: int | None = None
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LostFault:
+    """GPU_IS_LOST on a GPU and its MIG devices during the window."""
+
+    gpu: int
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlDownFault:
+    """nvmlInit fails with DRIVER_NOT_LOADED during the window; an initialised library is
+    dropped (every call answers UNINITIALIZED until nvmlInit succeeds again)."""
+
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FbRampFault:
+    """Framebuffer used ramps linearly to `to_percent` of total over `over` seconds."""
+
+    gpu: int
+    at: float
+    over: float
+    to_percent: float
+    gpu_instance: int | None = None
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EccFault:
+    """Volatile (and aggregate) ECC error counts grow by these amounts at `at`."""
+
+    gpu: int
+    at: float
+    dbe: int = 0
+    sbe: int = 0
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemapFault:
+    """A row hit by an uncorrectable error: remap pending and/or failure from `at` on."""
+
+    gpu: int
+    at: float
+    failure: bool = False
+    pending: bool = False
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ThermalFault:
+    """HW thermal slowdown: temperature at its slowdown limit, clocks cut."""
+
+    gpu: int
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PowerBrakeFault:
+    """HW power brake slowdown: power and clocks cut."""
+
+    gpu: int
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IdleFault:
+    """Utilisation and GPM activity drop to 0 (allocated but idle); memory stays."""
+
+    gpu: int
+    window: Window
+    gpu_instance: int | None = None
+    spec: str = ""
+
+
+Fault = (
+    XidFault
+    | LostFault
+    | NvmlDownFault
+    | FbRampFault
+    | EccFault
+    | RemapFault
+    | ThermalFault
+    | PowerBrakeFault
+    | IdleFault
+)
+
+GRAMMAR: Mapping[str, str] = {
+    "xid": "xid,code=79,gpu=0,at=10s[,gi=2]",
+    "lost": "lost,gpu=1,at=20s[,for=30s]",
+    "nvml-down": "nvml-down,at=0s[,for=20s]",
+    "fb-ramp": "fb-ramp,gpu=2,at=5s,over=30s,to=97[,gi=3]",
+    "ecc": "ecc,gpu=0,at=5s,dbe=1[,sbe=N]",
+    "remap": "remap,gpu=0,at=5s,failure=1[,pending=1]",
+    "thermal": "thermal,gpu=0,at=5s[,for=1m]",
+    "power-brake": "power-brake,gpu=0,at=5s[,for=1m]",
+    "idle": "idle,gpu=3,at=0s[,for=1m][,gi=2]",
+}
+"""One example per kind; square brackets mark optional keys."""
+
+_REQUIRED: Mapping[str, tuple[str, ...]] = {
+    "xid": ("code", "gpu", "at"),
+    "lost": ("gpu", "at"),
+    "nvml-down": ("at",),
+    "fb-ramp": ("gpu", "at", "over", "to"),
+    "ecc": ("gpu", "at"),
+    "remap": ("gpu", "at"),
+    "thermal": ("gpu", "at"),
+    "power-brake": ("gpu", "at"),
+    "idle": ("gpu", "at"),
+}
+_OPTIONAL: Mapping[str, tuple[str, ...]] = {
+    "xid": ("gi",),
+    "lost": ("for",),
+    "nvml-down": ("for",),
+    "fb-ramp": ("gi",),
+    "ecc": ("dbe", "sbe"),
+    "remap": ("failure", "pending"),
+    "thermal": ("for",),
+    "power-brake": ("for",),
+    "idle": ("for", "gi"),
+}
+_VALUE_HINTS: Mapping[str, str] = {
+    "code": "an XID number such as 79",
+    "gpu": "a GPU index such as 0",
+    "gi": "a MIG GPU instance id such as 2",
+    "at": DURATION_HINT,
+    "for": DURATION_HINT,
+    "over": DURATION_HINT,
+    "to": "a percentage of the framebuffer between 0 and 100",
+    "dbe": "a count of double-bit errors (0 or more)",
+    "sbe": "a count of single-bit errors (0 or more)",
+    "failure": "0 or 1",
+    "pending": "0 or 1",
+}
+
+
+class _Items:
+    """The key=value items of one spec, with errors that name the spec and the part."""
+
+    def __init__(self, spec: str, kind: str, items: dict[str, str]) -> None:
+        self.spec = spec
+        self.kind = kind
+        self.items = items
+
+    def _fail(self, key: str, detail: str) -> ValueError:
+        return ValueError(
+            f"fault {self.spec!r}: {key}={self.items[key]!r} {detail}; "
+            f"expected {key}=<{_VALUE_HINTS[key]}> (e.g. {GRAMMAR[self.kind]})"
+        )
+
+    def _get(self, key: str, convert: Callable[[str], float], detail: str) -> float | None:
+        raw = self.items.get(key)
+        if raw is None:
+            return None
+        try:
+            return convert(raw)
+        except ValueError:
+            raise self._fail(key, detail) from None
+
+    def int_(self, key: str, *, low: int = 0, high: int | None = None) -> int | None:
+        value = self._get(key, int, "is not a whole number")
+        if value is None:
+            return None
+        if value < low or (high is not None and value > high):
+            bound = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise self._fail(key, f"is out of range (must be {bound})")
+        return int(value)
+
+    def duration(self, key: str) -> float | None:
+        return self._get(key, parse_duration, "is not a duration")
+
+    def percent(self, key: str) -> float | None:
+        value = self._get(key, float, "is not a number")
+        if value is not None and not 0.0 <= value <= 100.0:
+            raise self._fail(key, "is out of range")
+        return value
+
+    def window(self) -> Window:
+        at = self.duration("at")
+        assert at is not None  # required for every windowed kind
+        length = self.duration("for")
+        if length is not None and length <= 0:
+            raise self._fail("for", "must be longer than 0")
+        return Window(at, None if length is None else at + length)
+
+
+def _split(spec: str) -> tuple[str, dict[str, str]]:
+    parts = [p.strip() for p in spec.split(",")]
+    kind = parts[0].lower()
+    if not kind:
+        raise ValueError(
+            f"fault {spec!r}: missing the fault kind; expected one of "
+            f"{', '.join(GRAMMAR)} first (e.g. {GRAMMAR['xid']})"
+        )
+    if kind not in GRAMMAR:
+        raise ValueError(
+            f"fault {spec!r}: unknown fault kind {parts[0]!r}; expected one of "
+            f"{', '.join(GRAMMAR)}"
+        )
+    allowed = _REQUIRED[kind] + _OPTIONAL[kind]
+    items: dict[str, str] = {}
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or not key or not value.strip():
+            raise ValueError(
+                f"fault {spec!r}: item {part!r} is not key=value; expected e.g. "
+                f"{GRAMMAR[kind]}"
+            )
+        if key not in allowed:
+            raise ValueError(
+                f"fault {spec!r}: unknown key {key!r} for a {kind} fault; expected keys: "
+                f"{', '.join(allowed)} (e.g. {GRAMMAR[kind]})"
+            )
+        if key in items:
+            raise ValueError(f"fault {spec!r}: key {key!r} is given twice")
+        items[key] = value.strip()
+    missing = [k for k in _REQUIRED[kind] if k not in items]
+    if missing:
+        raise ValueError(
+            f"fault {spec!r}: a {kind} fault needs {', '.join(k + '=' for k in missing)}; "
+            f"expected e.g. {GRAMMAR[kind]}"
+        )
+    return kind, items
+
+
+def parse_fault(spec: str) -> Fault:
+    """Parse one `--sim.fault` spec; ValueError names the bad part and the expected form."""
+    kind, raw = _split(spec)
+    items = _Items(spec, kind, raw)
+    gpu = items.int_("gpu")
+    at = items.duration("at")
+    if kind == "xid":
+        assert gpu is not None and at is not None
+        code = items.int_("code", low=1)
+        assert code is not None
+        return XidFault(gpu, code, at, items.int_("gi"), spec)
+    if kind == "nvml-down":
+        return NvmlDownFault(items.window(), spec)
+    if kind == "fb-ramp":
+        assert gpu is not None and at is not None
+        over = items.duration("over")
+        to = items.percent("to")
+        assert over is not None and to is not None
+        return FbRampFault(gpu, at, over, to, items.int_("gi"), spec)
+    if kind == "ecc":
+        assert gpu is not None and at is not None
+        dbe, sbe = items.int_("dbe") or 0, items.int_("sbe") or 0
+        if "dbe" not in raw and "sbe" not in raw:
+            raise ValueError(
+                f"fault {spec!r}: an ecc fault needs dbe= and/or sbe=; expected e.g. "
+                f"{GRAMMAR[kind]}"
+            )
+        return EccFault(gpu, at, dbe, sbe, spec)
+    if kind == "remap":
+        assert gpu is not None and at is not None
+        failure = items.int_("failure", high=1)
+        pending = items.int_("pending", high=1)
+        if failure is None and pending is None:
+            raise ValueError(
+                f"fault {spec!r}: a remap fault needs failure= and/or pending=; expected e.g. "
+                f"{GRAMMAR[kind]}"
+            )
+        return RemapFault(gpu, at, bool(failure), bool(pending), spec)
+    assert gpu is not None
+    window = items.window()
+    if kind == "lost":
+        return LostFault(gpu, window, spec)
+    if kind == "thermal":
+        return ThermalFault(gpu, window, spec)
+    if kind == "power-brake":
+        return PowerBrakeFault(gpu, window, spec)
+    assert kind == "idle"
+    return IdleFault(gpu, window, items.int_("gi"), spec)
+
+
+def fault_gpu(fault: Fault) -> int | None:
+    """The GPU a fault is about (None for node-wide faults)."""
+    return None if isinstance(fault, NvmlDownFault) else fault.gpu
+
+
+def fault_gpu_instance(fault: Fault) -> int | None:
+    if isinstance(fault, XidFault | FbRampFault | IdleFault):
+        return fault.gpu_instance
+    return None

@@ -1,0 +1,150 @@
+"""Snapshot -> exposition bytes, done once per poll.
+
+Both wire formats are produced from one list of families so they can never disagree. dcgm
+field counters keep their names without `_total` (dashboards match on them); since
+OpenMetrics requires `_total` on counters, they are typed `unknown` there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from exporter.devices.model import Entity
+from exporter.exposition.labels import entity_labels, format_labels, pod_labels
+from exporter.fields.catalog import MetricType
+from exporter.sampling.snapshot import Snapshot
+from exporter.series import Family, Labels, Sample
+
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"
+GZIP_LEVEL = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One poll's exposition in every form a scrape may ask for."""
+
+    text: bytes
+    text_gzip: bytes
+    openmetrics: bytes
+    openmetrics_gzip: bytes
+
+
+def format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return f"{value:.6f}"
+
+
+def visible_entities(snapshot: Snapshot) -> list[Entity]:
+    """Entities in exposition order, restricted by the attribution's scope."""
+    visible = snapshot.attribution.visible
+    entities = sorted((*snapshot.inventory.gpus, *snapshot.inventory.instances),
+                      key=lambda e: e.key)
+    return [e for e in entities if visible is None or e.key in visible]
+
+
+def device_families(snapshot: Snapshot) -> list[Family]:
+    """The DCGM_* families, in the collectors file's order."""
+    entities = visible_entities(snapshot)
+    owners = snapshot.attribution.owners
+    driver_labels: Labels = ()
+    if "DCGM_FI_DRIVER_VERSION" in snapshot.collectors.names and \
+            snapshot.inventory.driver_version is not None:
+        driver_labels = (("DCGM_FI_DRIVER_VERSION", snapshot.inventory.driver_version),)
+    base = {
+        e.key: entity_labels(e, snapshot.host) + driver_labels + pod_labels(owners.get(e.key))
+        for e in entities
+    }
+    values = snapshot.readings.values
+    families: list[Family] = []
+    for enabled in snapshot.collectors.fields:
+        spec = enabled.spec
+        if enabled.type is MetricType.LABEL:
+            continue
+        if spec.name == XID_COUNT_FIELD:
+            samples = _xid_window_samples(snapshot, base)
+        else:
+            samples = tuple(
+                Sample(base[e.key], v)
+                for e in entities
+                if (v := values.get(e.key, {}).get(spec.name)) is not None
+            )
+        if samples:
+            # dcgm fields keep their name whatever their type, so "counter" stays "dcgm".
+            kind = "dcgm-counter" if enabled.type is MetricType.COUNTER else enabled.type.value
+            families.append(Family(spec.name, kind, enabled.help, samples))
+    families.extend(_xid_total_families(snapshot, base))
+    return families
+
+
+def _xid_window_samples(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
+                        ) -> tuple[Sample, ...]:
+    window = (("window_size_in_ms", str(int(snapshot.readings.xid_window_s * 1000))),)
+    return tuple(
+        Sample(base[c.entity_key] + (("xid", str(c.xid)),) + window, float(c.count))
+        for c in snapshot.readings.xid_window
+        if c.entity_key in base
+    )
+
+
+def _xid_total_families(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
+                        ) -> list[Family]:
+    totals = [t for t in snapshot.readings.xid_totals if t.entity_key in base]
+    if not totals:
+        return []
+    return [
+        Family("gpu_exporter_xid_errors", "counter",
+               "XID events since the exporter started, by code.",
+               tuple(Sample(base[t.entity_key] + (("xid", str(t.xid)),), float(t.total))
+                     for t in totals)),
+        Family("gpu_exporter_xid_last_seen_timestamp_seconds", "gauge",
+               "Unix time of the most recent XID event with this code.",
+               tuple(Sample(base[t.entity_key] + (("xid", str(t.xid)),), t.last_seen)
+                     for t in totals)),
+    ]
+
+
+def _render(families: Iterable[Family], openmetrics: bool) -> bytes:
+    out: list[str] = []
+    for fam in families:
+        name, kind = fam.name, fam.type
+        if kind == "dcgm-counter":
+            kind = "unknown" if openmetrics else "counter"
+            sample_name = name
+        elif kind == "counter":
+            sample_name = name + "_total"
+            if not openmetrics:
+                name = sample_name
+        else:
+            sample_name = name
+            if kind == "untyped" and openmetrics:
+                kind = "unknown"
+        help_text = fam.help.replace("\\", "\\\\").replace("\n", "\\n")
+        out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
+        for s in fam.samples:
+            out.append(f"{sample_name}{s.suffix}{format_labels(s.labels)} "
+                       f"{format_value(s.value)}\n")
+    if openmetrics:
+        out.append("# EOF\n")
+    return "".join(out).encode()
+
+
+def render(families: list[Family]) -> Rendered:
+    text = _render(families, openmetrics=False)
+    om = _render(families, openmetrics=True)
+    return Rendered(
+        text=text,
+        text_gzip=gzip.compress(text, GZIP_LEVEL, mtime=0),
+        openmetrics=om,
+        openmetrics_gzip=gzip.compress(om, GZIP_LEVEL, mtime=0),
+    )

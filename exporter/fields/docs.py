@@ -1,0 +1,107 @@
+"""docs/metrics.md, generated from the catalog (`python -m exporter.fields.docs [OUT]`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
+from exporter.fields.csv import default_collectors_path, load_collectors
+
+_SCOPE_TEXT = {
+    Scope.GPU: "physical GPU (on the parent GPU's series under MIG)",
+    Scope.GPU_NO_MIG: "physical GPU; absent while MIG is enabled (NVML does not report it)",
+    Scope.INSTANCE: "whole GPU without MIG; each MIG GPU instance with MIG",
+}
+
+SELF_METRICS = (
+    ("gpu_exporter_build_info", "gauge", "version, python_version, backend; always 1"),
+    ("gpu_exporter_nvml_up", "gauge", "1 when NVML is initialised and devices enumerated"),
+    ("gpu_exporter_collect_interval_seconds", "gauge", "configured poll interval"),
+    ("gpu_exporter_poll_duration_seconds", "gauge", "duration of the last completed poll"),
+    ("gpu_exporter_last_poll_success_timestamp_seconds", "gauge",
+     "Unix time of the last poll that read the devices"),
+    ("gpu_exporter_poll_errors_total", "counter",
+     "failed polls by `reason` (deadline, busy, nvml_down, exception)"),
+    ("gpu_exporter_nvml_errors_total", "counter", "failed NVML calls by `function` and `code`"),
+    ("gpu_exporter_gpu_lost_total", "counter", "GPUs dropped after GPU_IS_LOST"),
+    ("gpu_exporter_scrapes_total", "counter", "scrapes served, as of the last poll"),
+    ("gpu_exporter_config_reloads_total", "counter", "collectors reloads by `result`"),
+    ("gpu_exporter_config_last_reload_success_timestamp_seconds", "gauge",
+     "Unix time of the last successful reload"),
+    ("gpu_exporter_devices", "gauge", "visible devices by `kind` (gpu, mig)"),
+    ("gpu_exporter_gpm_supported", "gauge", "per GPU: 1 when GPM profiling is available"),
+    ("gpu_exporter_xid_errors_total", "counter", "XID events per entity and `xid` since start"),
+    ("gpu_exporter_xid_last_seen_timestamp_seconds", "gauge",
+     "Unix time of the last XID event per entity and `xid`"),
+)
+
+
+def _source(spec: FieldSpec) -> str:
+    if spec.reader is Reader.FIELD_VALUES:
+        return f"`nvmlDeviceGetFieldValues` ({spec.part})"
+    if spec.reader is Reader.GPM:
+        return f"GPM metric {spec.part}"
+    part = f" `.{spec.part}`" if isinstance(spec.part, str) and spec.part != "window" else ""
+    return f"`{spec.reader.value}`{part}"
+
+
+def render_markdown() -> str:
+    enabled = load_collectors(default_collectors_path()).names
+    lines = [
+        "# Metrics",
+        "",
+        "Generated from `exporter/fields/catalog.py` by `python -m exporter.fields.docs "
+        "docs/metrics.md`; a test fails when this file drifts from the catalog.",
+        "",
+        "Device series carry the labels `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, "
+        "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances, then the host label "
+        "(`Hostname` by default), then label-type fields (`DCGM_FI_DRIVER_VERSION`), then "
+        "`container`, `namespace`, `pod` when one container holds the device.",
+        "",
+        "A value NVML does not report (NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND) is "
+        "omitted: there is no series, never a 0 in its place.",
+        "",
+        "## Device fields",
+        "",
+        "| field | type | unit | default | NVML source | conversion | scope |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for spec in CATALOG:
+        lines.append(
+            f"| `{spec.name}` | {spec.type.value} | {spec.unit or '-'} | "
+            f"{'yes' if spec.name in enabled else 'no'} | {_source(spec)} | "
+            f"{spec.convert.value} | {_SCOPE_TEXT[spec.scope]} |"
+        )
+    lines += [
+        "",
+        "Notes:",
+        "",
+        "- `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` is a counter of KiB (TX + RX over all links, "
+        "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second.",
+        "- `DCGM_FI_DEV_XID_ERRORS` is the last XID code seen (0: none since start), as in "
+        "dcgm-exporter; alert on `increase(gpu_exporter_xid_errors_total[..])` instead.",
+        "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
+        "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
+        "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",
+        "",
+        "## Self-metrics",
+        "",
+        "| metric | type | meaning |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{n}` | {t} | {m} |" for n, t, m in SELF_METRICS]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render_markdown()
+    if argv:
+        Path(argv[0]).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,240 @@
+"""Joining kubelet allocations with the node's inventory.
+
+Rules (what the exposition layer sees through `Attribution` and the allocation rows):
+
+- A device held by exactly one container, with no shared-replica suffix, is *exclusive*: its
+  entity goes into `Attribution.owners` and its device series carry `pod`, `namespace`,
+  `container` as dcgm-exporter does.
+- A device held through replicas (`::N`, GKE `vgpuK`), by several containers, or a MIG GPU
+  instance whose compute instances are held by different containers is *shared*: its series
+  stay unlabelled (never one copy per pod) and each holder gets one
+  `gpu_exporter_pod_gpu_allocation` row, which PromQL joins on `gpu`/`UUID`/`GPU_I_ID`.
+- With `--scope pod` only this pod's allocations are looked at. The visible entities are the
+  whole GPUs and MIG GPU instances allocated to it. The parent GPU of an allocated MIG
+  instance is *not* visible: its power, clocks and temperatures are the whole card's, shaped
+  by the other tenants' work. A GPU instance is exclusive in pod scope only when this pod's
+  one container holds every compute instance of it (the others may belong to pods that `Get`
+  does not show), so the answer is the same whether `Get` or `List` was used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from exporter.devices.model import Entity, Inventory, MigDevice
+from exporter.k8s.config import DEFAULT_RESOURCE_NAMES
+from exporter.k8s.device_ids import DeviceId, DeviceIdError, DeviceKind, parse_device_id
+from exporter.k8s.types import Attribution, EntityKey, PodRef
+from exporter.series import Labels
+
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Allocation:
+    """One device id the kubelet says a container holds."""
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device_id: str
+
+
+def resource_accepted(resource: str, extra_names: Iterable[str] = ()) -> bool:
+    return (
+        resource in DEFAULT_RESOURCE_NAMES
+        or resource.startswith(MIG_RESOURCE_PREFIX)
+        or resource in extra_names
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    entity: Entity
+    """The whole GPU, or the MIG GPU instance."""
+    mig: MigDevice | None
+    """The compute instance, when the id named one."""
+    replica: int | None
+
+
+class DeviceResolver:
+    """Finds the entity a parsed id points at; MIG lookups (hits and misses) are cached until
+    the inventory changes, so an unknown id costs one scan per re-enumeration, not per poll."""
+
+    def __init__(self) -> None:
+        self._inventory: Inventory | None = None
+        self._mig_cache: dict[str, tuple[Entity, MigDevice] | None] = {}
+
+    def _sync(self, inventory: Inventory) -> None:
+        if inventory is not self._inventory:
+            if self._inventory is None or inventory != self._inventory:
+                self._mig_cache.clear()
+            self._inventory = inventory
+
+    def _mig_owner(self, inventory: Inventory, uuid: str) -> tuple[Entity, MigDevice] | None:
+        if uuid not in self._mig_cache:
+            self._mig_cache[uuid] = inventory.mig_owner(uuid)
+        return self._mig_cache[uuid]
+
+    def resolve(self, dev: DeviceId, inventory: Inventory) -> Resolved | None:
+        self._sync(inventory)
+        if dev.kind is DeviceKind.GPU_UUID:
+            gpu = inventory.by_uuid(dev.uuid or "")
+            return None if gpu is None else Resolved(gpu, None, dev.replica)
+        if dev.kind is DeviceKind.MIG_UUID:
+            found = self._mig_owner(inventory, dev.uuid or "")
+            return None if found is None else Resolved(found[0], found[1], dev.replica)
+        if dev.kind is DeviceKind.MIG_LEGACY:
+            parent = inventory.by_uuid(dev.uuid or "")
+            if parent is None or dev.gpu_instance_id is None:
+                return None
+            inst = inventory.instance(parent.gpu, dev.gpu_instance_id)
+            if inst is None:
+                return None
+            mig = next(
+                (m for m in inst.mig_devices if m.compute_instance_id == dev.compute_instance_id),
+                None,
+            )
+            return None if mig is None else Resolved(inst, mig, dev.replica)
+        # GKE: by index, optionally a GPU instance of it.
+        if dev.gpu_index is None:
+            return None
+        if dev.gpu_instance_id is not None:
+            inst = inventory.instance(dev.gpu_index, dev.gpu_instance_id)
+            return None if inst is None else Resolved(inst, None, dev.replica)
+        gpu = inventory.by_index(dev.gpu_index)
+        return None if gpu is None else Resolved(gpu, None, dev.replica)
+
+
+UNKNOWN_DEVICE = "unknown_device"
+MALFORMED_ID = "malformed_id"
+
+
+@dataclass(frozen=True, slots=True)
+class Unattributed:
+    allocation: Allocation
+    reason: str
+    """UNKNOWN_DEVICE or MALFORMED_ID."""
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionResult:
+    attribution: Attribution
+    allocation_rows: tuple[Labels, ...] = ()
+    """Label sets of `gpu_exporter_pod_gpu_allocation` (value 1), one per holder of a shared
+    device, sorted."""
+    unattributed: tuple[Unattributed, ...] = ()
+    parse_errors: tuple[tuple[Allocation, DeviceIdError], ...] = ()
+    resolved: tuple[tuple[Allocation, Resolved], ...] = field(default=())
+
+
+def _no_extra(namespace: str, pod: str) -> Labels:
+    return ()
+
+
+@dataclass
+class _Holding:
+    entity: Entity
+    holders: set[tuple[str, str, str]] = field(default_factory=set)
+    replicas: bool = False
+    compute_instances: set[int] = field(default_factory=set)
+    whole_instance: bool = False
+    rows: set[tuple[Allocation, int | None]] = field(default_factory=set)
+
+
+def attribute(
+    allocations: Iterable[Allocation],
+    inventory: Inventory,
+    resolver: DeviceResolver,
+    *,
+    extra_resource_names: Iterable[str] = (),
+    pod_scope: tuple[str, str] | None = None,
+    extra_labels: Callable[[str, str], Labels] = _no_extra,
+) -> AttributionResult:
+    """Decide owners, shared-device rows and what could not be attributed.
+
+    `pod_scope` is (namespace, pod): only that pod's allocations count, and the result's
+    `visible` lists its entities (empty when it holds none).
+    """
+    extra_names = frozenset(extra_resource_names)
+    holdings: dict[EntityKey, _Holding] = {}
+    unattributed: list[Unattributed] = []
+    parse_errors: list[tuple[Allocation, DeviceIdError]] = []
+    resolved_list: list[tuple[Allocation, Resolved]] = []
+
+    for alloc in sorted(set(allocations)):
+        if not resource_accepted(alloc.resource, extra_names):
+            continue
+        if pod_scope is not None and (alloc.namespace, alloc.pod) != pod_scope:
+            continue
+        parsed = parse_device_id(alloc.device_id)
+        if isinstance(parsed, DeviceIdError):
+            parse_errors.append((alloc, parsed))
+            unattributed.append(Unattributed(alloc, MALFORMED_ID, parsed.reason))
+            continue
+        found = resolver.resolve(parsed, inventory)
+        if found is None:
+            unattributed.append(
+                Unattributed(alloc, UNKNOWN_DEVICE, "no such device in the inventory")
+            )
+            continue
+        resolved_list.append((alloc, found))
+        holding = holdings.setdefault(found.entity.key, _Holding(found.entity))
+        holding.holders.add((alloc.namespace, alloc.pod, alloc.container))
+        holding.replicas |= found.replica is not None
+        if found.mig is not None:
+            holding.compute_instances.add(found.mig.compute_instance_id)
+        elif found.entity.is_mig:
+            holding.whole_instance = True
+        holding.rows.add((alloc, found.replica))
+
+    owners: dict[EntityKey, PodRef] = {}
+    rows: set[Labels] = set()
+    for key, holding in holdings.items():
+        if _exclusive(holding, pod_scope is not None):
+            namespace, pod, container = next(iter(holding.holders))
+            owners[key] = PodRef(pod, namespace, container, extra_labels(namespace, pod))
+            continue
+        for alloc, replica in holding.rows:
+            rows.add(_row_labels(holding.entity, alloc, replica, extra_labels))
+
+    visible = frozenset(holdings) if pod_scope is not None else None
+    return AttributionResult(
+        Attribution(owners=owners, visible=visible),
+        tuple(sorted(rows)),
+        tuple(unattributed),
+        tuple(parse_errors),
+        tuple(resolved_list),
+    )
+
+
+def _exclusive(holding: _Holding, pod_scope: bool) -> bool:
+    if holding.replicas or len(holding.holders) != 1:
+        return False
+    if pod_scope and holding.entity.is_mig and not holding.whole_instance:
+        every_ci = {m.compute_instance_id for m in holding.entity.mig_devices}
+        return every_ci <= holding.compute_instances
+    return True
+
+
+def _row_labels(
+    entity: Entity,
+    alloc: Allocation,
+    replica: int | None,
+    extra_labels: Callable[[str, str], Labels],
+) -> Labels:
+    labels: list[tuple[str, str]] = [("gpu", str(entity.gpu)), ("UUID", entity.uuid)]
+    if entity.gpu_instance_id is not None:
+        labels.append(("GPU_I_ID", str(entity.gpu_instance_id)))
+    labels += [
+        ("pod", alloc.pod),
+        ("namespace", alloc.namespace),
+        ("container", alloc.container),
+        ("resource", alloc.resource),
+    ]
+    if replica is not None:
+        labels.append(("replica", str(replica)))
+    return (*labels, *extra_labels(alloc.namespace, alloc.pod))

@@ -1,0 +1,272 @@
+"""Pod UID and allow-listed pod labels from the Kubernetes API server.
+
+Imported only when `--kubernetes.pod-labels` is set, so the `kubernetes` package stays out of
+every other code path. One list + watch of this node's pods runs in a background thread and
+keeps an in-memory map; scrapes and polls only read that map (never a request per scrape).
+
+Required RBAC (a ClusterRole bound to the exporter's ServiceAccount):
+
+    rules:
+      - apiGroups: [""]
+        resources: ["pods"]
+        verbs: ["get", "list", "watch"]
+
+With `--scope pod` only the sidecar's own pod is watched (`metadata.name=$POD_NAME` in
+`$POD_NAMESPACE`), so a namespaced Role with the same rule is enough.
+
+Labels added to series of attributed devices (after `pod`, and on allocation rows):
+`pod_uid`, then `label_<key>` for each pod label key fully matching the allow-list regex,
+the key sanitised to `[a-zA-Z0-9_]` (every other character becomes `_`), sorted by name; when
+two keys sanitise to the same name the first in sort order wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+from exporter.k8s.config import KubernetesConfig
+from exporter.series import Family, Labels, Sample
+
+log = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def sanitise_label_key(key: str) -> str:
+    return "label_" + _UNSAFE.sub("_", key)
+
+
+def pod_labels(uid: str, labels: Mapping[str, str], allow: re.Pattern[str]) -> Labels:
+    out: dict[str, str] = {}
+    for key in sorted(labels):
+        if not allow.fullmatch(key):
+            continue
+        out.setdefault(sanitise_label_key(key), labels[key])
+    pairs: list[tuple[str, str]] = [("pod_uid", uid)] if uid else []
+    pairs += [(name, value) for name, value in sorted(out.items()) if value != ""]
+    return tuple(pairs)
+
+
+def api_client(kubeconfig: str | None = None) -> Any:
+    """In-cluster credentials when running in a pod, else a kubeconfig (KUBECONFIG)."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    return k8s_client.ApiClient(configuration)
+
+
+class PodMetadataWatcher:
+    """Keeps (namespace, pod) -> enrichment labels current from one watch."""
+
+    def __init__(
+        self,
+        api: Any,
+        allow: re.Pattern[str],
+        *,
+        node_name: str | None = None,
+        pod: tuple[str, str] | None = None,
+        watch_timeout_s: int = 300,
+        retry_s: float = 5.0,
+    ) -> None:
+        if node_name is None and pod is None:
+            raise ValueError("enrichment needs NODE_NAME (or, with --scope pod, POD_NAME)")
+        self._core = k8s_client.CoreV1Api(api)
+        self._api = api
+        self._allow = allow
+        self._node_name = node_name
+        self._pod = pod
+        self._watch_timeout_s = watch_timeout_s
+        self._retry_s = retry_s
+        self._pods: dict[tuple[str, str], Labels] = {}
+        self._stop = threading.Event()
+        self._watch: Any = None
+        self._thread: threading.Thread | None = None
+        self.synced = threading.Event()
+        """Set after the first successful list (tests and doctor wait on it)."""
+        self._up = False
+        self._errors = 0
+
+    @classmethod
+    def from_config(
+        cls, config: KubernetesConfig, *, kubeconfig: str | None = None
+    ) -> PodMetadataWatcher:
+        allow = re.compile(config.pod_labels or "")
+        pod = None
+        if config.scope == "pod" and config.pod_name and config.pod_namespace:
+            pod = (config.pod_namespace, config.pod_name)
+        return cls(api_client(kubeconfig), allow, node_name=config.node_name, pod=pod)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def labels_for(self, namespace: str, pod: str) -> Labels:
+        return self._pods.get((namespace, pod), ())
+
+    def families(self) -> list[Family]:
+        return [
+            Family(
+                "gpu_exporter_kubernetes_api_up",
+                "gauge",
+                "1 while the pod watch on the API server (for pod labels) is established.",
+                (Sample((), 1.0 if self._up else 0.0),),
+            ),
+            Family(
+                "gpu_exporter_kubernetes_api_errors",
+                "counter",
+                "Failed list/watch requests to the API server.",
+                (Sample((), float(self._errors)),),
+            ),
+        ]
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="pod-metadata-watch", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._api.close()
+
+    # -- the watch ------------------------------------------------------------------------
+
+    def _list_call(self) -> tuple[Callable[..., Any], dict[str, Any]]:
+        if self._pod is not None:
+            namespace, name = self._pod
+            return self._core.list_namespaced_pod, {
+                "namespace": namespace,
+                "field_selector": f"metadata.name={name}",
+            }
+        return self._core.list_pod_for_all_namespaces, {
+            "field_selector": f"spec.nodeName={self._node_name}"
+        }
+
+    def _relist(self) -> str:
+        func, kwargs = self._list_call()
+        resp = func(**kwargs, _preload_content=False, _request_timeout=30)
+        body = json.loads(resp.data)
+        pods: dict[tuple[str, str], Labels] = {}
+        for item in body.get("items") or []:
+            key, labels = self._entry(item)
+            pods[key] = labels
+        self._pods = pods
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _entry(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], Labels]:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        return key, pod_labels(str(meta.get("uid", "")), meta.get("labels") or {}, self._allow)
+
+    def _apply(self, event: Mapping[str, Any]) -> str | None:
+        obj = event.get("object") or {}
+        kind = event.get("type")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED"):
+            key, labels = self._entry(obj)
+            pods = dict(self._pods)
+            pods[key] = labels
+            self._pods = pods
+        elif kind == "DELETED":
+            key, _ = self._entry(obj)
+            pods = dict(self._pods)
+            pods.pop(key, None)
+            self._pods = pods
+        return str(rv) if rv else None
+
+    def _run(self) -> None:
+        resource_version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._relist()
+                    self._up = True
+                    self.synced.set()
+                func, kwargs = self._list_call()
+                self._watch = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+                for event in self._watch.stream(
+                    func,
+                    **kwargs,
+                    resource_version=resource_version,
+                    timeout_seconds=self._watch_timeout_s,
+                    allow_watch_bookmarks=True,
+                    deserialize=False,
+                    _request_timeout=self._watch_timeout_s + 30,
+                ):
+                    if self._stop.is_set():
+                        break
+                    resource_version = self._apply(event) or resource_version
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                self._errors += 1
+                self._up = False
+                status = getattr(exc, "status", None)
+                if status != 410:  # 410 Gone: history expired, an ordinary relist
+                    log.warning("pod watch failed (%s); retrying in %.0fs", exc, self._retry_s)
+                    self._stop.wait(self._retry_s)
+                resource_version = None
+
+
+def check_access(
+    config: KubernetesConfig, *, kubeconfig: str | None = None
+) -> tuple[bool, str]:
+    """One list of this node's (or this pod's) pods, as `doctor` runs it: (ok, explanation)."""
+    try:
+        api = api_client(kubeconfig)
+    except Exception as exc:
+        return False, (
+            f"no API server credentials ({exc}); run in a pod with a ServiceAccount token or "
+            "set KUBECONFIG"
+        )
+    try:
+        core = k8s_client.CoreV1Api(api)
+        if config.scope == "pod" and config.pod_name and config.pod_namespace:
+            core.list_namespaced_pod(
+                config.pod_namespace,
+                field_selector=f"metadata.name={config.pod_name}",
+                _preload_content=False,
+                _request_timeout=10,
+            )
+            what = f"pod {config.pod_namespace}/{config.pod_name}"
+        elif config.node_name:
+            core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={config.node_name}",
+                limit=1,
+                _preload_content=False,
+                _request_timeout=10,
+            )
+            what = f"pods on node {config.node_name}"
+        else:
+            return False, "NODE_NAME is not set; set it from spec.nodeName (downward API)"
+    except k8s_client.ApiException as exc:
+        if exc.status in (401, 403):
+            return False, (
+                f"API server refused listing pods (HTTP {exc.status}); grant the "
+                "ServiceAccount get/list/watch on pods (ClusterRole + ClusterRoleBinding)"
+            )
+        return False, f"API server answered HTTP {exc.status}: {exc.reason}"
+    except Exception as exc:
+        return False, f"API server unreachable: {exc}"
+    finally:
+        api.close()
+    return True, f"API server reachable; may list {what}"

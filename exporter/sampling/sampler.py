@@ -1,0 +1,230 @@
+"""The poll loop: read devices in a worker thread, attribute, render once, swap atomically.
+
+The scrape path only ever reads `Sampler.current`, a reference replaced in one assignment on
+the event loop, so a scrape never sees a half-built body and never waits on NVML or the
+kubelet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from exporter.devices.model import Inventory, Readings
+from exporter.fields.catalog import FieldSpec
+from exporter.fields.csv import Collectors, CollectorsError, load_collectors
+from exporter.k8s.types import NO_ATTRIBUTION, Attribution
+from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.sampling.stats import PollStats
+from exporter.series import Family
+
+log = logging.getLogger(__name__)
+
+
+class DeviceBackend(Protocol):
+    """What the sampler needs of a backend; every method runs in the worker thread."""
+
+    @property
+    def up(self) -> bool: ...
+    @property
+    def inventory(self) -> Inventory: ...
+    @property
+    def last_init_error(self) -> str | None: ...
+    def poll(self) -> Readings: ...
+    def families(self) -> list[Family]: ...
+    def set_fields(self, fields: tuple[FieldSpec, ...]) -> None: ...
+    def close(self) -> None: ...
+
+
+class Publisher(Protocol):
+    """Turns a poll's result into the bytes scrapes get (the exposition layer); called in
+    the worker thread. `snapshot` is None before the first poll."""
+
+    def __call__(self, snapshot: Snapshot | None, stats: PollStats,
+                 extra: list[Family]) -> Any: ...
+
+
+class AttributionSource(Protocol):
+    async def refresh(self, inventory: Inventory) -> Attribution: ...
+    def families(self) -> list[Family]: ...
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _DeviceResult:
+    readings: Readings
+    inventory: Inventory
+    families: list[Family]
+    up: bool
+    error: str | None
+
+
+@dataclass(slots=True)
+class SamplerSettings:
+    interval_s: float
+    host: HostLabel
+    deadline_s: float | None = None
+    """Longest a device poll may take before it counts as failed (default: the interval)."""
+    collectors_path: Path | None = None
+    """Watched for changes and re-read on reload; None: fixed collectors."""
+
+
+class Sampler:
+    def __init__(
+        self,
+        backend: DeviceBackend,
+        collectors: Collectors,
+        settings: SamplerSettings,
+        publish: Publisher,
+        attribution: AttributionSource | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._backend = backend
+        self._collectors = collectors
+        self._settings = settings
+        self._attribution = attribution
+        self._publish = publish
+        self._clock = wall_clock
+        # One thread: NVML calls serialise on the driver lock anyway, and a second poll must
+        # never start while a slow one is still inside the driver.
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="poll")
+        self._inflight: asyncio.Future[_DeviceResult] | None = None
+        self._reload_requested = False
+        self._csv_mtime = self._mtime()
+        self.stats = PollStats(collect_interval_s=settings.interval_s)
+        self.nvml_error: str | None = None
+        self.snapshot: Snapshot | None = None
+        self.current: Any = publish(None, self.stats, [])
+        """The published exposition; replaced whole, never mutated."""
+
+    # --- status for /ready ----------------------------------------------------------
+
+    def readiness(self) -> tuple[bool, str]:
+        last = self.stats.last_success
+        if last is None:
+            reason = self.nvml_error or "no successful poll yet"
+            return False, f"not ready: {reason}"
+        age = self._clock() - last
+        limit = 3 * self._settings.interval_s
+        if age > limit:
+            why = f"; NVML: {self.nvml_error}" if self.nvml_error else ""
+            return False, f"stale: last successful poll {age:.1f}s ago (limit {limit:.1f}s){why}"
+        return True, f"ok: last successful poll {age:.1f}s ago"
+
+    def scrape_served(self) -> None:
+        self.stats.scrapes += 1
+
+    # --- reload ---------------------------------------------------------------------
+
+    def request_reload(self) -> None:
+        self._reload_requested = True
+
+    def _mtime(self) -> float | None:
+        path = self._settings.collectors_path
+        try:
+            return os.stat(path).st_mtime if path is not None else None
+        except OSError:
+            return None
+
+    async def _maybe_reload(self) -> None:
+        mtime = self._mtime()
+        changed = mtime is not None and mtime != self._csv_mtime
+        if not (self._reload_requested or changed) or self._settings.collectors_path is None:
+            return
+        self._reload_requested = False
+        self._csv_mtime = mtime
+        try:
+            collectors = load_collectors(self._settings.collectors_path)
+        except CollectorsError as exc:
+            self.stats.reloads["failure"] += 1
+            log.error("reload failed, keeping the running configuration: %s", exc)
+            return
+        for warning in collectors.warnings:
+            log.warning("%s", warning)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._backend.set_fields, collectors.specs)
+        self._collectors = collectors
+        self.stats.reloads["success"] += 1
+        self.stats.last_reload_success = self._clock()
+        log.info("reloaded %s: %d fields", collectors.source, len(collectors.fields))
+
+    # --- the loop -------------------------------------------------------------------
+
+    def _poll_devices(self) -> _DeviceResult:
+        readings = self._backend.poll()
+        return _DeviceResult(readings, self._backend.inventory, self._backend.families(),
+                             self._backend.up, self._backend.last_init_error)
+
+    async def poll_once(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        if self._inflight is not None and not self._inflight.done():
+            # The previous poll is still stuck in the driver: keep serving the last body.
+            self.stats.errors["busy"] += 1
+            return
+        await self._maybe_reload()
+        self._inflight = loop.run_in_executor(self._executor, self._poll_devices)
+        deadline = self._settings.deadline_s or self._settings.interval_s
+        try:
+            result = await asyncio.wait_for(asyncio.shield(self._inflight), deadline)
+        except TimeoutError:
+            self.stats.errors["deadline"] += 1
+            log.error("device poll exceeded its %.1fs deadline", deadline)
+            return
+        except Exception:
+            self.stats.errors["exception"] += 1
+            log.exception("device poll failed")
+            return
+        self.nvml_error = None if result.up else (result.error or "NVML not initialised")
+        attribution = NO_ATTRIBUTION
+        extra: list[Family] = []
+        if self._attribution is not None:
+            attribution = await self._attribution.refresh(result.inventory)
+            extra = self._attribution.families()
+        snapshot = Snapshot(
+            inventory=result.inventory,
+            readings=result.readings,
+            collectors=self._collectors,
+            host=self._settings.host,
+            attribution=attribution,
+            taken_at=self._clock(),
+        )
+        if result.up:
+            self.stats.last_success = snapshot.taken_at
+        else:
+            self.stats.errors["nvml_down"] += 1
+        self.stats.last_duration_s = time.monotonic() - started
+        self.current = await loop.run_in_executor(
+            self._executor, self._publish, snapshot, self.stats, [*result.families, *extra])
+        self.snapshot = snapshot
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await self.poll_once()
+            except Exception:
+                self.stats.errors["exception"] += 1
+                log.exception("poll cycle failed")
+            delay = max(0.0, self._settings.interval_s - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+
+    async def close(self) -> None:
+        if self._attribution is not None:
+            await self._attribution.close()
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.run_in_executor(self._executor, self._backend.close), 2.0)
+        except (TimeoutError, Exception) as exc:
+            log.warning("backend close did not finish cleanly: %r", exc)
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,30 @@
+"""The immutable result of one poll: everything the exposition needs, nothing it must fetch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.devices.model import Inventory, Readings
+from exporter.fields.csv import Collectors
+from exporter.k8s.types import NO_ATTRIBUTION, Attribution
+from exporter.series import Family
+
+
+@dataclass(frozen=True, slots=True)
+class HostLabel:
+    name: str | None
+    """"Hostname" (dcgm-exporter up to 4.8), "hostname" (newer), or None for no label."""
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    inventory: Inventory
+    readings: Readings
+    collectors: Collectors
+    host: HostLabel
+    attribution: Attribution = NO_ATTRIBUTION
+    families: tuple[Family, ...] = ()
+    """Self-metrics of every layer, already in their final form."""
+    taken_at: float = 0.0
+    """Unix time the poll finished."""

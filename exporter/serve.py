@@ -1,0 +1,149 @@
+"""`gpu-exporter serve`: wires config -> backend -> sampler -> web, and runs until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from exporter.config import ConfigError, ServeConfig, parse_serve_args
+from exporter.devices.errors import BackendUnavailable
+from exporter.devices.nvml import NvmlBackend
+from exporter.exposition.selfmetrics import Publisher
+from exporter.fields.csv import (
+    Collectors,
+    CollectorsError,
+    default_collectors_path,
+    load_collectors,
+)
+from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
+from exporter.logs import setup_logging
+from exporter.sampling.sampler import AttributionSource, Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+from exporter.web.app import make_app
+
+log = logging.getLogger("exporter")
+
+SHUTDOWN_BUDGET_S = 4.0
+"""SIGTERM to exit stays under the 5 s a kubelet grace period commonly allows here."""
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"gpu-exporter: {message}", file=sys.stderr)
+    return code
+
+
+def _load_nvml_lib(cfg: ServeConfig) -> Any:
+    if cfg.backend == "sim":
+        from exporter.devices.sim import SimNvml, parse_fault
+
+        faults = []
+        for spec in cfg.sim_faults:
+            try:
+                faults.append(parse_fault(spec))
+            except ValueError as exc:
+                raise ConfigError(f"--sim.fault {spec!r}: {exc}") from None
+        try:
+            return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults)
+        except ValueError as exc:
+            raise ConfigError(f"--sim.profile: {exc}") from None
+    import pynvml
+
+    return pynvml
+
+
+def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend) -> tuple[ServeConfig, Any]:
+    from exporter.k8s.simkubelet import start_sim_kubelet
+
+    backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
+    socket_path = cfg.kubernetes.pod_resources_socket
+    if socket_path == DEFAULT_POD_RESOURCES_SOCKET:
+        socket_path = str(Path(tempfile.mkdtemp(prefix="gpu-exporter-kubelet-")) / "kubelet.sock")
+    server = start_sim_kubelet(socket_path, backend.inventory)
+    log.info("simulated kubelet serving pod allocations on %s", socket_path)
+    k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
+    return replace(cfg, kubernetes=k8s), server
+
+
+async def _run(cfg: ServeConfig, backend: NvmlBackend, collectors: Collectors) -> int:
+    sim_kubelet: Any = None
+    if cfg.sim_kubelet:
+        cfg, sim_kubelet = _start_sim_kubelet(cfg, backend)
+    source: AttributionSource | None = None
+    if cfg.kubernetes.enabled:
+        from exporter.k8s.source import build_source
+
+        source = build_source(cfg.kubernetes)
+    settings = SamplerSettings(
+        interval_s=cfg.collect_interval_s,
+        host=HostLabel(cfg.hostname_label, cfg.hostname),
+        collectors_path=cfg.collectors,
+    )
+    sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend), source)
+    runner = web.AppRunner(make_app(sampler), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.listen_host, cfg.listen_port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        return _fail(f"--web.listen-address: cannot listen on "
+                     f"{cfg.listen_host or ''}:{cfg.listen_port}: {exc.strerror}", 1)
+    log.info("serving on %s:%d/metrics (backend %s, %d fields, every %.3gs)",
+             cfg.listen_host or "*", cfg.listen_port, cfg.backend, len(collectors.fields),
+             cfg.collect_interval_s)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, sampler.request_reload)
+    try:
+        await sampler.run(stop)
+    finally:
+        log.info("shutting down")
+        try:
+            await asyncio.wait_for(runner.cleanup(), SHUTDOWN_BUDGET_S / 2)
+        except TimeoutError:
+            log.warning("HTTP shutdown did not finish in time")
+        await sampler.close()
+        if sim_kubelet is not None:
+            sim_kubelet.stop()
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        cfg = parse_serve_args(argv)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    setup_logging(cfg.log_format, cfg.log_level)
+    try:
+        collectors = load_collectors(cfg.collectors or default_collectors_path())
+    except CollectorsError as exc:
+        return _fail(str(exc))
+    for warning in collectors.warnings:
+        log.warning("%s", warning)
+    if cfg.sim_kubelet and cfg.backend != "sim":
+        return _fail("--sim.kubelet works only with --backend sim")
+    try:
+        lib = _load_nvml_lib(cfg)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    backend = NvmlBackend(lib, collectors.specs, devices=cfg.devices,
+                          xid_window_s=cfg.xid_count_window_s)
+    try:
+        backend.start()
+    except BackendUnavailable as exc:
+        return _fail(str(exc), 1)
+    try:
+        return asyncio.run(_run(cfg, backend, collectors))
+    except KeyboardInterrupt:
+        return 130

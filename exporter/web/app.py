@@ -1,0 +1,115 @@
+"""The HTTP surface: /metrics hands out bytes rendered by the last poll, nothing more.
+
+/health answers while the process runs; /ready also checks that data is fresh (dcgm-exporter's
+health check stays green over stale metrics); / lists the devices for a person.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Protocol
+
+from aiohttp import web
+
+from exporter.exposition.render import (
+    OPENMETRICS_CONTENT_TYPE,
+    TEXT_CONTENT_TYPE,
+    Rendered,
+    visible_entities,
+)
+from exporter.sampling.snapshot import Snapshot
+
+
+class Source(Protocol):
+    """The sampler, as the web layer sees it."""
+
+    @property
+    def current(self) -> Rendered: ...
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+    def readiness(self) -> tuple[bool, str]: ...
+    def scrape_served(self) -> None: ...
+
+
+def _wants_openmetrics(accept: str) -> bool:
+    # Prometheus lists OpenMetrics first when it prefers it; q-values beyond that are not
+    # worth parsing for a two-format server.
+    return "application/openmetrics-text" in accept
+
+
+def _accepts_gzip(accept_encoding: str) -> bool:
+    for part in accept_encoding.split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() == "gzip":
+            return params.replace(" ", "") not in ("q=0", "q=0.0")
+    return False
+
+
+def make_app(source: Source) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        rendered = source.current
+        source.scrape_served()
+        om = _wants_openmetrics(request.headers.get("Accept", ""))
+        gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
+        if om:
+            body = rendered.openmetrics_gzip if gz else rendered.openmetrics
+            ctype = OPENMETRICS_CONTENT_TYPE
+        else:
+            body = rendered.text_gzip if gz else rendered.text
+            ctype = TEXT_CONTENT_TYPE
+        headers = {"Content-Type": ctype, "Vary": "Accept, Accept-Encoding"}
+        if gz:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def ready(_request: web.Request) -> web.Response:
+        ok, reason = source.readiness()
+        return web.Response(text=reason + "\n", status=200 if ok else 503)
+
+    async def index(_request: web.Request) -> web.Response:
+        return web.Response(text=_index_page(source), content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    app.router.add_get("/ready", ready)
+    app.router.add_get("/", index)
+    return app
+
+
+def _index_page(source: Source) -> str:
+    snapshot = source.snapshot
+    _ok, reason = source.readiness()
+    rows = []
+    if snapshot is not None:
+        owners = snapshot.attribution.owners
+        for e in visible_entities(snapshot):
+            owner = owners.get(e.key)
+            rows.append(
+                "<tr>" + "".join(
+                    f"<td>{html.escape(str(c))}</td>"
+                    for c in (
+                        e.gpu,
+                        e.gpu_instance_profile or "",
+                        "" if e.gpu_instance_id is None else e.gpu_instance_id,
+                        e.model,
+                        e.uuid,
+                        e.pci_bus_id,
+                        f"{owner.namespace}/{owner.pod}/{owner.container}" if owner else "",
+                    )
+                ) + "</tr>"
+            )
+    table = "".join(rows) or '<tr><td colspan="7">no devices</td></tr>'
+    return (
+        "<!doctype html><html><head><title>gpu-exporter</title></head><body>"
+        "<h1>gpu-exporter</h1>"
+        f"<p>{html.escape(reason)}</p>"
+        '<p><a href="/metrics">/metrics</a> · <a href="/ready">/ready</a> · '
+        '<a href="/health">/health</a></p>'
+        "<table border=1 cellpadding=4><tr><th>gpu</th><th>MIG profile</th><th>GPU_I_ID</th>"
+        "<th>model</th><th>UUID</th><th>PCI bus id</th><th>pod</th></tr>"
+        f"{table}</table></body></html>"
+    )

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from exporter.config import ConfigError, parse_duration, parse_serve_args
+
+
+def test_defaults() -> None:
+    cfg = parse_serve_args([], env={})
+    assert cfg.backend == "auto"
+    assert cfg.collect_interval_s == 15.0
+    assert (cfg.listen_host, cfg.listen_port) == (None, 9400)
+    assert cfg.hostname_label == "Hostname"
+    assert cfg.xid_count_window_s == 300.0
+    assert not cfg.kubernetes.enabled
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("500ms", 0.5), ("2m", 120.0),
+                                               ("30000", 30.0), ("1.5s", 1.5)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text, "-c") == seconds
+
+
+def test_dcgm_environment_is_honoured() -> None:
+    cfg = parse_serve_args([], env={
+        "DCGM_EXPORTER_INTERVAL": "30000",
+        "DCGM_EXPORTER_LISTEN": ":9500",
+        "DCGM_EXPORTER_KUBERNETES": "true",
+        "DCGM_POD_RESOURCES_KUBELET_SOCKET": "/run/k0s/kubelet.sock",
+        "NVIDIA_RESOURCE_NAMES": "example.com/gpu, other.io/gpu",
+        "DCGM_EXPORTER_COLLECTORS": "/etc/dcgm-exporter/default-counters.csv",
+        "DCGM_EXPORTER_DEVICES_STR": "g:0,1",
+        "DCGM_EXPORTER_NO_HOSTNAME": "1",
+        "NODE_NAME": "node-a",
+    })
+    assert cfg.collect_interval_s == 30.0
+    assert cfg.listen_port == 9500
+    assert cfg.kubernetes.enabled
+    assert cfg.kubernetes.pod_resources_socket == "/run/k0s/kubelet.sock"
+    assert cfg.kubernetes.resource_names == ("example.com/gpu", "other.io/gpu")
+    assert str(cfg.collectors) == "/etc/dcgm-exporter/default-counters.csv"
+    assert cfg.devices.gpu_ids == frozenset({0, 1}) and not cfg.devices.instances
+    assert cfg.hostname_label is None
+    assert cfg.hostname == "node-a"
+
+
+def test_flags_beat_our_env_which_beats_dcgm_env() -> None:
+    env = {"GPU_EXPORTER_COLLECT_INTERVAL": "5s", "DCGM_EXPORTER_INTERVAL": "30000"}
+    assert parse_serve_args([], env=env).collect_interval_s == 5.0
+    assert parse_serve_args(["-c", "250ms"], env=env).collect_interval_s == 0.25
+    assert parse_serve_args(["--collect-interval", "1000"], env=env).collect_interval_s == 1.0
+
+
+@pytest.mark.parametrize(("argv", "env", "message"), [
+    (["-c", "fast"], {}, "--collect-interval: 'fast' is not a duration"),
+    ([], {"DCGM_EXPORTER_INTERVAL": "0"}, r"\$DCGM_EXPORTER_INTERVAL: '0' must be greater"),
+    (["-a", "9400"], {}, "--web.listen-address: '9400' is not HOST:PORT"),
+    (["-a", ":http"], {}, "port 'http' is not a number"),
+    (["-d", "x"], {}, "--devices: 'x' is not a device selection"),
+    (["-d", "g:a"], {}, "--devices: 'a' is not a device index"),
+    ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, r"\$DCGM_EXPORTER_KUBERNETES: 'maybe' is not a "
+                                                "boolean"),
+    (["--scope", "pod"], {}, "--scope pod needs \\$POD_NAME and \\$POD_NAMESPACE"),
+    (["--kubernetes.pod-labels", "("], {}, "--kubernetes.pod-labels: '\\(' is not a valid regex"),
+    ([], {"GPU_EXPORTER_BACKEND": "cuda"}, "GPU_EXPORTER_BACKEND: 'cuda'"),
+])
+def test_bad_values_name_their_source(argv: list[str], env: dict[str, str],
+                                      message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_serve_args(argv, env=env)
+
+
+def test_pod_scope_enables_kubernetes() -> None:
+    cfg = parse_serve_args(["--scope", "pod"], env={"POD_NAME": "p", "POD_NAMESPACE": "ns"})
+    assert cfg.kubernetes.enabled and cfg.kubernetes.scope == "pod"
+    assert (cfg.kubernetes.pod_name, cfg.kubernetes.pod_namespace) == ("p", "ns")
+
+
+def test_listen_address_forms() -> None:
+    assert parse_serve_args(["-a", "127.0.0.1:1234"], env={}).listen_host == "127.0.0.1"
+    assert parse_serve_args(["-a", "[::1]:1234"], env={}).listen_host == "::1"
