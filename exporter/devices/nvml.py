@@ -356,14 +356,19 @@ class NvmlBackend:
                     "for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
         if not self._gpm_support[entity.gpu]:
             return
+        metric_ids = [m for m in self._gpm_ids if (uid, f"GPM{m}") not in self._unsupported]
         try:
             values, failed = self._gpm.read(
-                entity.key, parent, entity.gpu_instance_id, self._gpm_ids)
+                entity.key, parent, entity.gpu_instance_id, metric_ids)
         except Exception as exc:
             self._on_call_error(uid, Reader.GPM.name, "nvmlGpmMetricsGet", exc)
             return
-        for code in failed.values():
-            self._count_error("nvmlGpmMetricsGet", code)
+        for metric_id, code in failed.items():
+            if code in UNSUPPORTED_CODES:
+                # e.g. NVLink rates of a MIG instance: asked once, then left out.
+                self._remember_unsupported(uid, f"GPM{metric_id}", "nvmlGpmMetricsGet", code)
+            else:
+                self._count_error("nvmlGpmMetricsGet", code)
         for spec in specs:
             raw = values.get(int(spec.part)) if isinstance(spec.part, int) else None
             value = None if raw is None else convert(spec.convert, raw)

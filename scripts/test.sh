@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian machine with Python 3.11, then
+# runs lint, type checks and the whole suite. Safe to run again: each step skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
+    || ! command -v gcc >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    prometheus gcc libc6-dev >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[kubernetes,artifacts,test]'
+# nvml.h for the simulated NVML library is fetched here, never committed (NVIDIA's licence).
+.venv/bin/python -m pip install -q nvidia-nvml-dev
+
+.venv/bin/ruff check exporter tests benchmarks scripts
+.venv/bin/mypy exporter
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

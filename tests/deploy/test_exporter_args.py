@@ -1,0 +1,152 @@
+"""The manifests' container args and probe paths against the real exporter.
+
+Each exporter container of the manifests is started as a local process with exactly its
+`args` and `env` (downward-API values filled in as the kubelet would), on the simulated
+node and a loopback address, with the kubelet socket absent as on a node whose kubelet is
+restarting. Every HTTP probe the manifest declares must then answer 200: a flag the CLI
+refuses or a probe on a wrong path would crash-loop the pods.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from ._manifests import (
+    DEPLOY_DIR,
+    REPO_ROOT,
+    Obj,
+    exporter_containers,
+    exporter_workloads,
+    kubectl,
+    load_tree,
+    name_of,
+    of_kind,
+    render_kustomization,
+)
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("exporter.cli") is None, reason="exporter CLI not present"
+)
+
+OBJECTS = [d.obj for d in load_tree().objects]
+DOWNWARD_API = {
+    "metadata.name": "llm-inference-7f9c-qz2lm",
+    "metadata.namespace": "inference-demo",
+    "spec.nodeName": "gpu-node-1",
+}
+
+
+class Running(NamedTuple):
+    container: Obj
+    port: int
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+
+def _cases() -> list[tuple[str, Obj]]:
+    cases = [
+        (f"{name_of(w)}/{c['name']}", c)
+        for w in exporter_workloads(OBJECTS)
+        for c, _ in exporter_containers(w)
+    ]
+    if kubectl() is not None:
+        # The overlay's args exist only once its patch is applied.
+        overlay = render_kustomization(DEPLOY_DIR / "daemonset" / "pod-labels")
+        ds = of_kind(overlay, "DaemonSet")[0]
+        cases += [(f"pod-labels/{c['name']}", c) for c, _ in exporter_containers(ds)]
+    return cases
+
+
+CASES = _cases()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _container_env(container: Obj) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+        else:
+            env[var["name"]] = DOWNWARD_API[var["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            status: int = resp.status
+            return status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+@pytest.fixture(params=[c for _, c in CASES], ids=[name for name, _ in CASES])
+def running(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Running]:
+    container: Obj = request.param
+    port = _free_port()
+    log = tmp_path / "exporter.log"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("POD_", "NODE_NAME", "KUBERNETES_"))
+    }
+    env.update(_container_env(container))
+    # With pod labels on, the API client must find no cluster: neither in-cluster settings
+    # (dropped above) nor a kubeconfig, so nothing leaves the machine.
+    env["KUBECONFIG"] = str(tmp_path / "no-kubeconfig")
+    argv = [
+        sys.executable, "-m", "exporter", *container["args"],
+        "--backend", "sim",
+        "-a", f"127.0.0.1:{port}",
+        "--kubernetes.pod-resources-socket", str(tmp_path / "kubelet.sock"),
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield Running(container, port, log, proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def test_declared_probes_answer(running: Running) -> None:
+    container, port, log, proc = running
+    probes = {
+        kind: container[kind]["httpGet"]["path"]
+        for kind in ("livenessProbe", "readinessProbe", "startupProbe")
+        if "httpGet" in container.get(kind, {})
+    }
+    assert probes, "no HTTP probe declared"
+    paths = [*probes.values(), "/metrics"]
+    pending = set(paths)
+    deadline = time.monotonic() + 60
+    while pending and time.monotonic() < deadline and proc.poll() is None:
+        pending = {p for p in pending if _status(f"http://127.0.0.1:{port}{p}") != 200}
+        if pending:
+            time.sleep(0.25)
+    assert proc.poll() is None, f"exporter exited {proc.returncode}: {log.read_text()[-2000:]}"
+    assert not pending, f"{sorted(pending)} never answered 200: {log.read_text()[-2000:]}"

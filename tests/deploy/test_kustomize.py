@@ -1,0 +1,142 @@
+"""The kustomizations: every file is wired in, and what `kubectl kustomize` renders (the
+objects a cluster would receive, patches applied) is valid and keeps every property."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ._manifests import (
+    ALL_CHECKS,
+    DEPLOY_DIR,
+    EXPORTER_IMAGE,
+    KUBERNETES_VERSIONS,
+    Obj,
+    args_have,
+    crd_files,
+    exporter_containers,
+    is_custom_kind,
+    kubectl,
+    load_tree,
+    name_of,
+    of_kind,
+    pod_spec,
+    regex_is_valid,
+    render_kustomization,
+    validate_object,
+    yaml_files,
+)
+
+TREE = load_tree()
+ENTRY_POINTS = {
+    "daemonset": DEPLOY_DIR / "daemonset",
+    "daemonset-pod-labels": DEPLOY_DIR / "daemonset" / "pod-labels",
+    "sidecar": DEPLOY_DIR / "sidecar",
+}
+
+needs_kubectl = pytest.mark.skipif(kubectl() is None, reason="kubectl (kustomize) not installed")
+
+
+def test_every_file_is_a_resource_or_patch_of_a_kustomization() -> None:
+    listed: set[Path] = set()
+    for k in TREE.kustomizations:
+        base = k.path.parent
+        for entry in k.obj.get("resources", []):
+            target = (base / entry).resolve()
+            assert target.exists(), f"{k.where}: resource {entry!r} does not exist"
+            if target.is_file():
+                listed.add(target)
+            else:
+                assert (target / "kustomization.yaml").is_file(), f"{k.where}: {entry!r}"
+        for patch in k.obj.get("patches", []):
+            assert (base / patch["path"]).is_file(), f"{k.where}: patch {patch['path']!r}"
+    files = {d.path.resolve() for d in TREE.objects}
+    assert files - listed == set(), "files no kustomization installs"
+    assert TREE.patches <= {p.resolve() for p in yaml_files([DEPLOY_DIR])}
+
+
+@pytest.fixture(scope="module", params=sorted(ENTRY_POINTS))
+def rendered(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
+    if kubectl() is None:
+        pytest.skip("kubectl (kustomize) not installed")
+    name: str = request.param
+    return name, render_kustomization(ENTRY_POINTS[name])
+
+
+@needs_kubectl
+def test_rendered_objects_validate(rendered: tuple[str, list[Obj]]) -> None:
+    _, objs = rendered
+    problems = []
+    for obj in objs:
+        if is_custom_kind(obj) and not crd_files():
+            continue
+        versions = KUBERNETES_VERSIONS if not is_custom_kind(obj) else KUBERNETES_VERSIONS[-1:]
+        for version in versions:
+            problems += [f"{name_of(obj)}: {p}" for p in validate_object(obj, version)]
+    assert problems == []
+
+
+@needs_kubectl
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_rendered_objects_keep_the_property(
+    check: Callable[[list[Obj]], list[str]], rendered: tuple[str, list[Obj]]
+) -> None:
+    _, objs = rendered
+    assert check(objs) == []
+
+
+@needs_kubectl
+def test_rendered_image_is_the_placeholder(rendered: tuple[str, list[Obj]]) -> None:
+    _, objs = rendered
+    images = {
+        c["image"]
+        for wl in objs
+        if wl.get("kind") in ("DaemonSet", "Deployment")
+        for c, _ in exporter_containers(wl)
+    }
+    assert images == {f"{EXPORTER_IMAGE}:0.1.0"}
+
+
+@needs_kubectl
+def test_plain_daemonset_has_no_api_access() -> None:
+    objs = render_kustomization(ENTRY_POINTS["daemonset"])
+    assert of_kind(objs, "ClusterRole") == [] and of_kind(objs, "ClusterRoleBinding") == []
+    ds = of_kind(objs, "DaemonSet")[0]
+    assert pod_spec(ds)["automountServiceAccountToken"] is False
+    args = exporter_containers(ds)[0][0]["args"]
+    assert not any(a.startswith("--kubernetes.pod-labels") for a in args)
+
+
+@needs_kubectl
+def test_pod_labels_overlay_grants_exactly_what_the_watch_needs() -> None:
+    objs = render_kustomization(ENTRY_POINTS["daemonset-pod-labels"])
+    ds = of_kind(objs, "DaemonSet")[0]
+    spec = pod_spec(ds)
+    assert spec["automountServiceAccountToken"] is True
+    args = exporter_containers(ds)[0][0]["args"]
+    assert args[:2] == ["serve", "-k"]
+    regex = args[args.index("--kubernetes.pod-labels") + 1]
+    assert args_have(args, "--kubernetes.pod-labels", regex) and regex_is_valid(regex)
+
+    sa = of_kind(objs, "ServiceAccount")[0]
+    assert spec["serviceAccountName"] == sa["metadata"]["name"]
+    (binding,) = of_kind(objs, "ClusterRoleBinding")
+    (role,) = of_kind(objs, "ClusterRole")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": sa["metadata"]["name"],
+            "namespace": sa["metadata"]["namespace"],
+        }
+    ]
+    # Read-only, pods only: the watch needs list+watch, single lookups need get.
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+    ]
