@@ -54,7 +54,7 @@ def _load_nvml_lib(cfg: ServeConfig) -> Any:
         try:
             return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults)
         except ValueError as exc:
-            raise ConfigError(f"--sim.profile: {exc}") from None
+            raise ConfigError(f"simulated node (--sim.profile/--sim.fault): {exc}") from None
     import pynvml
 
     return pynvml

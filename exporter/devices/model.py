@@ -118,5 +118,8 @@ class Readings:
     xid_totals: tuple[XidTotal, ...] = ()
     xid_window_s: float = 0.0
     """Length of the window `xid_window` counts over."""
+    known: dict[tuple[int, int], Entity] = field(default_factory=dict)
+    """Every entity seen since start, so XID history of a GPU that fell off the bus (XID 79)
+    keeps its labels after the GPU left the inventory."""
     gpm_supported: dict[int, bool] = field(default_factory=dict)
     """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""

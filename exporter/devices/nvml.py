@@ -84,6 +84,7 @@ class NvmlBackend:
         self.call_errors: collections.Counter[tuple[str, str]] = collections.Counter()
         self.gpus_lost_total = 0
         self._wants_xid = False
+        self._known: dict[tuple[int, int], Entity] = {}
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
@@ -176,6 +177,7 @@ class NvmlBackend:
         self._gpm.forget()
         self._gpm_support.clear()
         inv = enum.inventory
+        self._known.update((e.key, e) for e in (*inv.gpus, *inv.instances))
         log.info("enumerated %d GPUs, %d MIG GPU instances", len(inv.gpus), len(inv.instances))
         if self._wants_xid:
             self._watcher = XidWatcher(
@@ -243,6 +245,7 @@ class NvmlBackend:
             xid_window=self.ledger.window() if self._wants_xid else (),
             xid_totals=self.ledger.totals() if self._wants_xid else (),
             xid_window_s=self.ledger.window_s,
+            known=dict(self._known),
             gpm_supported=dict(self._gpm_support),
         )
 

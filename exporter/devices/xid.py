@@ -8,6 +8,7 @@ loses no history.
 from __future__ import annotations
 
 import collections
+import ctypes
 import logging
 import threading
 import time
@@ -74,6 +75,15 @@ class XidLedger:
         return tuple(XidTotal(k, x, n, at) for (k, x), (n, at) in items)
 
 
+def _address(handle: Handle) -> int | None:
+    """The pointer value behind a pynvml handle (each call returns a new ctypes object)."""
+    try:
+        value = ctypes.cast(handle, ctypes.c_void_p).value
+    except (TypeError, ctypes.ArgumentError):
+        return None
+    return int(value) if value is not None else None
+
+
 class XidWatcher:
     """Registers every GPU on one event set and feeds the ledger until stopped."""
 
@@ -93,6 +103,9 @@ class XidWatcher:
         self._gpus = gpus
         self._uuid_to_index = uuid_to_index
         self._instances = instance_ids
+        self._address_to_index = {
+            a: i for i, h in gpus.items() if (a := _address(h)) is not None
+        }
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._event_set: object | None = None
@@ -116,7 +129,12 @@ class XidWatcher:
         self._thread.start()
 
     def _key_of(self, device: Handle, gi: int) -> EntityKey | None:
-        index = self._uuid_to_index.get(self._uuid(device))
+        # By handle address first: asking the UUID of a GPU that just fell off the bus fails
+        # with GPU_IS_LOST, and that XID (79) is the one that must not be dropped.
+        address = _address(device)
+        index = self._address_to_index.get(address) if address is not None else None
+        if index is None:
+            index = self._uuid_to_index.get(self._uuid(device))
         if index is None:
             return None
         if gi != NVML_VALUE_NOT_AVAILABLE_UINT and (index, gi) in self._instances:

@@ -83,8 +83,19 @@ def device_families(snapshot: Snapshot) -> list[Family]:
             # dcgm fields keep their name whatever their type, so "counter" stays "dcgm".
             kind = "dcgm-counter" if enabled.type is MetricType.COUNTER else enabled.type.value
             families.append(Family(spec.name, kind, enabled.help, samples))
-    families.extend(_xid_total_families(snapshot, base))
+    families.extend(_xid_total_families(snapshot, _with_departed(snapshot, base)))
     return families
+
+
+def _with_departed(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
+                   ) -> dict[tuple[int, int], Labels]:
+    """Labels for entities that have left the inventory (a lost GPU keeps its XID history)."""
+    visible = snapshot.attribution.visible
+    labels = dict(base)
+    for key, entity in snapshot.readings.known.items():
+        if key not in labels and (visible is None or key in visible):
+            labels[key] = entity_labels(entity, snapshot.host)
+    return labels
 
 
 def _xid_window_samples(snapshot: Snapshot, base: dict[tuple[int, int], Labels]

@@ -1,0 +1,49 @@
+"""The built-in simulated node: pynvml's call surface over plausible, seeded GPU dynamics.
+
+`SimNvml` stands in for the `pynvml` module below the real NVML backend, so the demo and most
+tests drive exactly the code a GPU node runs. Profiles model real boards (figures from
+nvidia-smi captures), `--sim.fault` specs inject XIDs, lost GPUs, a missing driver and more.
+"""
+
+from exporter.devices.sim.faults import (
+    GRAMMAR,
+    EccFault,
+    Fault,
+    FbRampFault,
+    IdleFault,
+    LostFault,
+    NvmlDownFault,
+    PowerBrakeFault,
+    RemapFault,
+    ThermalFault,
+    Window,
+    XidFault,
+    parse_duration,
+    parse_fault,
+)
+from exporter.devices.sim.library import GPM_METRIC_IDS, SimGpu, SimMigDevice, SimNvml
+from exporter.devices.sim.profiles import PROFILES, Profile, profile_names
+
+__all__ = [
+    "GPM_METRIC_IDS",
+    "GRAMMAR",
+    "PROFILES",
+    "EccFault",
+    "Fault",
+    "FbRampFault",
+    "IdleFault",
+    "LostFault",
+    "NvmlDownFault",
+    "PowerBrakeFault",
+    "Profile",
+    "RemapFault",
+    "SimGpu",
+    "SimMigDevice",
+    "SimNvml",
+    "ThermalFault",
+    "Window",
+    "XidFault",
+    "parse_duration",
+    "parse_fault",
+    "profile_names",
+]

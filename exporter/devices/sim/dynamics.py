@@ -9,7 +9,7 @@ pure functions of (profile, seed, t) and counters only grow.
 
 from __future__ import annotations
 
-import math
+import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -179,7 +179,7 @@ class GpuDynamics:
     def power_fraction_integral(self, t0: float, t1: float) -> float:
         edges = breakpoints((*self.thermal, *self.brake), t0, t1)
         total = 0.0
-        for a, b in zip(edges, edges[1:], strict=False):
+        for a, b in itertools.pairwise(edges):
             total += self._power_factor((a + b) / 2) * self.activity_integral(a, b)
         return total
 
@@ -242,7 +242,7 @@ class GpuDynamics:
             clock *= THERMAL_CLOCK_FACTOR
         if self.brake_active(t):
             clock *= BRAKE_CLOCK_FACTOR
-        return max(b.sm_clock_idle_mhz, int(round(clock / 15.0)) * 15)
+        return max(b.sm_clock_idle_mhz, round(clock / 15.0) * 15)
 
     def mem_clock_mhz(self, t: float) -> int:
         b = self.board
@@ -365,7 +365,3 @@ GPM_UTIL_SHARES: dict[int, float] = {
     12: 0.3,  # FP32_UTIL
     13: 0.5,  # FP16_UTIL
 }
-
-
-def clamp_int(value: float) -> int:
-    return max(0, int(math.floor(value)))

@@ -2,7 +2,8 @@
 
 A spec is comma-separated: the kind first, then `key=value` items. Times (`at`, `for`,
 `over`) are durations such as `30s`, `2m`, `500ms` or `1h`, measured from the simulated
-node's start. Every parse error names the spec, the offending part and what was expected.
+node's start. Every parse error names the offending part and what was expected; the caller
+adds which flag and spec it came from.
 """
 
 from __future__ import annotations
@@ -195,16 +196,15 @@ _VALUE_HINTS: Mapping[str, str] = {
 
 
 class _Items:
-    """The key=value items of one spec, with errors that name the spec and the part."""
+    """The key=value items of one spec, with errors that name the bad part."""
 
-    def __init__(self, spec: str, kind: str, items: dict[str, str]) -> None:
-        self.spec = spec
+    def __init__(self, kind: str, items: dict[str, str]) -> None:
         self.kind = kind
         self.items = items
 
     def _fail(self, key: str, detail: str) -> ValueError:
         return ValueError(
-            f"fault {self.spec!r}: {key}={self.items[key]!r} {detail}; "
+            f"{key}={self.items[key]!r} {detail}; "
             f"expected {key}=<{_VALUE_HINTS[key]}> (e.g. {GRAMMAR[self.kind]})"
         )
 
@@ -249,12 +249,12 @@ def _split(spec: str) -> tuple[str, dict[str, str]]:
     kind = parts[0].lower()
     if not kind:
         raise ValueError(
-            f"fault {spec!r}: missing the fault kind; expected one of "
+            f"missing the fault kind; expected one of "
             f"{', '.join(GRAMMAR)} first (e.g. {GRAMMAR['xid']})"
         )
     if kind not in GRAMMAR:
         raise ValueError(
-            f"fault {spec!r}: unknown fault kind {parts[0]!r}; expected one of "
+            f"unknown fault kind {parts[0]!r}; expected one of "
             f"{', '.join(GRAMMAR)}"
         )
     allowed = _REQUIRED[kind] + _OPTIONAL[kind]
@@ -264,21 +264,21 @@ def _split(spec: str) -> tuple[str, dict[str, str]]:
         key = key.strip().lower()
         if not sep or not key or not value.strip():
             raise ValueError(
-                f"fault {spec!r}: item {part!r} is not key=value; expected e.g. "
+                f"item {part!r} is not key=value; expected e.g. "
                 f"{GRAMMAR[kind]}"
             )
         if key not in allowed:
             raise ValueError(
-                f"fault {spec!r}: unknown key {key!r} for a {kind} fault; expected keys: "
+                f"unknown key {key!r} for {kind} faults; expected keys: "
                 f"{', '.join(allowed)} (e.g. {GRAMMAR[kind]})"
             )
         if key in items:
-            raise ValueError(f"fault {spec!r}: key {key!r} is given twice")
+            raise ValueError(f"key {key!r} is given twice")
         items[key] = value.strip()
     missing = [k for k in _REQUIRED[kind] if k not in items]
     if missing:
         raise ValueError(
-            f"fault {spec!r}: a {kind} fault needs {', '.join(k + '=' for k in missing)}; "
+            f"{kind} faults need {', '.join(k + '=' for k in missing)}; "
             f"expected e.g. {GRAMMAR[kind]}"
         )
     return kind, items
@@ -287,7 +287,7 @@ def _split(spec: str) -> tuple[str, dict[str, str]]:
 def parse_fault(spec: str) -> Fault:
     """Parse one `--sim.fault` spec; ValueError names the bad part and the expected form."""
     kind, raw = _split(spec)
-    items = _Items(spec, kind, raw)
+    items = _Items(kind, raw)
     gpu = items.int_("gpu")
     at = items.duration("at")
     if kind == "xid":
@@ -308,7 +308,7 @@ def parse_fault(spec: str) -> Fault:
         dbe, sbe = items.int_("dbe") or 0, items.int_("sbe") or 0
         if "dbe" not in raw and "sbe" not in raw:
             raise ValueError(
-                f"fault {spec!r}: an ecc fault needs dbe= and/or sbe=; expected e.g. "
+                f"ecc faults need dbe= and/or sbe=; expected e.g. "
                 f"{GRAMMAR[kind]}"
             )
         return EccFault(gpu, at, dbe, sbe, spec)
@@ -318,7 +318,7 @@ def parse_fault(spec: str) -> Fault:
         pending = items.int_("pending", high=1)
         if failure is None and pending is None:
             raise ValueError(
-                f"fault {spec!r}: a remap fault needs failure= and/or pending=; expected e.g. "
+                f"remap faults need failure= and/or pending=; expected e.g. "
                 f"{GRAMMAR[kind]}"
             )
         return RemapFault(gpu, at, bool(failure), bool(pending), spec)

@@ -166,7 +166,7 @@ H200_SEVEN_SMALL = tuple(
     _gi(7 + i, "1g.18gb", 1, 16384, ((0, 1, i),)) for i in range(7)
 )
 
-_H100_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+# GPU 0 sits where the capture's H200 does; the others follow in pairs behind PCIe switches.
 _H200_BUSES = (0x83, 0x84, 0xA3, 0xA4, 0xC3, 0xC4, 0xE3, 0xE4)
 
 PROFILES: Mapping[str, Profile] = {
@@ -175,7 +175,9 @@ PROFILES: Mapping[str, Profile] = {
         Profile(
             "h100-8",
             "8x H100 80GB HBM3 (SXM), MIG off, GPM and NVLink",
-            tuple(GpuSpec(i, H100_SXM, bus) for i, bus in enumerate(_H100_BUSES)),
+            # The capture is from a VM whose GPU sits at 00000000:00:09.0; its siblings
+            # follow as further devices on bus 0.
+            tuple(GpuSpec(i, H100_SXM, 0x00, pci_device=0x09 + i) for i in range(8)),
         ),
         Profile(
             "h200-mig",
