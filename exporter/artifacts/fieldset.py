@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.fields.catalog import BY_NAME, CATALOG, FieldSpec
+from exporter.fields.catalog import CATALOG
+from exporter.fields.csv import default_collectors_path as packaged_collectors_path
 from exporter.fields.csv import load_collectors
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -26,33 +27,20 @@ class FieldSet:
     def has(self, *names: str) -> bool:
         return all(n in self.names for n in names)
 
-    def spec(self, name: str) -> FieldSpec:
-        return BY_NAME[name]
-
     def allows(self, promql: str) -> bool:
         """True when every DCGM field a PromQL expression mentions is enabled."""
         return all(tok in self.names for tok in _FIELD_TOKEN.findall(promql))
 
 
-def default_collectors_path() -> Path | None:
-    """The repository's collectors.csv, else the copy shipped in the package, else None."""
+def default_collectors_path() -> Path:
+    """The repository's collectors.csv, else the copy shipped inside the package."""
     root_csv = REPO_ROOT / "collectors.csv"
-    if root_csv.is_file():
-        return root_csv
-    packaged = Path(__file__).resolve().parents[1] / "fields" / "default-collectors.csv"
-    return packaged if packaged.is_file() else None
+    return root_csv if root_csv.is_file() else packaged_collectors_path()
 
 
 def load_fieldset(path: Path | None) -> FieldSet:
-    """Fields enabled by the CSV at `path` (or the default one).
-
-    Without any CSV on disk the catalog's own `default` flags stand in: they document what the
-    project's collectors.csv enables.
-    """
-    if path is None:
-        path = default_collectors_path()
-    if path is None:
-        return FieldSet("catalog defaults", frozenset(s.name for s in CATALOG if s.default))
+    """Fields enabled by the CSV at `path` (default: the project's collectors.csv)."""
+    path = default_collectors_path() if path is None else path
     return FieldSet(str(path), load_collectors(path).names)
 
 

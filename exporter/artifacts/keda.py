@@ -5,6 +5,11 @@ elements" when more than one series comes back, so every query here aggregates w
 Averages (utilisation, activity, framebuffer share) use `metricType: Value`; KEDA's default
 `AverageValue` divides the value by the replica count, which is only right for sums such as a
 queue length.
+
+The GPU queries select the Deployment's pods by the pod labels on the device series, which
+dcgm-exporter and this exporter both set for devices a container holds exclusively. Shared
+devices (time-slicing replicas, a MIG GPU instance split between pods) carry no pod labels:
+their load belongs to several workloads and is left out.
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ from exporter.artifacts.fieldset import FieldSet
 
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 
-# Pod names of a Deployment are <deployment>-<pod-template-hash>-<suffix>; both parts use
-# Kubernetes' safe alphabet (no vowels), so "llm" does not also select "llm-prefill-...".
+# Pod names of a Deployment are <deployment>-<pod-template-hash>-<suffix>. The hash is
+# written in Kubernetes' safe alphabet (no vowels), so "llm" does not also select
+# "llm-prefill-..."; the 5-character suffix is matched loosely.
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
 
 
 def deployment_pods(deployment: str) -> str:
-    """A regex matching exactly the pods a Deployment's ReplicaSets create."""
-    return f"{deployment}-{_SAFE}{{6,10}}-{_SAFE}{{5}}"
+    """A regex matching the pods a Deployment's ReplicaSets create, and no other's."""
+    return f"{deployment}-{_SAFE}{{6,10}}-[a-z0-9]{{5}}"
 
 
 class Metric(Enum):
@@ -93,7 +99,7 @@ def check_spec(spec: ScaledObjectSpec, fields: FieldSet) -> None:
         raise ValueError(f"--max must be at least 1 and at least --min ({spec.min_replicas}), "
                          f"got {spec.max_replicas}")
     if not spec.target > 0:
-        raise ValueError(f"--target must be a positive number, got {spec.target}")
+        raise ValueError(f"--target must be positive, got {spec.target}")
     if spec.metric is not Metric.FB and spec.target > 100:
         raise ValueError(f"--target is a percentage for --metric {spec.metric.value}, got "
                          f"{spec.target}")

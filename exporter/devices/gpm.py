@@ -25,6 +25,8 @@ class _Buffers:
     previous: Any
     current: Any
     taken_at: float | None = None
+    last: tuple[dict[int, float], dict[int, int]] = ({}, {})
+    """The last computed rates, repeated when a poll comes too soon for a new sample."""
 
 
 class GpmReader:
@@ -56,7 +58,7 @@ class GpmReader:
         buffers = self._buffers_for(key)
         now = self._clock()
         if buffers.taken_at is not None and now - buffers.taken_at < MIN_SAMPLE_GAP_S:
-            return {}, {}
+            return buffers.last
         if gpu_instance_id is None:
             self._lib.nvmlGpmSampleGet(parent, buffers.current)
         else:
@@ -84,6 +86,7 @@ class GpmReader:
                 values[int(metric.metricId)] = float(metric.value)
             else:
                 failed[int(metric.metricId)] = code
+        buffers.last = (values, failed)
         return values, failed
 
     def forget(self, keep: set[tuple[int, int]] | None = None) -> None:

@@ -6,9 +6,9 @@ import time
 
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.sim import SimNvml, parse_fault
+from exporter.exposition.render import device_families, render
 from exporter.fields.catalog import CATALOG
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.exposition.render import device_families, render
 from exporter.sampling.snapshot import HostLabel, Snapshot
 
 

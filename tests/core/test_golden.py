@@ -39,7 +39,8 @@ def exposition(profile: str) -> str:
         for _ in range(3):  # GPM rates need two samples; let values move a little
             readings = backend.poll()
             clock.t += 15.0
-        snapshot = Snapshot(backend.inventory, readings, collectors, HostLabel("Hostname", "node-a"))
+        host = HostLabel("Hostname", "node-a")
+        snapshot = Snapshot(backend.inventory, readings, collectors, host)
         return render(device_families(snapshot)).text.decode()
     finally:
         backend.close()

@@ -73,12 +73,12 @@ def test_histogram_and_summary_are_accepted_and_echoed() -> None:
 
 
 def test_duplicate_field_is_warned_not_doubled() -> None:
-    collectors = parse_collectors("DCGM_FI_DEV_GPU_TEMP, gauge, a\nDCGM_FI_DEV_GPU_TEMP, gauge, b\n",
-                                  "x.csv")
+    text = "DCGM_FI_DEV_GPU_TEMP, gauge, a\nDCGM_FI_DEV_GPU_TEMP, gauge, b\n"
+    collectors = parse_collectors(text, "x.csv")
     assert len(collectors.fields) == 1
     assert "x.csv:2: DCGM_FI_DEV_GPU_TEMP already enabled at line 1" in collectors.warnings[0]
 
 
 def test_unreadable_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(CollectorsError, match="missing.csv: cannot read collectors file"):
+    with pytest.raises(CollectorsError, match=r"missing\.csv: cannot read collectors file"):
         load_collectors(tmp_path / "missing.csv")

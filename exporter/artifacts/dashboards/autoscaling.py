@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
-    JOB_VAR, Dashboard, Kind, Panel, Query, Section, Variable,
+    JOB_VAR,
+    Dashboard,
+    Kind,
+    Panel,
+    Query,
+    Section,
+    Variable,
 )
+from exporter.artifacts.dashboards.workloads import holders
 from exporter.artifacts.keda import Metric, deployment_pods, gpu_query, queue_query
 
 TS = Kind.TIMESERIES
 PODS = deployment_pods("$deployment")
 NS = "$namespace"
+DEPLOYMENT_NS = f'namespace="{NS}"'
+DEPLOYMENT_PODS = f'pod=~"{PODS}"'
 
 NAMESPACE_VAR = Variable("namespace", "Namespace",
-                         "label_values(gpu_exporter_pod_gpu_allocation, namespace)",
+                         'label_values({__name__=~"DCGM_F.+|gpu_exporter_pod_gpu_allocation", '
+                         'namespace!=""}, namespace)',
                          multi=False)
 DEPLOYMENT_VAR = Variable("deployment", "Deployment", "label_values(kube_deployment_spec_"
                           'replicas{namespace="$namespace"}, deployment)', multi=False)
@@ -33,9 +43,9 @@ TRIGGERS = Section("KEDA trigger values", (
           "short", "Requests waiting in vLLM's queue, summed over the Deployment "
           "(AverageValue: desired = ceil(value / target)).", width=8, external=True),
     Panel("GPUs held by the Deployment", TS, (Query(
-        f'count(group by (instance, UUID, GPU_I_ID) (gpu_exporter_pod_gpu_allocation'
-        f'{{namespace="{NS}", pod=~"{PODS}"}}))', "devices"),), "none",
-          "GPU and MIG devices allocated to the Deployment's pods.", width=8),
+        f"count(group by (instance, UUID, GPU_I_ID) "
+        f"({holders(DEPLOYMENT_NS, DEPLOYMENT_PODS)}))", "devices"),), "none",
+          "GPU and MIG devices held by the Deployment's pods (exclusive or shared).", width=8),
     Panel("KEDA scaler metric", TS, (Query(
         'keda_scaler_metrics_value{exported_namespace="$namespace", '
         'scaledObject=~"$deployment.*"}', "{{scaledObject}} {{scaler}} {{metric}}"),),

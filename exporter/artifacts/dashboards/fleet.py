@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
-    GPU_LEGEND, HOST, HOST_VAR, HOSTS, INSTANCE_LEGEND, JOB, JOB_VAR, Dashboard, Kind, Panel,
-    Query, Section, sel,
+    GPU_LEGEND,
+    HOST,
+    HOST_VAR,
+    HOSTS,
+    INSTANCE_LEGEND,
+    JOB,
+    JOB_VAR,
+    Dashboard,
+    Kind,
+    Panel,
+    Query,
+    Section,
+    sel,
 )
 
 S = sel(JOB, HOSTS)

@@ -7,8 +7,19 @@ fields; clocks, power and temperature stay on the parent GPU's series.
 from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
-    GPU_LEGEND, HOST_VAR, HOSTS, INSTANCE_LEGEND, JOB, JOB_VAR, Dashboard, Kind, Panel,
-    Query, Section, Variable, sel,
+    GPU_LEGEND,
+    HOST_VAR,
+    HOSTS,
+    INSTANCE_LEGEND,
+    JOB,
+    JOB_VAR,
+    Dashboard,
+    Kind,
+    Panel,
+    Query,
+    Section,
+    Variable,
+    sel,
 )
 
 M = sel(JOB, HOSTS, 'GPU_I_PROFILE=~"$profile"', 'GPU_I_ID!=""')

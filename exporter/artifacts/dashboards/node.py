@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
-    GPU_LEGEND, GPU_VAR, GPUS, HOST_VAR, HOSTS, INSTANCE_LEGEND, JOB, JOB_VAR, Dashboard, Kind,
-    Panel, Query, Section, sel,
+    GPU_LEGEND,
+    GPU_VAR,
+    GPUS,
+    HOST_VAR,
+    HOSTS,
+    INSTANCE_LEGEND,
+    JOB,
+    JOB_VAR,
+    Dashboard,
+    Kind,
+    Panel,
+    Query,
+    Section,
+    sel,
 )
 
 S = sel(JOB, HOSTS, GPUS)
@@ -25,7 +37,7 @@ def _ts(title: str, queries: tuple[Query, ...], unit: str, description: str,
 
 
 ACTIVITY = Section("Activity", (
-    _ts("Utilisation", _series(("DCGM_FI_DEV_GPU_UTIL", "gpu"),
+    _ts("Utilisation", _series(("DCGM_FI_DEV_GPU_UTIL", "util"),
                                ("DCGM_FI_DEV_MEM_COPY_UTIL", "memory copy")),
         "percent", "NVML utilisation counters (whole GPUs only; absent in MIG mode).",
         min=0, max=100),

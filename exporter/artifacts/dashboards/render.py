@@ -84,7 +84,7 @@ def _field_defaults(raw: Json, panel: Panel) -> Json:
     }
     custom = defaults.get("custom")
     if panel.kind is Kind.TIMESERIES and isinstance(custom, dict):
-        out["custom"] = _drop_nulls(custom)
+        out["custom"] = {**_drop_nulls(custom), "stacking": {"mode": "none", "group": "A"}}
     if panel.min is not None:
         out["min"] = panel.min
     if panel.max is not None:

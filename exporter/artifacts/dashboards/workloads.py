@@ -1,86 +1,118 @@
 """(d) Kubernetes workloads: GPUs per namespace / pod / container.
 
-Device series carry the pod labels of one owner; `gpu_exporter_pod_gpu_allocation` has one
-series per (device, pod, container), so joining on it shows every pod of a shared
-(time-sliced) GPU and lets power be split between them.
+The exporter labels a device's own series with its pod only when one container holds it
+exclusively. A shared device (time-slicing replicas, a MIG GPU instance split between pods)
+keeps unlabelled series, and every holder gets a `gpu_exporter_pod_gpu_allocation` row
+instead. Per-workload queries therefore take the labelled series as they are and join the
+unlabelled ones onto the allocation rows.
 """
 
 from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
-    HOST, JOB, JOB_VAR, Dashboard, Kind, Panel, Query, Section, Variable, sel,
+    HOST,
+    JOB,
+    JOB_VAR,
+    Dashboard,
+    Kind,
+    Panel,
+    Query,
+    Section,
+    Variable,
+    sel,
 )
 
 J = sel(JOB)
-ALLOC = (f'gpu_exporter_pod_gpu_allocation{{{JOB}, namespace=~"$namespace", '
-         'pod=~"$pod"}')
 DEVICE = "instance, UUID, GPU_I_ID"
+HOLDER = f"{DEVICE}, namespace, pod, container"
 IDLE_BELOW = 0.05
-POD_LEGEND = f"{{{{namespace}}}}/{{{{pod}}}}/{{{{container}}}} {{{{{HOST}}}}} gpu {{{{gpu}}}}"
+POD_LEGEND = (f"{{{{namespace}}}}/{{{{pod}}}}/{{{{container}}}} {{{{{HOST}}}}} gpu {{{{gpu}}}} "
+              "{{GPU_I_ID}}")
 TS, STAT, TABLE = Kind.TIMESERIES, Kind.STAT, Kind.TABLE
+SELECTED = ('namespace=~"$namespace"', 'pod=~"$pod"')
+LABELLED, UNLABELLED = 'pod!=""', 'pod=""'
+
+ALLOC = f"gpu_exporter_pod_gpu_allocation{sel(JOB, *SELECTED)}"
 
 NAMESPACE_VAR = Variable("namespace", "Namespace",
-                         f"label_values(gpu_exporter_pod_gpu_allocation{J}, namespace)")
-POD_VAR = Variable("pod", "Pod", "label_values(gpu_exporter_pod_gpu_allocation"
-                   f'{{{JOB}, namespace=~"$namespace"}}, pod)')
+                         f'label_values({{__name__=~"DCGM_F.+|gpu_exporter_pod_gpu_allocation", '
+                         f'{JOB}, namespace!=""}}, namespace)')
+POD_VAR = Variable("pod", "Pod",
+                   f'label_values({{__name__=~"DCGM_F.+|gpu_exporter_pod_gpu_allocation", '
+                   f'{JOB}, namespace=~"$namespace", pod!=""}}, pod)')
 
 
-def per_container(device_expr: str) -> str:
-    """A per-device value repeated on every (pod, container) holding that device."""
-    return (f"max by ({DEVICE}, {HOST}, gpu) ({device_expr}) "
-            f"* on ({DEVICE}) group_right ({HOST}, gpu) "
-            f"group by ({DEVICE}, namespace, pod, container) ({ALLOC})")
+def holders(*matchers: str) -> str:
+    """One series per (device, pod, container) holding it, exclusive or shared."""
+    return (f'group by ({HOLDER}) ({{__name__=~"DCGM_F.+", {", ".join(matchers)}, {LABELLED}}})'
+            f" or group by ({HOLDER}) (gpu_exporter_pod_gpu_allocation{sel(*matchers)})")
 
 
-ACTIVITY = f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{J}"
-ALLOCATED_DEVICES = f"group by ({DEVICE}) ({ALLOC})"
-PODS_PER_DEVICE = f"count by ({DEVICE}) (group by ({DEVICE}, namespace, pod) ({ALLOC}))"
+def per_container(field: str, *matchers: str) -> str:
+    """A per-device field on every (pod, container) holding the device."""
+    keep = f"{DEVICE}, {HOST}, gpu"
+    exclusive = (f"max by ({keep}, namespace, pod, container) "
+                 f"({field}{sel(*matchers, LABELLED)})")
+    shared = (f"max by ({keep}) ({field}{sel(JOB, UNLABELLED)}) "
+              f"* on ({DEVICE}) group_right ({HOST}, gpu) "
+              f"group by ({HOLDER}) (gpu_exporter_pod_gpu_allocation{sel(*matchers)})")
+    return f"{exclusive} or {shared}"
+
+
+MINE = (JOB, *SELECTED)
+ACTIVITY = per_container("DCGM_FI_PROF_GR_ENGINE_ACTIVE", *MINE)
 POWER_SHARE = (
     f"(max by (instance, UUID, {HOST}, gpu) (DCGM_FI_DEV_POWER_USAGE{J}) / on (instance, UUID) "
-    f"count by (instance, UUID) (group by (instance, UUID, namespace, pod) "
-    f"(gpu_exporter_pod_gpu_allocation{J}))) "
+    f"count by (instance, UUID) (group by (instance, UUID, namespace, pod) ({holders(JOB)}))) "
     f"* on (instance, UUID) group_right ({HOST}, gpu) "
-    f"group by (instance, UUID, namespace, pod) ({ALLOC})"
+    f"group by (instance, UUID, namespace, pod) ({holders(*MINE)})"
 )
+PODS_PER_SHARED_DEVICE = (f"count by ({DEVICE}) (group by ({DEVICE}, namespace, pod) "
+                          f"({ALLOC}))")
 
 OVERVIEW = Section("Allocation", (
-    Panel("Pods holding GPUs", STAT, (Query(f"count(group by (namespace, pod) ({ALLOC}))"),),
-          "none", "Pods the kubelet reports as holding a GPU or MIG device.", width=6, height=4),
-    Panel("Allocated devices", STAT, (Query(f"count({ALLOCATED_DEVICES})"),), "none",
-          "GPUs and MIG devices allocated to the selected pods.", width=6, height=4),
-    Panel("Shared devices", STAT, (Query(f"count({PODS_PER_DEVICE} > 1) or vector(0)"),),
-          "none", "Devices allocated to more than one pod (time-slicing / MPS).",
+    Panel("Pods holding GPUs", STAT, (Query(
+        f"count(group by (namespace, pod) ({holders(*MINE)}))"),), "none",
+          "Pods holding a GPU or MIG device.", width=6, height=4),
+    Panel("Allocated devices", STAT, (Query(
+        f"count(group by ({DEVICE}) ({holders(*MINE)}))"),), "none",
+          "GPUs and MIG devices held by the selected pods.", width=6, height=4),
+    Panel("Shared devices", STAT, (Query(
+        f"count({PODS_PER_SHARED_DEVICE} > 1) or vector(0)"),), "none",
+          "Devices held by more than one pod (time-slicing, MIG instances split between pods).",
           width=6, height=4),
     Panel("Idle but allocated", STAT, (Query(
-        f"count(max by ({DEVICE}) ({ACTIVITY}) < {IDLE_BELOW} and on ({DEVICE}) "
-        f"{ALLOCATED_DEVICES}) or vector(0)"),), "none",
-          f"Allocated devices whose engine was active under {IDLE_BELOW:.0%} of the time.",
+        f"count(group by ({DEVICE}) (({ACTIVITY}) < {IDLE_BELOW})) or vector(0)"),), "none",
+          f"Held devices whose engine was active under {IDLE_BELOW:.0%} of the time.",
           width=6, height=4),
-    Panel("Allocations", TABLE, (Query(ALLOC, instant=True),), "none",
-          "Every (device, pod, container) the kubelet reports; replica > 0 marks a shared "
-          "GPU's replica.", width=24),
+    Panel("Devices and their holders", TABLE, (Query(holders(*MINE), instant=True),), "none",
+          "Every (device, pod, container): exclusive holders from the device series' pod "
+          "labels, shared holders from the allocation rows.", width=12),
+    Panel("Shared device rows", TABLE, (Query(ALLOC, instant=True),), "none",
+          "gpu_exporter_pod_gpu_allocation: one row per holder of a shared device; replica "
+          "is the time-slicing replica the pod got.", width=12),
 ))
 
 USAGE = Section("Usage per workload", (
-    Panel("Engine activity per container", TS, (Query(per_container(ACTIVITY), POD_LEGEND),),
+    Panel("Engine activity per container", TS, (Query(ACTIVITY, POD_LEGEND),),
           "percentunit", "Graphics-engine activity of the devices each container holds "
-          "(a shared device shows the same value for every pod).", min=0, max=1),
+          "(a shared device shows the same value for every holder).", min=0, max=1),
     Panel("GPU utilisation per container", TS, (Query(
-        per_container(f"DCGM_FI_DEV_GPU_UTIL{J}"), POD_LEGEND),), "percent",
+        per_container("DCGM_FI_DEV_GPU_UTIL", *MINE), POD_LEGEND),), "percent",
           "NVML utilisation of the whole GPUs each container holds.", min=0, max=100),
     Panel("Framebuffer per pod", TS, (Query(
-        f"sum by (namespace, pod) ({per_container(f'DCGM_FI_DEV_FB_USED{J}')})",
+        f"sum by (namespace, pod) ({per_container('DCGM_FI_DEV_FB_USED', *MINE)})",
         "{{namespace}}/{{pod}}"),), "mbytes",
           "Framebuffer in use on the devices each pod holds (a shared device is counted "
-          "for every pod on it)."),
+          "for every holder)."),
     Panel("Power per pod (shared GPUs split evenly)", TS, (Query(
         f"sum by (namespace, pod) ({POWER_SHARE})", "{{namespace}}/{{pod}}"),), "watt",
-          "GPU power divided by the number of pods on each GPU, then summed per pod."),
-    Panel("Allocated devices by activity (idle first)", TABLE, (Query(
-        f"sort({per_container(ACTIVITY)})", instant=True),), "percentunit",
-          "Candidates for reclaiming: allocated devices doing little.", width=12),
-    Panel("Pods per device", TABLE, (Query(PODS_PER_DEVICE, instant=True),), "none",
-          "How many pods share each allocated device.", width=12),
+          "Each GPU's power divided by the number of pods on it, summed per pod."),
+    Panel("Held devices by activity (idle first)", TABLE, (Query(
+        f"sort({ACTIVITY})", instant=True),), "percentunit",
+          "Candidates for reclaiming: held devices doing little.", width=12),
+    Panel("Pods per shared device", TABLE, (Query(PODS_PER_SHARED_DEVICE, instant=True),),
+          "none", "How many pods share each shared device.", width=12),
 ))
 
 KUBELET = Section("Attribution health", (

@@ -1,0 +1,274 @@
+"""Prometheus alert rules for GPU failures that matter, and for the exporter itself.
+
+Every rule names the fields it reads; a rule over a field the collectors CSV does not enable
+is left out (it could never fire). XIDs are counted with the per-code counter
+`gpu_exporter_xid_errors_total`, not the last-code gauge `DCGM_FI_DEV_XID_ERRORS`, which
+stays at its last value forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.artifacts.fieldset import FieldSet
+from exporter.artifacts.xid_tiers import XidTiers
+
+GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
+EXPORTER = "gpu-exporter {{ $labels.instance }}"
+DEVICE = "instance, UUID, GPU_I_ID"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertConfig:
+    xid: XidTiers = field(default_factory=XidTiers)
+    job_regex: str = ".*(gpu|dcgm)-exporter.*"
+    """Scrape jobs whose `up` series belong to GPU exporters."""
+    stale_after_s: int = 180
+    fb_full_ratio: float = 0.95
+    gpu_temp_c: int = 85
+    memory_temp_c: int = 95
+    pcie_replays_per_10m: int = 100
+    idle_ratio: float = 0.05
+    idle_for: str = "30m"
+    xid_window: str = "10m"
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    name: str
+    expr: str
+    for_: str
+    severity: str
+    summary: str
+    description: str
+    group: str
+
+    def rule(self) -> dict[str, Any]:
+        return {
+            "alert": self.name,
+            "expr": self.expr,
+            "for": self.for_,
+            "labels": {"severity": self.severity},
+            "annotations": {"summary": self.summary, "description": self.description},
+        }
+
+
+def grew(series: str, window: str) -> str:
+    """True per series when a counter went up within `window`.
+
+    `increase()` cannot see the first increment of a series that is born with value 1 (an
+    XID code seen for the first time), so a series that was absent `window` ago and is now
+    above zero counts as grown too.
+    """
+    return (f"increase({series}[{window}]) > 0\nor\n"
+            f"({series} > 0 unless {series} offset {window})")
+
+
+def _codes(codes: tuple[int, ...]) -> str:
+    return "|".join(str(c) for c in codes)
+
+
+def _xid(codes: tuple[int, ...], window: str) -> str:
+    return grew(f'gpu_exporter_xid_errors_total{{xid=~"{_codes(codes)}"}}', window)
+
+
+def _bit(value: int) -> str:
+    return f"floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / {value}) % 2 == 1"
+
+
+def _exporter_alerts(c: AlertConfig) -> list[Alert]:
+    g = "gpu-exporter.exporter"
+    return [
+        Alert("GpuExporterDown", f'up{{job=~"{c.job_regex}"}} == 0', "5m", "warning",
+              f"{EXPORTER} cannot be scraped",
+              "Prometheus has not scraped this GPU exporter for 5 minutes, so GPU failures on "
+              "its node go unseen. Check the exporter pod's status and logs on that node, "
+              "its Service/ServiceMonitor endpoints, and NetworkPolicies.", g),
+        Alert("GpuExporterCollectionStale",
+              f"time() - gpu_exporter_last_poll_success_timestamp_seconds > {c.stale_after_s}",
+              "2m", "warning", f"{EXPORTER} serves stale GPU data",
+              f"The last successful NVML poll is more than {c.stale_after_s}s old: the values "
+              "on /metrics no longer move. Look at gpu_exporter_poll_errors_total{reason} and "
+              "the exporter logs; a hung driver call usually needs the exporter pod "
+              "restarted, a hung driver the node rebooted.", g),
+        Alert("GpuExporterNvmlDown", "gpu_exporter_nvml_up == 0", "5m", "critical",
+              f"{EXPORTER} cannot reach NVML",
+              "NVML initialisation or polling fails (driver not loaded, driver/library "
+              "version mismatch after an upgrade, or no access to /dev/nvidia*). No GPU "
+              "metrics are collected. Run `nvidia-smi` on the node and `gpu-exporter "
+              "doctor`; reboot the node after a driver upgrade.", g),
+        Alert("GpuExporterKubeletUnreachable", "gpu_exporter_kubelet_up == 0", "10m",
+              "warning", f"{EXPORTER} cannot read kubelet pod-resources",
+              "Pod labels (namespace/pod/container) are missing or stale on this node's GPU "
+              "metrics, so per-workload dashboards and autoscaling are wrong. Check that the "
+              "pod-resources socket is mounted and the kubelet is healthy.", g),
+    ]
+
+
+def _xid_alerts(c: AlertConfig) -> list[Alert]:
+    g = "gpu-exporter.xid"
+    w = c.xid_window
+    t = c.xid
+    candidates = [
+        (t.fell_off_bus, Alert(
+            "GpuFellOffTheBus", _xid(t.fell_off_bus, w), "0m", "critical",
+            f"{GPU} fell off the bus (XID {{{{ $labels.xid }}}})",
+            "The GPU stopped responding on PCIe. Jobs on it are dead and it will not come "
+            "back without a node reboot. Cordon and drain the node, reboot it; if it happens "
+            "again, have the GPU, riser and power checked (RMA).", g)),
+        (t.critical, Alert(
+            "GpuCriticalXid", _xid(t.critical, w), "0m", "critical",
+            f"{GPU} reported critical XID {{{{ $labels.xid }}}}",
+            "An XID of the reset/reboot class (uncontained memory error, GSP or "
+            "micro-controller failure). Cordon the node, drain it, reset the GPU "
+            "(`nvidia-smi -r -i <gpu>`) or reboot; repeat offenders need an RMA.", g)),
+        (t.nvlink, Alert(
+            "GpuNvlinkError", _xid(t.nvlink, w), "0m", "critical",
+            f"{GPU} reported an NVLink error (XID {{{{ $labels.xid }}}})",
+            "NVLink errors break multi-GPU jobs on this node. Drain the node and reset the "
+            "GPUs (or reboot); if the link keeps failing, check the NVLink bridge/baseboard "
+            "and Fabric Manager logs.", g)),
+        (t.contained_ecc, Alert(
+            "GpuContainedEccXid", _xid(t.contained_ecc, w), "0m", "warning",
+            f"{GPU} contained an ECC error (XID {{{{ $labels.xid }}}})",
+            "An uncorrectable memory error was contained: only the application using that "
+            "memory was killed and it can be restarted. The GPU needs a reset to remap the "
+            "row: drain it and reset at the next opportunity.", g)),
+        (t.pending_reset, Alert(
+            "GpuResetRecommendedXid", _xid(t.pending_reset, w), "0m", "info",
+            f"{GPU} asks for a reset (XID {{{{ $labels.xid }}}})",
+            "A row remap or page retirement was recorded, or single-bit errors are frequent. "
+            "Nothing fails yet; schedule a GPU reset (drain, `nvidia-smi -r`) at the next "
+            "maintenance window.", g)),
+    ]
+    return [alert for codes, alert in candidates if codes]
+
+
+def _health_alerts(c: AlertConfig, fields: FieldSet) -> list[Alert]:
+    g = "gpu-exporter.health"
+    ecc = next((n for n in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL")
+                if n in fields.names), "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
+    fb_ratio = "DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)"
+    return [
+        Alert("GpuLost",
+              "increase(gpu_exporter_gpu_lost_total[10m]) > 0\nor\n"
+              "(gpu_exporter_gpu_lost_total > 0 unless gpu_exporter_gpu_lost_total offset 10m)"
+              '\nor\nmax without (kind) (gpu_exporter_devices{kind="gpu"} < max_over_time('
+              'gpu_exporter_devices{kind="gpu"}[6h]))',
+              "1m", "critical", f"{EXPORTER} lost a GPU",
+              "NVML reports a GPU as lost, or the exporter sees fewer GPUs than it did "
+              "during the last 6 hours. The GPU is unusable until the node is rebooted: "
+              "cordon and drain the node, reboot, and check `nvidia-smi` and dmesg (XID 79) "
+              "afterwards.", g),
+        Alert("GpuUncorrectableEccErrors", grew(ecc, "10m"), "0m", "critical",
+              f"{GPU} had uncorrectable ECC errors",
+              "Double-bit (uncorrectable) ECC errors corrupt results and kill the "
+              "application. Drain the GPU and reset it so the row is remapped; if the count "
+              "keeps growing or remapping fails, replace the GPU.", g),
+        Alert("GpuRowRemapFailure", "DCGM_FI_DEV_ROW_REMAP_FAILURE == 1", "1m", "critical",
+              f"{GPU} failed to remap a memory row",
+              "The GPU ran out of spare rows: the bad memory can no longer be hidden. Take "
+              "the GPU out of service (cordon and drain the node) and open an RMA.", g),
+        Alert("GpuRowRemapPending", "DCGM_FI_DEV_ROW_REMAP_PENDING == 1", "5m", "warning",
+              f"{GPU} has a row remap pending",
+              "A memory row is waiting to be remapped, which happens at the next GPU reset. "
+              "Drain the GPU and reset it (`nvidia-smi -r`) or reboot the node.", g),
+        Alert("GpuHwThermalSlowdown", _bit(0x40), "2m", "warning",
+              f"{GPU} is in hardware thermal slowdown",
+              "The GPU halved its clocks because it is too hot: jobs run much slower. Check "
+              "the node's fans, airflow, inlet temperature and cooling; clean or service the "
+              "chassis.", g),
+        Alert("GpuTemperatureNearLimit", f"DCGM_FI_DEV_GPU_TEMP >= {c.gpu_temp_c}", "10m",
+              "warning", f"{GPU} runs at {{{{ $value }}}} C",
+              f"GPU core temperature has been at or above {c.gpu_temp_c} C for 10 minutes, "
+              "close to the slowdown limit. Check cooling before the GPU throttles.", g),
+        Alert("GpuMemoryTemperatureNearLimit",
+              f"DCGM_FI_DEV_MEMORY_TEMP >= {c.memory_temp_c}", "10m", "warning",
+              f"{GPU} memory runs at {{{{ $value }}}} C",
+              f"HBM temperature has been at or above {c.memory_temp_c} C for 10 minutes. "
+              "Check cooling; hot HBM raises the ECC error rate.", g),
+        Alert("GpuPowerBrake", _bit(0x80), "1m", "warning",
+              f"{GPU} is held by the hardware power brake",
+              "An external power-brake signal (from the power supply or chassis) cut the "
+              "clocks. Check the node's PSUs, power capping and BMC event log.", g),
+        Alert("GpuFramebufferNearFull", f"{fb_ratio} > {c.fb_full_ratio}", "5m", "warning",
+              f"{GPU} {{{{ $labels.GPU_I_PROFILE }}}} framebuffer is "
+              "{{ $value | humanizePercentage }} full",
+              f"More than {c.fb_full_ratio:.0%} of the framebuffer is in use: the next "
+              "allocation will fail with CUDA out-of-memory. Lower the batch size / KV-cache "
+              "share of the workload in pod {{ $labels.namespace }}/{{ $labels.pod }}, or "
+              "scale it out.", g),
+        Alert("GpuPcieReplayErrors",
+              f"increase(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[10m]) > {c.pcie_replays_per_10m}",
+              "10m", "warning", f"{GPU} keeps retrying PCIe transfers",
+              f"More than {c.pcie_replays_per_10m} PCIe replays per 10 minutes, for 10 "
+              "minutes: the link is degraded (riser, slot, cable or retimer). Reseat or "
+              "replace the hardware at the next maintenance.", g),
+    ]
+
+
+def _idle_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
+    """Held devices doing (almost) nothing.
+
+    A device one container holds exclusively carries that pod's labels itself; a shared one
+    is unlabelled and joined onto its `gpu_exporter_pod_gpu_allocation` rows.
+    """
+    names = []
+    if fields.has("DCGM_FI_PROF_GR_ENGINE_ACTIVE"):
+        names.append(("DCGM_FI_PROF_GR_ENGINE_ACTIVE", ""))
+    if fields.has("DCGM_FI_DEV_GPU_UTIL"):
+        names.append(("DCGM_FI_DEV_GPU_UTIL", " / 100"))
+    if not names:
+        return None
+
+    def activity(matcher: str) -> str:
+        return " or ".join(f"{name}{{{matcher}}}{scale}" for name, scale in names)
+
+    keep = f"{DEVICE}, Hostname, gpu"
+    exclusive, shared = activity('pod!=""'), activity('pod=""')
+    return Alert(
+        "GpuIdleButAllocated",
+        f"(max by ({keep}, namespace, pod, container) ({exclusive}) < {c.idle_ratio})\nor\n"
+        f"((max by ({keep}) ({shared}) < {c.idle_ratio})\n"
+        f"* on ({DEVICE}) group_right (Hostname, gpu)\n"
+        f"group by ({DEVICE}, namespace, pod, container) (gpu_exporter_pod_gpu_allocation))",
+        c.idle_for, "info",
+        "{{ $labels.namespace }}/{{ $labels.pod }} holds an idle GPU on {{ $labels.Hostname }}",
+        f"Pod {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} (container "
+        f"{{{{ $labels.container }}}}) holds GPU {{{{ $labels.gpu }}}} but used it less than "
+        f"{c.idle_ratio:.0%} of the time for {c.idle_for}. Ask the owner to release it, scale "
+        "the workload down, or let the autoscaler reclaim it.",
+        "gpu-exporter.capacity")
+
+
+def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
+    """The alerts whose fields are all enabled."""
+    c = config or AlertConfig()
+    c.xid.check()
+    candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields)]
+    idle = _idle_alert(c, fields)
+    if idle is not None:
+        candidates.append(idle)
+    return [a for a in candidates if fields.allows(a.expr)]
+
+
+def rule_groups(fields: FieldSet, config: AlertConfig | None = None) -> list[dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for alert in alerts(fields, config):
+        groups.setdefault(alert.group, []).append(alert.rule())
+    return [{"name": name, "rules": rules} for name, rules in groups.items()]
+
+
+def prometheus_rule(fields: FieldSet, config: AlertConfig | None = None) -> dict[str, Any]:
+    """The same groups as a prometheus-operator PrometheusRule object."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": "gpu-exporter",
+            "labels": {"app.kubernetes.io/name": "gpu-exporter",
+                       "app.kubernetes.io/component": "alerting"},
+        },
+        "spec": {"groups": rule_groups(fields, config)},
+    }

@@ -1,0 +1,275 @@
+"""End to end: the simulated node, the exporter and a real Prometheus with our rules.
+
+One Prometheus scrapes two exporters every second: one with scripted faults (XID 79, a lost
+GPU, framebuffer ramping to 97 %) and a healthy one. Then every generated dashboard query,
+every query of dcgm-exporter's own dashboard and every KEDA query runs against it, and the
+alerts are read from /api/v1/alerts.
+
+Not checked here, because no such source runs in the test: panels reading kube-state-metrics
+(`kube_*`), KEDA's operator metrics (`keda_*`) or the inference server (`vllm:*`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.artifacts.conftest import run_generate
+from tests.artifacts.test_dashboards import substitute
+from tests.conftest import FIXTURES, ROOT, ExporterProcess, free_port, http_get
+
+pytestmark = pytest.mark.e2e
+
+EXTERNAL = re.compile(r"\b(kube_|keda_|vllm:)")
+NAMESPACE, DEPLOYMENT = "inference", "llm-inference"
+"""Where the simulated kubelet puts its inference pods."""
+FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,over=8s,to=97")
+VARIABLES = {"job": "gpu-exporter", "namespace": NAMESPACE, "deployment": DEPLOYMENT,
+             "__rate_interval": "15s", "__range": "1h"}
+WAIT_S = 90.0
+
+
+@dataclass
+class Stack:
+    prometheus: str
+    faulty: str
+    healthy: str
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        status, _, body = http_get(url, timeout=10.0)
+        payload = json.loads(body)
+        assert status == 200 and payload["status"] == "success", (expr, payload)
+        result: list[dict[str, Any]] = payload["data"]["result"]
+        return result
+
+    def alerts(self) -> list[dict[str, Any]]:
+        status, _, body = http_get(f"{self.prometheus}/api/v1/alerts", timeout=10.0)
+        assert status == 200
+        alerts: list[dict[str, Any]] = json.loads(body)["data"]["alerts"]
+        return alerts
+
+
+def _test_rules(tmp: Path) -> Path:
+    """The committed rules with `for` cut to 0s so alerts show within the test.
+
+    GpuIdleButAllocated keeps its duration: "idle" only means something over time, and the
+    simulated load legitimately dips for a moment.
+    """
+    rules = yaml.safe_load((ROOT / "alerts" / "gpu-exporter.rules.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule["alert"] != "GpuIdleButAllocated":
+                rule["for"] = "0s"
+    path = tmp / "rules.yml"
+    path.write_text(yaml.safe_dump(rules))
+    return path
+
+
+def _wait(what: str, check: Any, timeout: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prometheus_bin = shutil.which("prometheus")
+    if prometheus_bin is None:
+        pytest.skip("prometheus is not installed (Debian package `prometheus`)")
+    status = subprocess.run([sys.executable, "-m", "exporter", "serve", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, f"the exporter CLI does not start:\n{status.stderr}"
+    tmp = tmp_path_factory.mktemp("e2e")
+    common = ["--backend", "sim", "--sim.profile", "h200-mig", "-c", "1s", "--sim.kubelet"]
+    exporters: list[ExporterProcess] = []
+    prometheus: subprocess.Popen[str] | None = None
+    prometheus_log = (tmp / "prometheus.log").open("w")
+    try:
+        exporters.append(ExporterProcess(
+            [*common, *(a for f in FAULTS for a in ("--sim.fault", f))],
+            env={"NODE_NAME": "gpu-node-a"}))
+        exporters.append(ExporterProcess(common, env={"NODE_NAME": "gpu-node-b"}))
+        for e in exporters:
+            e.wait_ready()
+        port = free_port()
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                       "evaluation_interval": "1s"},
+            "rule_files": [str(_test_rules(tmp))],
+            "scrape_configs": [{"job_name": "gpu-exporter", "static_configs": [
+                {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]}],
+        }
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
+        prometheus = subprocess.Popen(
+            [prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
+             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=prometheus_log, text=True)
+        s = Stack(f"http://127.0.0.1:{port}", f"127.0.0.1:{exporters[0].port}",
+                  f"127.0.0.1:{exporters[1].port}")
+
+        def ready() -> bool:
+            try:
+                return http_get(f"{s.prometheus}/-/ready", timeout=1.0)[0] == 200
+            except OSError:
+                return False
+
+        _wait("Prometheus to start", ready, 60.0)
+        # Enough samples for rate windows: both targets up for a while.
+        _wait("both targets scraped", lambda: len(s.query("up == 1")) == 2)
+        _wait("15s of samples", lambda: s.query(
+            "min(count_over_time(up[15s])) >= 12"), 60.0)
+        yield s
+    finally:
+        if prometheus is not None:
+            prometheus.terminate()
+            try:
+                prometheus.wait(15)
+            except subprocess.TimeoutExpired:
+                prometheus.kill()
+                prometheus.wait()
+        for e in exporters:
+            e.stop()
+        prometheus_log.close()
+
+
+def _dashboard_queries(path: Path) -> list[tuple[str, str]]:
+    return [(title, expr) for title, expr, _ in _dashboard_targets(path)]
+
+
+def _dashboard_targets(path: Path) -> list[tuple[str, str, str]]:
+    """(panel title, expr, legend format) of every query of a dashboard."""
+    model = json.loads(path.read_text())
+    out = []
+    for panel in model["panels"]:
+        for target in panel.get("targets", []):
+            out.append((panel["title"], target["expr"], target.get("legendFormat", "")))
+    return out
+
+
+def _legends(legend: str, series: list[dict[str, Any]]) -> list[str]:
+    """Legends as Grafana draws them (a missing label renders empty)."""
+    def draw(labels: dict[str, str]) -> str:
+        return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), legend)
+
+    return [draw(s["metric"]) for s in series]
+
+
+def test_every_dashboard_query_returns_data(stack: Stack) -> None:
+    empty, clashes, checked = [], [], 0
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        drawn: dict[str, list[str]] = {}
+        for title, expr, legend in _dashboard_targets(path):
+            if EXTERNAL.search(expr):
+                continue
+            checked += 1
+            series = stack.query(substitute(expr, VARIABLES))
+            if not series:
+                empty.append(f"{path.name} / {title}: {expr}")
+            if legend not in ("", "__auto"):
+                drawn.setdefault(title, []).extend(_legends(legend, series))
+        clashes += [f"{path.name} / {title}: {sorted(legends)}"
+                    for title, legends in drawn.items() if len(set(legends)) != len(legends)]
+        for var in json.loads(path.read_text())["templating"]["list"][1:]:
+            selector = re.fullmatch(r"label_values\((.*), *(\w+)\)", var["query"])
+            assert selector, var["query"]
+            if EXTERNAL.search(selector.group(1)):
+                continue
+            label = selector.group(2)
+            expr = f"count by ({label}) ({substitute(selector.group(1), VARIABLES)})"
+            if not stack.query(expr):
+                empty.append(f"{path.name} / variable {var['name']}: {expr}")
+    assert checked > 80
+    assert empty == [], "queries without data:\n" + "\n".join(empty)
+    # Two nodes, MIG instances and shared GPUs: every line must still be told apart.
+    assert clashes == [], "legends that repeat:\n" + "\n".join(clashes)
+
+
+def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack) -> None:
+    path = FIXTURES / "dcgm-exporter" / "dcgm-exporter-dashboard.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not present in this checkout")
+    queries = _dashboard_queries(path)
+    assert queries
+    empty = [f"{title}: {expr}" for title, expr in queries
+             if not stack.query(substitute(expr, {"instance": ".*", "gpu": ".*"}))]
+    assert empty == [], "queries without data:\n" + "\n".join(empty)
+
+
+def _keda_queries(obj: dict[str, Any]) -> list[str]:
+    return [t["metadata"]["query"] for t in obj["spec"]["triggers"]]
+
+
+@pytest.mark.parametrize("metric", ["util", "gr-engine", "fb"])
+def test_generated_keda_query_returns_one_series(stack: Stack, metric: str) -> None:
+    result = run_generate("keda", "--namespace", NAMESPACE, "--deployment", DEPLOYMENT,
+                          "--metric", metric, "--target", "50")
+    assert result.returncode == 0, result.stderr
+    (query,) = _keda_queries(yaml.safe_load(result.stdout))
+    series = stack.query(query)
+    assert len(series) == 1, (query, series)
+    assert 0 <= float(series[0]["value"][1]) <= 100
+
+
+def test_example_keda_queries_return_at_most_one_series(stack: Stack) -> None:
+    """The committed examples, pointed at the simulated Deployment."""
+    for path in sorted((ROOT / "deploy" / "keda").glob("*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        old_ns = obj["metadata"]["namespace"]
+        old_dep = obj["spec"]["scaleTargetRef"]["name"]
+        for query in _keda_queries(obj):
+            query = query.replace(f'namespace="{old_ns}"', f'namespace="{NAMESPACE}"')
+            query = query.replace(f'pod=~"{old_dep}-', f'pod=~"{DEPLOYMENT}-')
+            series = stack.query(query)
+            if EXTERNAL.search(query):
+                assert len(series) <= 1, (path.name, query)
+            else:
+                assert len(series) == 1, (path.name, query, series)
+
+
+def _alerts_of(stack: Stack, instance: str) -> list[dict[str, Any]]:
+    return [a for a in stack.alerts() if a["labels"].get("instance") == instance]
+
+
+def test_scripted_faults_raise_their_alerts(stack: Stack) -> None:
+    def raised() -> set[str]:
+        found = set()
+        for a in _alerts_of(stack, stack.faulty):
+            labels = a["labels"]
+            if labels["alertname"] == "GpuFellOffTheBus" and labels.get("xid") == "79" \
+                    and labels.get("gpu") == "3":
+                found.add("xid79")
+            if labels["alertname"] == "GpuLost":
+                found.add("lost")
+            if labels["alertname"] == "GpuFramebufferNearFull" and labels.get("gpu") == "2":
+                found.add("fb")
+        return found if found == {"xid79", "lost", "fb"} else set()
+
+    _wait("XID 79, lost GPU and framebuffer alerts", raised)
+
+
+def test_healthy_node_fires_nothing(stack: Stack) -> None:
+    # The faulty exporter's alerts prove the rules are evaluated by now.
+    _wait("the faulty node's alerts", lambda: _alerts_of(stack, stack.faulty))
+    alerts = _alerts_of(stack, stack.healthy)
+    firing = [a["labels"] for a in alerts if a["state"] == "firing"]
+    pending = [a["labels"] for a in alerts
+               if a["state"] == "pending" and a["labels"]["alertname"] != "GpuIdleButAllocated"]
+    assert firing == [] and pending == []
