@@ -153,7 +153,8 @@ def main() -> int:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(10)
 
-    print(f"profile {args.profile}, body {len(body)} bytes, {body.count(b'\n')} lines, "
+    lines = body.count(b"\n")
+    print(f"profile {args.profile}, body {len(body)} bytes, {lines} lines, "
           f"wrk 1 thread, {args.duration}s per run, {os.cpu_count()} CPUs")
     print(f"poll + render per cycle: median {poll_p50 * 1e3:.2f} ms, "
           f"p99 {poll_p99 * 1e3:.2f} ms ({args.cycles} cycles)")

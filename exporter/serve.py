@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -60,28 +61,31 @@ def _load_nvml_lib(cfg: ServeConfig) -> Any:
     return pynvml
 
 
-def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend) -> tuple[ServeConfig, Any]:
+def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
+                       ) -> tuple[ServeConfig, Any]:
     from exporter.k8s.simkubelet import start_sim_kubelet
 
     backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
     socket_path = cfg.kubernetes.pod_resources_socket
     if socket_path == DEFAULT_POD_RESOURCES_SOCKET:
-        socket_path = str(Path(tempfile.mkdtemp(prefix="gpu-exporter-kubelet-")) / "kubelet.sock")
-    server = start_sim_kubelet(socket_path, backend.inventory)
+        socket_path = str(tmp / "kubelet.sock")
+    server = start_sim_kubelet(socket_path, backend.inventory,
+                               time_sliced=cfg.sim_profile == "a100-timesliced")
     log.info("simulated kubelet serving pod allocations on %s", socket_path)
     k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
     return replace(cfg, kubernetes=k8s), server
 
 
-async def _run(cfg: ServeConfig, backend: NvmlBackend, collectors: Collectors) -> int:
+async def _run(cfg: ServeConfig, lib: Any, backend: NvmlBackend, collectors: Collectors,
+               tmp: Path) -> int:
     sim_kubelet: Any = None
     if cfg.sim_kubelet:
-        cfg, sim_kubelet = _start_sim_kubelet(cfg, backend)
+        cfg, sim_kubelet = _start_sim_kubelet(cfg, backend, tmp)
     source: AttributionSource | None = None
     if cfg.kubernetes.enabled:
         from exporter.k8s.source import build_source
 
-        source = build_source(cfg.kubernetes)
+        source = build_source(cfg.kubernetes, nvml_lib=lib)
     settings = SamplerSettings(
         interval_s=cfg.collect_interval_s,
         host=HostLabel(cfg.hostname_label, cfg.hostname),
@@ -106,6 +110,10 @@ async def _run(cfg: ServeConfig, backend: NvmlBackend, collectors: Collectors) -
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGHUP, sampler.request_reload)
     try:
+        await sampler.poll_once()
+        # What exists after the first poll lives as long as the process: keep it out of the
+        # collector's generations so scrapes don't pay for re-scanning it.
+        gc.freeze()
         await sampler.run(stop)
     finally:
         log.info("shutting down")
@@ -144,6 +152,7 @@ def main(argv: Sequence[str]) -> int:
     except BackendUnavailable as exc:
         return _fail(str(exc), 1)
     try:
-        return asyncio.run(_run(cfg, backend, collectors))
+        with tempfile.TemporaryDirectory(prefix="gpu-exporter-") as tmp:
+            return asyncio.run(_run(cfg, lib, backend, collectors, Path(tmp)))
     except KeyboardInterrupt:
         return 130

@@ -1,12 +1,15 @@
 """Profiling metrics from NVML's GPM API (Hopper and newer), per GPU or MIG GPU instance.
 
 GPM values are rates between two samples, so each entity keeps two sample buffers that swap
-roles every cycle; the first cycle after (re)start yields nothing.
+roles every cycle; the first cycle after (re)start yields nothing. The metrics request is
+allocated once per entity and its results are read through a plain ctypes view, since
+pynvml's structs convert every attribute access.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,19 +17,44 @@ from typing import Any
 
 import pynvml
 
-from exporter.devices.nvml_api import NVML_GPM_METRICS_GET_VERSION, NVML_SUCCESS, Handle, NvmlLib
+from exporter.devices.nvml_api import NVML_GPM_METRICS_GET_VERSION, Handle, NvmlLib
 
 MIN_SAMPLE_GAP_S = 0.1
 """NVML refuses to compute metrics from samples taken closer together than this."""
 
 
+class GpmMetric(ctypes.Structure):
+    """nvmlGpmMetric_t as plain ctypes (layout checked against pynvml's in the tests)."""
+
+    _fields_ = [("metricId", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint),
+                ("value", ctypes.c_double), ("info", ctypes.c_void_p * 3)]
+
+
+_METRICS_OFFSET = pynvml.c_nvmlGpmMetricsGet_t.metrics.offset
+
+Rates = tuple[dict[int, float], dict[int, int]]
+
+
 @dataclass(slots=True)
-class _Buffers:
+class _Entity:
     previous: Any
     current: Any
+    request: Any
+    view: Any
+    metric_ids: tuple[int, ...]
     taken_at: float | None = None
-    last: tuple[dict[int, float], dict[int, int]] = ({}, {})
+    last: Rates = ({}, {})
     """The last computed rates, repeated when a poll comes too soon for a new sample."""
+
+
+def _request(metric_ids: Sequence[int]) -> tuple[Any, Any]:
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(metric_ids)
+    view = (GpmMetric * len(metric_ids)).from_buffer(request, _METRICS_OFFSET)
+    for i, metric_id in enumerate(metric_ids):
+        view[i].metricId = metric_id
+    return request, view
 
 
 class GpmReader:
@@ -35,14 +63,19 @@ class GpmReader:
     def __init__(self, lib: NvmlLib, clock: Callable[[], float] = time.monotonic) -> None:
         self._lib = lib
         self._clock = clock
-        self._buffers: dict[tuple[int, int], _Buffers] = {}
+        self._entities: dict[tuple[int, int], _Entity] = {}
 
-    def _buffers_for(self, key: tuple[int, int]) -> _Buffers:
-        buffers = self._buffers.get(key)
-        if buffers is None:
-            buffers = _Buffers(self._lib.nvmlGpmSampleAlloc(), self._lib.nvmlGpmSampleAlloc())
-            self._buffers[key] = buffers
-        return buffers
+    def _entity(self, key: tuple[int, int], metric_ids: Sequence[int]) -> _Entity:
+        state = self._entities.get(key)
+        if state is None:
+            request, view = _request(metric_ids)
+            state = _Entity(self._lib.nvmlGpmSampleAlloc(), self._lib.nvmlGpmSampleAlloc(),
+                            request, view, tuple(metric_ids))
+            self._entities[key] = state
+        elif state.metric_ids != tuple(metric_ids):
+            state.request, state.view = _request(metric_ids)
+            state.metric_ids = tuple(metric_ids)
+        return state
 
     def read(
         self,
@@ -50,53 +83,45 @@ class GpmReader:
         parent: Handle,
         gpu_instance_id: int | None,
         metric_ids: Sequence[int],
-    ) -> tuple[dict[int, float], dict[int, int]]:
+    ) -> Rates:
         """Metric values by id and failed ids by return code; empty on the first sample.
 
         NVML errors from the sampling calls propagate to the caller.
         """
-        buffers = self._buffers_for(key)
+        state = self._entity(key, metric_ids)
         now = self._clock()
-        if buffers.taken_at is not None and now - buffers.taken_at < MIN_SAMPLE_GAP_S:
-            return buffers.last
+        if state.taken_at is not None and now - state.taken_at < MIN_SAMPLE_GAP_S:
+            return state.last
         if gpu_instance_id is None:
-            self._lib.nvmlGpmSampleGet(parent, buffers.current)
+            self._lib.nvmlGpmSampleGet(parent, state.current)
         else:
-            self._lib.nvmlGpmMigSampleGet(parent, gpu_instance_id, buffers.current)
-        first = buffers.taken_at is None
-        buffers.taken_at = now
+            self._lib.nvmlGpmMigSampleGet(parent, gpu_instance_id, state.current)
+        first = state.taken_at is None
+        state.taken_at = now
+        previous, current = state.previous, state.current
+        state.previous, state.current = current, previous
         if first:
-            buffers.previous, buffers.current = buffers.current, buffers.previous
-            return {}, {}
-        request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(metric_ids)
-        request.sample1 = buffers.previous
-        request.sample2 = buffers.current
-        for i, metric_id in enumerate(metric_ids):
-            request.metrics[i].metricId = metric_id
-        buffers.previous, buffers.current = buffers.current, buffers.previous
+            return state.last
+        request = state.request
+        request.sample1 = previous
+        request.sample2 = current
         self._lib.nvmlGpmMetricsGet(request)
         values: dict[int, float] = {}
         failed: dict[int, int] = {}
-        for i in range(len(metric_ids)):
-            metric = request.metrics[i]
-            code = int(metric.nvmlReturn)
-            if code == NVML_SUCCESS:
-                values[int(metric.metricId)] = float(metric.value)
+        for metric in state.view:
+            if metric.nvmlReturn:
+                failed[metric.metricId] = metric.nvmlReturn
             else:
-                failed[int(metric.metricId)] = code
-        buffers.last = (values, failed)
-        return values, failed
+                values[metric.metricId] = metric.value
+        state.last = (values, failed)
+        return state.last
 
-    def forget(self, keep: set[tuple[int, int]] | None = None) -> None:
-        """Free the buffers of entities not in `keep` (all when None), e.g. after
-        re-enumeration, so a reused handle never pairs samples of two different devices."""
-        for key in list(self._buffers):
-            if keep is not None and key in keep:
-                continue
-            buffers = self._buffers.pop(key)
-            for sample in (buffers.previous, buffers.current):
+    def forget(self) -> None:
+        """Free every buffer, e.g. after re-enumeration, so a reused handle never pairs
+        samples of two different devices."""
+        for state in self._entities.values():
+            for sample in (state.previous, state.current):
                 # Freeing must never break a poll.
                 with contextlib.suppress(Exception):
                     self._lib.nvmlGpmSampleFree(sample)
+        self._entities.clear()

@@ -19,6 +19,7 @@ from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.devices.gpm import GpmReader
 from exporter.devices.model import Entity, Inventory, Readings
 from exporter.devices.nvml_api import (
+    NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_INVALID_ARGUMENT,
     NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -28,16 +29,15 @@ from exporter.devices.nvml_api import (
     NvmlLib,
     error_name,
 )
-from exporter.devices.readers import (
-    FUNCTION_OF,
-    SIMPLE_READERS,
-    convert,
-    field_value_requests,
-    field_values_part,
-    read_field_values,
-)
+from exporter.devices.plan import EntityPlan, build_plan, read_field_values
 from exporter.devices.xid import XidLedger, XidWatcher
-from exporter.fields.catalog import FieldSpec, Reader, Scope
+from exporter.fields.catalog import (
+    FI_NVLINK_THROUGHPUT_DATA_RX,
+    FI_NVLINK_THROUGHPUT_DATA_TX,
+    FieldSpec,
+    Reader,
+    Scope,
+)
 from exporter.series import Family, Sample
 
 log = logging.getLogger(__name__)
@@ -45,11 +45,29 @@ log = logging.getLogger(__name__)
 REENUMERATE_EVERY_S = 60.0
 """MIG Manager can rebuild instances without toggling MIG mode; a slow periodic walk
 catches that without re-fetching handles every cycle."""
-INIT_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
+_MIG_PARENT_SCOPES = {Scope.GPU}
 
 
 class _GpuLost(Exception):
     pass
+
+
+@dataclasses.dataclass(slots=True)
+class _GpuWork:
+    """One GPU's poll work: its plan and those of its MIG GPU instances."""
+
+    entity: Entity
+    handle: Handle
+    mig_on: bool
+    plan: EntityPlan | None
+    instances: list[tuple[Entity, EntityPlan]]
+
+
+def _backoff(attempt: int) -> float:
+    return BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
 
 
 class NvmlBackend:
@@ -70,9 +88,10 @@ class NvmlBackend:
         self._gpm = GpmReader(lib, clock)
         self._initialised = False
         self._enum: Enumeration | None = None
+        self._work: list[_GpuWork] = []
         self._enumerated_at = 0.0
         self._watcher: XidWatcher | None = None
-        self._unsupported: set[tuple[str, str]] = set()
+        self._watched: frozenset[tuple[int, str]] = frozenset()
         self._logged_unsupported: set[tuple[str, str]] = set()
         self._gpm_support: dict[int, bool] = {}
         self._init_failures = 0
@@ -80,25 +99,20 @@ class NvmlBackend:
         self._needs_enumeration = True
         self._enumerate_after = 0.0
         self._lost_retries = 0
+        self._known: dict[tuple[int, int], Entity] = {}
         self.last_init_error: str | None = None
         self.call_errors: collections.Counter[tuple[str, str]] = collections.Counter()
         self.gpus_lost_total = 0
+        self._fields: tuple[FieldSpec, ...] = ()
         self._wants_xid = False
-        self._known: dict[tuple[int, int], Entity] = {}
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
         """Switch to another field set (a reload); takes effect from the next poll."""
-        by_reader: dict[Reader, list[FieldSpec]] = collections.defaultdict(list)
-        for spec in fields:
-            by_reader[spec.reader].append(spec)
-        self._by_reader = by_reader
-        self._field_requests = field_value_requests(fields)
-        self._gpm_ids = [s.part for s in by_reader[Reader.GPM] if isinstance(s.part, int)]
-        wants_xid = bool(by_reader[Reader.XID_EVENTS])
-        if wants_xid != self._wants_xid:
-            self._needs_enumeration = True  # starts or stops the XID watcher
-        self._wants_xid = wants_xid
+        self._fields = fields
+        self._wants_xid = any(s.reader is Reader.XID_EVENTS for s in fields)
+        self._wants_last_xid = any(s.name == "DCGM_FI_DEV_XID_ERRORS" for s in fields)
+        self._needs_enumeration = True  # plans and the XID watcher follow the fields
 
     # --- life cycle -------------------------------------------------------------------
 
@@ -134,9 +148,8 @@ class NvmlBackend:
                     "driver is present or the container was not started with the NVIDIA "
                     "runtime. Use --backend sim to run on the built-in simulated node."
                 ) from exc
-            delay = INIT_BACKOFF_S[min(self._init_failures, len(INIT_BACKOFF_S) - 1)]
+            self._next_init_at = self._clock() + _backoff(self._init_failures)
             self._init_failures += 1
-            self._next_init_at = self._clock() + delay
             raise
         self._initialised = True
         self._init_failures = 0
@@ -145,7 +158,7 @@ class NvmlBackend:
         log.info("NVML initialised")
 
     def close(self) -> None:
-        self._stop_watcher()
+        self._stop_watcher(wait=True)
         self._gpm.forget()
         if self._initialised:
             try:
@@ -154,38 +167,75 @@ class NvmlBackend:
                 log.debug("nvmlShutdown failed: %r", exc)
             self._initialised = False
 
-    def _stop_watcher(self) -> None:
+    def _stop_watcher(self, wait: bool) -> None:
         if self._watcher is not None:
-            self._watcher.stop()
+            self._watcher.stop(wait=wait)
             self._watcher = None
+            self._watched = frozenset()
+
+    # --- enumeration ------------------------------------------------------------------
 
     def _enumerate(self) -> None:
-        self._stop_watcher()
         enum = enumerate_devices(self._lib, self._devices, self._on_lost)
         self._enum = enum
         self._enumerated_at = self._clock()
         self._needs_enumeration = bool(enum.lost)
         if enum.lost:
             # A lost GPU is looked for again with growing pauses, never every cycle.
-            delay = INIT_BACKOFF_S[min(self._lost_retries, len(INIT_BACKOFF_S) - 1)]
+            self._enumerate_after = self._enumerated_at + _backoff(self._lost_retries)
             self._lost_retries += 1
-            self._enumerate_after = self._enumerated_at + delay
         else:
             self._lost_retries = 0
         # Handles may now mean other devices: forget everything tied to the old ones.
-        self._unsupported.clear()
         self._gpm.forget()
         self._gpm_support.clear()
         inv = enum.inventory
         self._known.update((e.key, e) for e in (*inv.gpus, *inv.instances))
+        self._work = self._plan(enum)
         log.info("enumerated %d GPUs, %d MIG GPU instances", len(inv.gpus), len(inv.instances))
-        if self._wants_xid:
-            self._watcher = XidWatcher(
-                self._lib, self.ledger, dict(enum.handles.gpu),
-                {g.uuid: g.gpu for g in inv.gpus},
-                {i.key for i in inv.instances},
-            )
-            self._watcher.start()
+        self._restart_watcher(enum)
+
+    def _plan(self, enum: Enumeration) -> list[_GpuWork]:
+        work = []
+        by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
+        for inst in enum.inventory.instances:
+            by_gpu[inst.gpu].append(inst)
+        for gpu in enum.inventory.gpus:
+            handle = enum.handles.gpu[gpu.gpu]
+            mig_on = enum.handles.mig_enabled.get(gpu.gpu, False)
+            scopes = _MIG_PARENT_SCOPES if mig_on else _GPU_SCOPES
+            plan = None
+            if self._devices.gpus:
+                plan = build_plan(self._lib, handle, f"GPU {gpu.gpu}",
+                                  [s for s in self._fields if s.scope in scopes])
+            instances = []
+            for inst in by_gpu[gpu.gpu]:
+                assert inst.gpu_instance_id is not None
+                mig_handle = enum.handles.instance[(gpu.gpu, inst.gpu_instance_id)]
+                inst_plan = build_plan(
+                    self._lib, mig_handle, f"GPU {gpu.gpu} instance {inst.gpu_instance_id}",
+                    [s for s in self._fields if s.scope is Scope.INSTANCE])
+                instances.append((inst, inst_plan))
+            work.append(_GpuWork(gpu, handle, mig_on, plan, instances))
+        return work
+
+    def _restart_watcher(self, enum: Enumeration) -> None:
+        if not self._wants_xid:
+            self._stop_watcher(wait=False)
+            return
+        watched = frozenset((g.gpu, g.uuid) for g in enum.inventory.gpus)
+        if self._watcher is not None and watched == self._watched and self._watcher.alive:
+            return  # same GPUs: the running event set still covers them
+        # Never join the old thread here: it may sit in a 500 ms event wait, and this runs
+        # inside a poll.
+        self._stop_watcher(wait=False)
+        self._watcher = XidWatcher(
+            self._lib, self.ledger, dict(enum.handles.gpu),
+            {g.uuid: g.gpu for g in enum.inventory.gpus},
+            {i.key for i in enum.inventory.instances},
+        )
+        self._watcher.start()
+        self._watched = watched
 
     def _drop_lost(self, index: int) -> None:
         """Take a GPU that answered GPU_IS_LOST out of the inventory at once."""
@@ -200,8 +250,9 @@ class NvmlBackend:
         )
         self._enum = dataclasses.replace(self._enum, inventory=inventory,
                                          lost=self._enum.lost | {index})
+        self._work = [w for w in self._work if w.entity.gpu != index]
         self._needs_enumeration = True
-        self._enumerate_after = self._clock() + INIT_BACKOFF_S[0]
+        self._enumerate_after = self._clock() + BACKOFF_S[0]
 
     def _on_lost(self, index: int) -> None:
         log.warning("GPU %d is lost (GPU_IS_LOST); it is left out until it answers again", index)
@@ -228,165 +279,162 @@ class NvmlBackend:
             self._count_error("enumerate", nvml_code(exc))
             log.error("device enumeration failed: %s", describe(exc))
             self._enum = None
+            self._work = []
             self._needs_enumeration = True
             return Readings()
-        assert self._enum is not None
         values: dict[tuple[int, int], dict[str, float]] = {}
-        for gpu in self._enum.inventory.gpus:
+        for work in list(self._work):
             try:
-                self._poll_gpu(gpu, values)
+                self._poll_gpu(work, values)
             except _GpuLost:
-                self._drop_lost(gpu.gpu)
-                for key in [k for k in values if k[0] == gpu.gpu]:
+                self._drop_lost(work.entity.gpu)
+                for key in [k for k in values if k[0] == work.entity.gpu]:
                     del values[key]
-        self._add_xid_last_codes(values)
+        if self._wants_xid:
+            self._add_xid_last_codes(values)
         return Readings(
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
             xid_totals=self.ledger.totals() if self._wants_xid else (),
+            gpm_supported=dict(self._gpm_support),
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
-            gpm_supported=dict(self._gpm_support),
         )
 
-    def _poll_gpu(self, gpu: Entity, out: dict[tuple[int, int], dict[str, float]]) -> None:
-        assert self._enum is not None
-        handles = self._enum.handles
-        h = handles.gpu[gpu.gpu]
-        mig_on = handles.mig_enabled.get(gpu.gpu, False)
-        gpu_values: dict[str, float] = {}
-        if self._devices.gpus:
-            scopes = {Scope.GPU} if mig_on else {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
-            self._read_entity(gpu, h, None, scopes, gpu_values)
-            out[gpu.key] = gpu_values
-        if self._mig_layout_changed(gpu, h, mig_on):
+    def _poll_gpu(self, work: _GpuWork, out: dict[tuple[int, int], dict[str, float]]) -> None:
+        if work.plan is not None:
+            out[work.entity.key] = self._read(work.entity, work.handle, None, work.plan)
+        if self._mig_layout_changed(work):
             self._needs_enumeration = True
             return
-        for inst in self._enum.inventory.instances:
-            if inst.gpu != gpu.gpu or inst.gpu_instance_id is None:
-                continue
-            mh = handles.instance[(inst.gpu, inst.gpu_instance_id)]
-            inst_values: dict[str, float] = {}
-            self._read_entity(inst, mh, h, {Scope.INSTANCE}, inst_values)
-            out[inst.key] = inst_values
+        for inst, plan in work.instances:
+            out[inst.key] = self._read(inst, work.handle, inst.gpu_instance_id, plan)
 
-    def _mig_layout_changed(self, gpu: Entity, h: Handle, mig_on: bool) -> bool:
+    def _mig_layout_changed(self, work: _GpuWork) -> bool:
         try:
-            current = bool(self._lib.nvmlDeviceGetMigMode(h)[0])
+            current = self._lib.nvmlDeviceGetMigMode(work.handle)[0] == NVML_DEVICE_MIG_ENABLE
         except Exception as exc:
+            if is_nvml_error(exc) and nvml_code(exc) in UNSUPPORTED_CODES:
+                return False
             self._check_lost(exc, "nvmlDeviceGetMigMode")
             return False
-        if current != mig_on:
-            log.info("MIG mode of GPU %d changed; re-enumerating", gpu.gpu)
+        if current != work.mig_on:
+            log.info("MIG mode of GPU %d changed; re-enumerating", work.entity.gpu)
             return True
         return False
 
-    def _read_entity(
-        self,
-        entity: Entity,
-        handle: Handle,
-        parent: Handle | None,
-        scopes: set[Scope],
-        out: dict[str, float],
-    ) -> None:
-        uid = f"{entity.uuid}/{entity.gpu_instance_id}"
-        for reader, specs in self._by_reader.items():
-            wanted = [s for s in specs if s.scope in scopes]
-            if not wanted or (uid, reader.name) in self._unsupported:
+    def _read(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
+              plan: EntityPlan) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for step in plan.calls:
+            try:
+                answer = step.call()
+            except Exception as exc:
+                if self._call_failed(plan, step.function, exc):
+                    plan.calls = [s for s in plan.calls if s is not step]
                 continue
-            if reader in SIMPLE_READERS:
-                self._read_simple(uid, reader, handle, wanted, out)
-            elif reader is Reader.FIELD_VALUES:
-                self._read_field_values(uid, handle, wanted, out)
-            elif reader is Reader.GPM:
-                self._read_gpm(entity, parent if parent is not None else handle, wanted, out)
+            for o in step.outputs:
+                value = o.conv(answer if o.pick is None else o.pick(answer))
+                if value is not None:
+                    out[o.name] = value
+        if plan.field_values is not None:
+            self._read_field_values(plan, out)
+        if plan.gpm is not None:
+            self._read_gpm(entity, parent, gpu_instance_id, plan, out)
+        return out
 
-    def _read_simple(
-        self, uid: str, reader: Reader, handle: Handle, specs: list[FieldSpec],
-        out: dict[str, float],
-    ) -> None:
+    def _read_field_values(self, plan: EntityPlan, out: dict[str, float]) -> None:
+        fv = plan.field_values
+        assert fv is not None
         try:
-            parts = SIMPLE_READERS[reader](self._lib, handle)
+            values, failed = read_field_values(self._lib, plan.handle, fv.requests)
         except Exception as exc:
-            self._on_call_error(uid, reader.name, FUNCTION_OF[reader], exc)
+            if self._call_failed(plan, "nvmlDeviceGetFieldValues", exc):
+                plan.field_values = None
             return
-        for spec in specs:
-            raw = parts.get(spec.part)
-            value = None if raw is None else convert(spec.convert, float(raw))
-            if value is not None:
-                out[spec.name] = value
+        if failed:
+            self._field_values_failed(plan, failed)
+        for field_id, outputs in fv.outputs.items():
+            raw = values.get(field_id)
+            if raw is not None:
+                for name, conv in outputs:
+                    value = conv(raw)
+                    if value is not None:
+                        out[name] = value
+        if fv.nvlink:
+            tx = values.get(FI_NVLINK_THROUGHPUT_DATA_TX)
+            rx = values.get(FI_NVLINK_THROUGHPUT_DATA_RX)
+            if tx is not None and rx is not None:
+                for name, conv in fv.nvlink:
+                    value = conv(tx + rx)
+                    if value is not None:
+                        out[name] = value
 
-    def _read_field_values(
-        self, uid: str, handle: Handle, specs: list[FieldSpec], out: dict[str, float]
-    ) -> None:
-        requests = [r for r in self._field_requests
-                    if (uid, f"FI{r[0]}") not in self._unsupported]
-        if not requests:
-            return
-        try:
-            values, failed = read_field_values(self._lib, handle, requests)
-        except Exception as exc:
-            self._on_call_error(uid, Reader.FIELD_VALUES.name, "nvmlDeviceGetFieldValues", exc)
-            return
+    def _field_values_failed(self, plan: EntityPlan, failed: dict[int, int]) -> None:
+        fv = plan.field_values
+        assert fv is not None
         for field_id, code in failed.items():
-            if code in UNSUPPORTED_CODES:
-                self._remember_unsupported(uid, f"FI{field_id}", "nvmlDeviceGetFieldValues",
-                                           code)
-            elif code == NVML_ERROR_GPU_IS_LOST:
+            if code == NVML_ERROR_GPU_IS_LOST:
                 raise _GpuLost()
+            if code in UNSUPPORTED_CODES:
+                self._note_unsupported(plan.uid, f"field {field_id}", "nvmlDeviceGetFieldValues",
+                                       code)
+                fv.requests = [r for r in fv.requests if r[0] != field_id]
             else:
                 self._count_error("nvmlDeviceGetFieldValues", code)
-        for spec in specs:
-            raw = field_values_part(spec, values)
-            value = None if raw is None else convert(spec.convert, raw)
-            if value is not None:
-                out[spec.name] = value
+        if not fv.requests:
+            plan.field_values = None
 
-    def _read_gpm(
-        self, entity: Entity, parent: Handle, specs: list[FieldSpec], out: dict[str, float]
-    ) -> None:
-        uid = f"{entity.uuid}/{entity.gpu_instance_id}"
-        if entity.gpu not in self._gpm_support:
-            try:
-                supported = bool(self._lib.nvmlGpmQueryDeviceSupport(parent).isSupportedDevice)
-            except Exception as exc:
-                self._check_lost(exc, "nvmlGpmQueryDeviceSupport")
-                supported = False
-            self._gpm_support[entity.gpu] = supported
-            if not supported:
-                log.warning(
-                    "GPU %d (%s) has no GPM support: DCGM_FI_PROF_* fields are not exported "
-                    "for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
-        if not self._gpm_support[entity.gpu]:
+    def _read_gpm(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
+                  plan: EntityPlan, out: dict[str, float]) -> None:
+        gpm = plan.gpm
+        assert gpm is not None
+        supported = self._gpm_support.get(entity.gpu)
+        if supported is None:
+            supported = self._query_gpm_support(entity, parent)
+        if not supported:
+            plan.gpm = None
             return
-        metric_ids = [m for m in self._gpm_ids if (uid, f"GPM{m}") not in self._unsupported]
         try:
-            values, failed = self._gpm.read(
-                entity.key, parent, entity.gpu_instance_id, metric_ids)
+            values, failed = self._gpm.read(entity.key, parent, gpu_instance_id, gpm.metric_ids)
         except Exception as exc:
-            self._on_call_error(uid, Reader.GPM.name, "nvmlGpmMetricsGet", exc)
+            if self._call_failed(plan, "nvmlGpmMetricsGet", exc):
+                plan.gpm = None
             return
         for metric_id, code in failed.items():
             if code in UNSUPPORTED_CODES:
                 # e.g. NVLink rates of a MIG instance: asked once, then left out.
-                self._remember_unsupported(uid, f"GPM{metric_id}", "nvmlGpmMetricsGet", code)
+                self._note_unsupported(plan.uid, f"GPM metric {metric_id}",
+                                       "nvmlGpmMetricsGet", code)
+                gpm.metric_ids = [m for m in gpm.metric_ids if m != metric_id]
             else:
                 self._count_error("nvmlGpmMetricsGet", code)
-        for spec in specs:
-            raw = values.get(int(spec.part)) if isinstance(spec.part, int) else None
-            value = None if raw is None else convert(spec.convert, raw)
-            if value is not None:
-                out[spec.name] = value
+        for metric_id, raw in values.items():
+            for name, conv in gpm.outputs.get(metric_id, ()):
+                value = conv(raw)
+                if value is not None:
+                    out[name] = value
+
+    def _query_gpm_support(self, entity: Entity, parent: Handle) -> bool:
+        try:
+            supported = bool(self._lib.nvmlGpmQueryDeviceSupport(parent).isSupportedDevice)
+        except Exception as exc:
+            self._check_lost(exc, "nvmlGpmQueryDeviceSupport")
+            supported = False
+        self._gpm_support[entity.gpu] = supported
+        if not supported:
+            log.warning("GPU %d (%s) has no GPM support: DCGM_FI_PROF_* fields are not "
+                        "exported for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
+        return supported
 
     def _add_xid_last_codes(self, values: dict[tuple[int, int], dict[str, float]]) -> None:
-        if not self._wants_xid or self._watcher is None:
-            return
-        if not any(s.name == "DCGM_FI_DEV_XID_ERRORS" for s in self._by_reader[Reader.XID_EVENTS]):
+        if not self._wants_last_xid or self._watcher is None:
             return
         last = self.ledger.last_codes()
+        registered = self._watcher.registered
         for key, entity_values in values.items():
             # No event yet is a true "last XID = 0", but only where events can arrive.
-            if key[0] in self._watcher.registered:
+            if key[0] in registered:
                 entity_values["DCGM_FI_DEV_XID_ERRORS"] = float(last.get(key, 0))
 
     # --- errors -----------------------------------------------------------------------
@@ -402,22 +450,23 @@ class NvmlBackend:
         if code == NVML_ERROR_GPU_IS_LOST:
             raise _GpuLost() from exc
 
-    def _on_call_error(self, uid: str, what: str, function: str, exc: Exception) -> None:
+    def _call_failed(self, plan: EntityPlan, function: str, exc: Exception) -> bool:
+        """Account for a failed call; True when it should leave the plan (unsupported)."""
         if not is_nvml_error(exc):
-            log.exception("unexpected error from %s on %s", function, uid)
+            log.error("unexpected error from %s on %s: %r", function, plan.uid, exc)
             self.call_errors[(function, "EXCEPTION")] += 1
-            return
+            return False
         code = nvml_code(exc)
         if code in UNSUPPORTED_CODES:
-            self._remember_unsupported(uid, what, function, code)
-            return
+            self._note_unsupported(plan.uid, function, function, code)
+            return True
         if code in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND):
             # A MIG handle whose instance was destroyed: the layout changed under us.
             self._needs_enumeration = True
         self._check_lost(exc, function)
+        return False
 
-    def _remember_unsupported(self, uid: str, what: str, function: str, code: int) -> None:
-        self._unsupported.add((uid, what))
+    def _note_unsupported(self, uid: str, what: str, function: str, code: int) -> None:
         self._count_error(function, code)
         if (uid, what) not in self._logged_unsupported:
             self._logged_unsupported.add((uid, what))

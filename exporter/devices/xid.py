@@ -145,7 +145,17 @@ class XidWatcher:
         uuid = self._lib.nvmlDeviceGetUUID(device)
         return uuid.decode() if isinstance(uuid, bytes) else uuid
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._free_event_set()
+
+    def _loop(self) -> None:
         while not self._stop.is_set():
             try:
                 event = self._lib.nvmlEventSetWait_v2(self._event_set, self.WAIT_MS)
@@ -163,10 +173,14 @@ class XidWatcher:
             log.warning("XID %d on GPU %d (instance %d)", int(event.eventData), key[0], key[1])
             self._ledger.record(key, int(event.eventData))
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Ask the thread to end; it frees its event set on the way out. `wait=False`
+        returns at once (the thread ends within one wait timeout)."""
         self._stop.set()
-        if self._thread is not None:
+        if wait and self._thread is not None:
             self._thread.join(timeout=self.WAIT_MS / 1000 * 4)
+
+    def _free_event_set(self) -> None:
         if self._event_set is not None:
             try:
                 self._lib.nvmlEventSetFree(self._event_set)

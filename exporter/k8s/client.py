@@ -3,7 +3,7 @@
 One long-lived channel, reused across polls. The kubelet rate-limits this endpoint for every
 client on the node together (100 qps, burst 10), so every call is bounded by a deadline,
 concurrent callers share one call in flight, and failures back off exponentially instead of
-retrying. The kubelet re-creates its socket on restart: a changed inode (or repeated
+retrying. The kubelet re-creates its socket on restart: a changed file identity (or repeated
 UNAVAILABLE) rebuilds the channel. An absent socket is an ordinary, reported failure.
 """
 
@@ -44,6 +44,15 @@ NOT_A_SOCKET = "NOT_A_SOCKET"
 _REBUILD_AFTER_UNAVAILABLE = 2
 
 
+SocketIdentity = tuple[int, int, int]
+"""(device, inode, change time): which socket file this is. A re-created socket often gets
+the freed inode number back, so the change time is part of it."""
+
+
+def _identity(st: os.stat_result) -> SocketIdentity:
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
 class KubeletCallError(Exception):
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
@@ -80,12 +89,17 @@ def _is_get_disabled(err: grpc.aio.AioRpcError) -> bool:
     return code == grpc.StatusCode.UNKNOWN and "get method disabled" in details
 
 
-def allocations_of(pods: list[PodResources]) -> list[Allocation]:
-    """Flatten pod resources into one entry per (container, resource, device id)."""
+def allocations_of(
+    pods: list[PodResources], accept: Callable[[str], bool] = lambda _name: True
+) -> list[Allocation]:
+    """Flatten pod resources into one entry per (container, resource, device id), keeping
+    only resources `accept` says yes to (a crowded node lists many non-GPU devices)."""
     out: list[Allocation] = []
     for pod in pods:
         for container in pod.containers:
             for dev in container.devices:
+                if not accept(dev.resource_name):
+                    continue
                 for device_id in dev.device_ids:
                     out.append(
                         Allocation(
@@ -112,12 +126,12 @@ class PodResourcesClient:
         self._clock = clock
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any | None = None
-        self._socket_identity: tuple[int, int] | None = None
+        self._socket_identity: SocketIdentity | None = None
         self._failures = 0
         self._unavailable_in_row = 0
         self._retry_at = 0.0
         self._last_error: KubeletCallError | None = None
-        self._failed_identity: tuple[int, int] | None = None
+        self._failed_identity: SocketIdentity | None = None
         self._in_flight: asyncio.Future[list[PodResources]] | None = None
         self.get_disabled = False
         """Set once Get answered UNIMPLEMENTED or "Get method disabled"; List is used then."""
@@ -125,7 +139,7 @@ class PodResourcesClient:
 
     # -- channel life cycle -------------------------------------------------------------
 
-    def _socket_stat(self) -> tuple[int, int]:
+    def _socket_stat(self) -> SocketIdentity:
         try:
             st = os.stat(self.socket_path)
         except FileNotFoundError as exc:
@@ -134,7 +148,7 @@ class PodResourcesClient:
             raise KubeletCallError(SOCKET_ABSENT, f"{self.socket_path}: {exc.strerror}") from exc
         if not stat.S_ISSOCK(st.st_mode):
             raise KubeletCallError(NOT_A_SOCKET, f"{self.socket_path} is not a unix socket")
-        return (st.st_dev, st.st_ino)
+        return _identity(st)
 
     async def _drop_channel(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
@@ -198,12 +212,12 @@ class PodResourcesClient:
         finally:
             self._in_flight = None
 
-    def _current_identity(self) -> tuple[int, int] | None:
+    def _current_identity(self) -> SocketIdentity | None:
         try:
             st = os.stat(self.socket_path)
         except OSError:
             return None
-        return (st.st_dev, st.st_ino)
+        return _identity(st)
 
     def _socket_changed(self) -> bool:
         """Whether the socket differs from the one the last failure happened on: a restarted

@@ -22,12 +22,14 @@ two keys sanitise to the same name the first in sort order wins.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s_client
@@ -63,14 +65,36 @@ def api_client(kubeconfig: str | None = None) -> Any:
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
+        # Read KUBECONFIG now: the client library reads it only once, at its import.
+        kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, client_configuration=configuration
         )
     return k8s_client.ApiClient(configuration)
 
 
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    labels: Labels
+    """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
+    uid: str
+    containers: Mapping[str, str]
+    """Container runtime id (without the `containerd://` scheme) -> container name."""
+
+
+def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    # Native sidecars are init containers; they can hold GPUs too.
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for item in status.get(key) or []:
+            cid = str(item.get("containerID") or "")
+            if cid:
+                out[cid.rpartition("://")[2]] = str(item.get("name", ""))
+    return out
+
+
 class PodMetadataWatcher:
-    """Keeps (namespace, pod) -> enrichment labels current from one watch."""
+    """Keeps (namespace, pod) -> pod record current from one watch."""
 
     def __init__(
         self,
@@ -81,6 +105,7 @@ class PodMetadataWatcher:
         pod: tuple[str, str] | None = None,
         watch_timeout_s: int = 300,
         retry_s: float = 5.0,
+        label_series: bool = True,
     ) -> None:
         if node_name is None and pod is None:
             raise ValueError("enrichment needs NODE_NAME (or, with --scope pod, POD_NAME)")
@@ -91,7 +116,9 @@ class PodMetadataWatcher:
         self._pod = pod
         self._watch_timeout_s = watch_timeout_s
         self._retry_s = retry_s
-        self._pods: dict[tuple[str, str], Labels] = {}
+        self._label_series = label_series
+        self._pods: dict[tuple[str, str], PodRecord] = {}
+        self._by_uid: dict[str, tuple[str, str]] = {}
         self._stop = threading.Event()
         self._watch: Any = None
         self._thread: threading.Thread | None = None
@@ -108,12 +135,24 @@ class PodMetadataWatcher:
         pod = None
         if config.scope == "pod" and config.pod_name and config.pod_namespace:
             pod = (config.pod_namespace, config.pod_name)
-        return cls(api_client(kubeconfig), allow, node_name=config.node_name, pod=pod)
+        # Process attribution alone uses the watch for UIDs and container ids only.
+        return cls(api_client(kubeconfig), allow, node_name=config.node_name, pod=pod,
+                   label_series=bool(config.pod_labels))
 
     # -- reading --------------------------------------------------------------------------
 
     def labels_for(self, namespace: str, pod: str) -> Labels:
-        return self._pods.get((namespace, pod), ())
+        record = self._pods.get((namespace, pod))
+        return record.labels if record is not None else ()
+
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        """(namespace, pod, container) of a running container, by pod UID and runtime id."""
+        key = self._by_uid.get(pod_uid)
+        record = self._pods.get(key) if key is not None else None
+        if key is None or record is None:
+            return None
+        name = record.containers.get(container_id)
+        return None if name is None else (key[0], key[1], name)
 
     def families(self) -> list[Family]:
         return [
@@ -144,6 +183,13 @@ class PodMetadataWatcher:
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()
+            # stop() only takes effect at the next event; closing the response ends a read
+            # that is waiting for one.
+            response = getattr(self._watch, "_resp", None)
+            if response is not None:
+                with contextlib.suppress(Exception):
+                    # urllib3 >= 2.3 can interrupt a blocked read; older ones just close.
+                    getattr(response, "shutdown", response.close)()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._api.close()
@@ -165,32 +211,40 @@ class PodMetadataWatcher:
         func, kwargs = self._list_call()
         resp = func(**kwargs, _preload_content=False, _request_timeout=30)
         body = json.loads(resp.data)
-        pods: dict[tuple[str, str], Labels] = {}
+        pods: dict[tuple[str, str], PodRecord] = {}
         for item in body.get("items") or []:
-            key, labels = self._entry(item)
-            pods[key] = labels
-        self._pods = pods
+            key, record = self._entry(item)
+            pods[key] = record
+        self._publish(pods)
         return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
-    def _entry(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], Labels]:
+    def _publish(self, pods: dict[tuple[str, str], PodRecord]) -> None:
+        # Readers on other threads see either the old or the new maps, never a half update.
+        self._by_uid = {r.uid: key for key, r in pods.items() if r.uid}
+        self._pods = pods
+
+    def _entry(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], PodRecord]:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        return key, pod_labels(str(meta.get("uid", "")), meta.get("labels") or {}, self._allow)
+        uid = str(meta.get("uid", ""))
+        labels = pod_labels(uid, meta.get("labels") or {}, self._allow)
+        containers = _container_ids(obj.get("status") or {})
+        return key, PodRecord(labels if self._label_series else (), uid, containers)
 
     def _apply(self, event: Mapping[str, Any]) -> str | None:
         obj = event.get("object") or {}
         kind = event.get("type")
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED"):
-            key, labels = self._entry(obj)
+            key, record = self._entry(obj)
             pods = dict(self._pods)
-            pods[key] = labels
-            self._pods = pods
+            pods[key] = record
+            self._publish(pods)
         elif kind == "DELETED":
             key, _ = self._entry(obj)
             pods = dict(self._pods)
             pods.pop(key, None)
-            self._pods = pods
+            self._publish(pods)
         return str(rv) if rv else None
 
     def _run(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from exporter.devices.model import Inventory
+from exporter.devices.model import Entity, Inventory
 from exporter.k8s.proto import ContainerDevices, PodResources, pb, pb_grpc
 
 DeviceGrant = tuple[str, Sequence[str]]
@@ -158,6 +158,8 @@ def serve_pod_resources(
 
 INFERENCE_NAMESPACE = "inference"
 INFERENCE_DEPLOYMENT = "llm-inference"
+EMBEDDING_DEPLOYMENT = "text-embedder"
+EMBEDDING_REPLICASET_HASH = "5f6b8c9d7"
 INFERENCE_REPLICASET_HASH = "7d9c5b8f4"
 NOTEBOOK_NAMESPACE = "research"
 TIME_SLICE_REPLICAS = 4
@@ -165,33 +167,49 @@ _POD_SUFFIXES = ("x2k9p", "b7m4q", "r8t2w", "h3n6z", "f5c1v", "k9w7d", "p2q8s", 
                  "t4g5y", "w1e9u", "c8v2b", "n7x4a", "s3d6f", "g9h1k", "z5r8m", "q2w6e")
 
 
-def _pod_name(deployment: str, index: int) -> str:
+def _pod_name(deployment: str, index: int, rs_hash: str = INFERENCE_REPLICASET_HASH) -> str:
     suffix = _POD_SUFFIXES[index % len(_POD_SUFFIXES)]
     if index >= len(_POD_SUFFIXES):
         suffix += str(index // len(_POD_SUFFIXES))
-    return f"{deployment}-{INFERENCE_REPLICASET_HASH}-{suffix}"
+    return f"{deployment}-{rs_hash}-{suffix}"
 
 
-def plan_allocations(inventory: Inventory) -> list[PodResources]:
+def _whole_gpu_roles(
+    inventory: Inventory, time_sliced: bool
+) -> tuple[list[Entity], list[Entity]]:
+    """(GPUs handed out whole, time-sliced GPUs) among the GPUs not in MIG mode."""
+    mig_gpus = {inst.gpu for inst in inventory.instances}
+    whole = [g for g in inventory.gpus if g.gpu not in mig_gpus]
+    if time_sliced:
+        return [], whole
+    exclusive = list(whole)
+    shared = []
+    if len(whole) >= 2:
+        shared.append(exclusive.pop())
+        if len(whole) >= 4:
+            exclusive.pop()  # left free: an idle, unallocated GPU
+    return exclusive, shared
+
+
+def _mig_resource(inst: Entity) -> str:
+    return "nvidia.com/mig-" + (inst.gpu_instance_profile or "unknown").replace("+", ".")
+
+
+def plan_allocations(inventory: Inventory, *, time_sliced: bool = False) -> list[PodResources]:
     """Deterministic demo allocations for this inventory.
 
     - every MIG device (compute instance) goes to its own inference pod, under
       `nvidia.com/mig-<GPU-instance profile>`;
     - whole GPUs: with two or more, the last is time-sliced into `TIME_SLICE_REPLICAS`
       replicas of which three are held by notebook pods, and with four or more the one
-      before it stays free (an idle, unallocated GPU); the rest go one per inference pod.
+      before it stays free; the rest go one per inference pod;
+    - `time_sliced=True` (a node shared by time-slicing, like the `a100-timesliced`
+      profile): every whole GPU is split into replicas, three of each held by pods of an
+      embedding Deployment, one left free.
     """
     pods: list[PodResources] = []
-    mig_gpus = {inst.gpu for inst in inventory.instances}
-    whole = [g for g in inventory.gpus if g.gpu not in mig_gpus]
+    exclusive, shared = _whole_gpu_roles(inventory, time_sliced)
     index = 0
-
-    exclusive = list(whole)
-    shared = None
-    if len(whole) >= 2:
-        shared = exclusive.pop()
-        if len(whole) >= 4:
-            exclusive.pop()
     for gpu in exclusive:
         pods.append(
             pod_resources(
@@ -202,49 +220,66 @@ def plan_allocations(inventory: Inventory) -> list[PodResources]:
         )
         index += 1
     for inst in inventory.instances:
-        profile = (inst.gpu_instance_profile or "unknown").replace("+", ".")
         for mig in inst.mig_devices:
             pods.append(
                 pod_resources(
                     INFERENCE_NAMESPACE,
                     _pod_name(INFERENCE_DEPLOYMENT, index),
-                    {"server": [(f"nvidia.com/mig-{profile}", [mig.uuid])]},
+                    {"server": [(_mig_resource(inst), [mig.uuid])]},
                 )
             )
             index += 1
-    if shared is not None:
-        for replica, user in enumerate(("alice", "bob", "carol")):
+    if time_sliced:
+        for n, (gpu, replica) in enumerate((g, r) for g in shared for r in range(3)):
             pods.append(
                 pod_resources(
-                    NOTEBOOK_NAMESPACE,
-                    f"notebook-{user}-0",
-                    {"notebook": [("nvidia.com/gpu", [f"{shared.uuid}::{replica}"])]},
+                    INFERENCE_NAMESPACE,
+                    _pod_name(EMBEDDING_DEPLOYMENT, n, EMBEDDING_REPLICASET_HASH),
+                    {"server": [("nvidia.com/gpu", [f"{gpu.uuid}::{replica}"])]},
                 )
             )
+    else:
+        for gpu in shared:
+            for replica, user in enumerate(("alice", "bob", "carol")):
+                pods.append(
+                    pod_resources(
+                        NOTEBOOK_NAMESPACE,
+                        f"notebook-{user}-0",
+                        {"notebook": [("nvidia.com/gpu", [f"{gpu.uuid}::{replica}"])]},
+                    )
+                )
     return pods
 
 
-def allocatable_for(inventory: Inventory) -> list[ContainerDevices]:
-    """What the device plugins would advertise for this inventory (one entry per resource)."""
+def allocatable_for(
+    inventory: Inventory, *, time_sliced: bool = False
+) -> list[ContainerDevices]:
+    """What the device plugin would advertise for this inventory (one entry per resource)."""
     by_resource: dict[str, list[str]] = {}
+    _, shared = _whole_gpu_roles(inventory, time_sliced)
+    shared_gpus = {g.gpu for g in shared}
     mig_gpus = {inst.gpu for inst in inventory.instances}
     for gpu in inventory.gpus:
-        if gpu.gpu not in mig_gpus:
-            by_resource.setdefault("nvidia.com/gpu", []).append(gpu.uuid)
+        if gpu.gpu in mig_gpus:
+            continue
+        if gpu.gpu in shared_gpus:
+            ids = [f"{gpu.uuid}::{r}" for r in range(TIME_SLICE_REPLICAS)]
+        else:
+            ids = [gpu.uuid]
+        by_resource.setdefault("nvidia.com/gpu", []).extend(ids)
     for inst in inventory.instances:
-        profile = (inst.gpu_instance_profile or "unknown").replace("+", ".")
-        by_resource.setdefault(f"nvidia.com/mig-{profile}", []).extend(
-            m.uuid for m in inst.mig_devices
-        )
+        by_resource.setdefault(_mig_resource(inst), []).extend(m.uuid for m in inst.mig_devices)
     return [
         pb.ContainerDevices(resource_name=res, device_ids=ids)
         for res, ids in by_resource.items()
     ]
 
 
-def start_sim_kubelet(socket_path: str, inventory: Inventory) -> SimKubeletHandle:
+def start_sim_kubelet(
+    socket_path: str, inventory: Inventory, *, time_sliced: bool = False
+) -> SimKubeletHandle:
     """Serve `plan_allocations(inventory)` on `socket_path` until `.stop()`."""
     servicer = SimKubeletServicer()
-    servicer.set_pods(plan_allocations(inventory))
-    servicer.set_allocatable(allocatable_for(inventory))
+    servicer.set_pods(plan_allocations(inventory, time_sliced=time_sliced))
+    servicer.set_allocatable(allocatable_for(inventory, time_sliced=time_sliced))
     return serve_pod_resources(socket_path, servicer)

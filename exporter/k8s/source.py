@@ -9,13 +9,14 @@ rate-limit answer neither blanks nor freezes labels for longer than the outage.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-from exporter.devices.model import Inventory
+from exporter.devices.model import Entity, Inventory
 from exporter.k8s.attribution import (
     MALFORMED_ID,
     UNKNOWN_DEVICE,
@@ -23,6 +24,7 @@ from exporter.k8s.attribution import (
     AttributionResult,
     DeviceResolver,
     attribute,
+    resource_accepted,
 )
 from exporter.k8s.client import (
     BackingOff,
@@ -32,7 +34,8 @@ from exporter.k8s.client import (
     allocations_of,
 )
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.types import NO_ATTRIBUTION, Attribution
+from exporter.k8s.processes import ContainerUsage, ProcessSampler
+from exporter.k8s.types import NO_ATTRIBUTION, Attribution, EntityKey
 from exporter.series import Family, Labels, Sample
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,7 @@ class PodMetadata(Protocol):
 
     def start(self) -> None: ...
     def labels_for(self, namespace: str, pod: str) -> Labels: ...
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None: ...
     def families(self) -> list[Family]: ...
     def close(self) -> None: ...
 
@@ -64,6 +68,8 @@ class KubeletSource:
         backoff: Backoff | None = None,
         metadata: PodMetadata | None = None,
         client: PodResourcesClient | None = None,
+        nvml_lib: Any = None,
+        proc_root: str = "/proc",
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
@@ -91,6 +97,14 @@ class KubeletSource:
         self._lock = asyncio.Lock()
         self._metadata = metadata
         self._metadata_started = False
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._nvml_lib = nvml_lib
+        self._proc_root = proc_root
+        self._processes: ProcessSampler | None = None
+        self._process_thread_busy = False
+        self._usage: list[ContainerUsage] = []
+        if config.process_attribution and nvml_lib is None:
+            log.warning("--kubernetes.process-attribution needs the NVML backend; disabled")
 
     def _empty_attribution(self) -> Attribution:
         return Attribution(visible=frozenset()) if self.config.scope == "pod" else NO_ATTRIBUTION
@@ -171,10 +185,17 @@ class KubeletSource:
         ]
         if self._metadata is not None:
             families += self._metadata.families()
+        if self._processes is not None:
+            families += self._usage_families()
         return families
 
     async def close(self) -> None:
         await self.client.close()
+        if self._metadata_task is not None:
+            if not self._metadata_task.done():
+                self._metadata_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._metadata_task
         if self._metadata is not None:
             await asyncio.to_thread(self._metadata.close)
 
@@ -191,11 +212,18 @@ class KubeletSource:
         except KubeletCallError as err:
             self._fail(err)
         else:
-            self._allocations = allocations_of(pods)
+            if not self._up and self._errors:
+                log.info("kubelet pod-resources API answers again")
+            self._allocations = allocations_of(pods, self._accepts)
             self._up = True
             self._last_success = self._wall_clock()
         if self._allocations is not None:
             self._result = self._join(self._allocations, inventory)
+        if self._processes is not None:
+            await self._sample_processes()
+
+    def _accepts(self, resource: str) -> bool:
+        return resource_accepted(resource, self.config.resource_names)
 
     def _fail(self, err: KubeletCallError) -> None:
         self._errors[err.code] += 1
@@ -226,26 +254,111 @@ class KubeletSource:
                 )
         return result
 
+    async def _sample_processes(self) -> None:
+        assert self._processes is not None
+        if self._process_thread_busy:  # a slow previous sample still runs: don't pile up
+            return
+        owned = set(self._result.attribution.owners)
+        shared: dict[EntityKey, Entity] = {}
+        for _, found in self._result.resolved:
+            if found.entity.key not in owned:
+                shared[found.entity.key] = found.entity
+        self._process_thread_busy = True
+        try:
+            usage = await asyncio.to_thread(self._processes.sample, list(shared.values()))
+        finally:
+            self._process_thread_busy = False
+        if self._pod_scope is not None:
+            usage = [u for u in usage if (u.container[0], u.container[1]) == self._pod_scope]
+        self._usage = usage
+
+    def _usage_families(self) -> list[Family]:
+        extra = self._metadata.labels_for if self._metadata is not None else _no_labels
+        memory: list[Sample] = []
+        sm: list[Sample] = []
+        for u in self._usage:
+            namespace, pod, container = u.container
+            labels: Labels = (("gpu", str(u.entity.gpu)), ("UUID", u.entity.uuid))
+            if u.entity.gpu_instance_id is not None:
+                labels += (("GPU_I_ID", str(u.entity.gpu_instance_id)),)
+            labels += (("pod", pod), ("namespace", namespace), ("container", container),
+                       *extra(namespace, pod))
+            if u.memory_bytes is not None:
+                memory.append(Sample(labels, u.memory_bytes))
+            if u.sm_ratio is not None:
+                sm.append(Sample(labels, u.sm_ratio))
+        families = [
+            Family("gpu_exporter_pod_gpu_memory_used_bytes", "gauge",
+                   "Framebuffer used by a container's processes on a shared GPU or MIG "
+                   "instance (from NVML's process list; summed, never above the device's).",
+                   tuple(memory)),
+            Family("gpu_exporter_pod_gpu_sm_utilization_ratio", "gauge",
+                   "SM utilisation of a container's processes on a shared GPU (NVML process "
+                   "samples since the previous poll, 0-1).",
+                   tuple(sm)),
+        ]
+        if self._pod_scope is None and self._processes is not None:
+            families.append(Family(
+                "gpu_exporter_unattributed_gpu_processes", "gauge",
+                "Processes on shared devices that map to no known container (no hostPID, "
+                "or not in a pod).",
+                (Sample((), float(self._processes.unattributed)),)))
+        return families
+
     def _start_metadata(self) -> None:
+        """Starts enrichment once, in the background: setting up the API client (importing
+        the kubernetes package takes most of a second, then reading credentials) must
+        neither block the event loop that serves scrapes nor count against a poll's
+        deadline."""
         if self._metadata_started:
             return
         self._metadata_started = True
-        if self._metadata is None and self.config.pod_labels:
-            try:
-                from exporter.k8s.enrich import PodMetadataWatcher  # kubernetes only if asked
-
-                self._metadata = PodMetadataWatcher.from_config(self.config)
-            except Exception:
-                log.exception("pod label enrichment disabled: could not set up the API client")
-                return
+        wants_watch = bool(self.config.pod_labels) or (
+            self.config.process_attribution and self._nvml_lib is not None
+        )
         if self._metadata is not None:
-            self._metadata.start()
+            self._use_metadata(self._metadata)
+        elif wants_watch:
+            self._metadata_task = asyncio.create_task(self._build_metadata())
+
+    async def _build_metadata(self) -> None:
+        try:
+            metadata = await asyncio.to_thread(_watcher_from_config, self.config)
+        except Exception:
+            log.exception("pod label enrichment disabled: could not set up the API client")
+            return
+        self._use_metadata(metadata)
+
+    def _use_metadata(self, metadata: PodMetadata) -> None:
+        metadata.start()
+        if self.config.process_attribution and self._nvml_lib is not None:
+            self._processes = ProcessSampler(
+                self._nvml_lib, metadata.container_of, self._proc_root
+            )
+        self._metadata = metadata
+
+    async def wait_metadata(self, timeout: float) -> bool:
+        """Waits (bounded) until enrichment is set up; False if it isn't (used by tests)."""
+        if self._metadata_task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._metadata_task), timeout)
+        return self._metadata is not None
+
+
+def _watcher_from_config(config: KubernetesConfig) -> PodMetadata:
+    from exporter.k8s.enrich import PodMetadataWatcher  # kubernetes only when asked for
+
+    return PodMetadataWatcher.from_config(config)
 
 
 def _no_labels(namespace: str, pod: str) -> Labels:
     return ()
 
 
-def build_source(config: KubernetesConfig) -> AttributionSource:
-    """The attribution source for these settings (the caller checks `config.enabled`)."""
-    return KubeletSource(config)
+def build_source(config: KubernetesConfig, nvml_lib: Any = None) -> AttributionSource:
+    """The attribution source for these settings (the caller checks `config.enabled`).
+
+    `nvml_lib` (pynvml, or the simulated node's library) is needed only for
+    `--kubernetes.process-attribution`.
+    """
+    return KubeletSource(config, nvml_lib=nvml_lib)

@@ -101,6 +101,7 @@ class Sampler:
         self._csv_mtime = self._mtime()
         self.stats = PollStats(collect_interval_s=settings.interval_s)
         self.nvml_error: str | None = None
+        self._fresh_at: float | None = None
         self.snapshot: Snapshot | None = None
         self.current: Any = publish(None, self.stats, [])
         """The published exposition; replaced whole, never mutated."""
@@ -108,7 +109,7 @@ class Sampler:
     # --- status for /ready ----------------------------------------------------------
 
     def readiness(self) -> tuple[bool, str]:
-        last = self.stats.last_success
+        last = self._fresh_at
         if last is None:
             reason = self.nvml_error or "no successful poll yet"
             return False, f"not ready: {reason}"
@@ -205,6 +206,9 @@ class Sampler:
         self.current = await loop.run_in_executor(
             self._executor, self._publish, snapshot, self.stats, [*result.families, *extra])
         self.snapshot = snapshot
+        if result.up:
+            # Only now is the fresh data what a scrape gets: /ready may say so.
+            self._fresh_at = snapshot.taken_at
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -1,0 +1,81 @@
+"""The demo end to end: `serve --sim.kubelet` on the simulated node, scraped over HTTP."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.devices.enumerate import enumerate_devices
+from exporter.devices.filter import ALL_DEVICES
+from exporter.devices.model import Inventory
+
+from ..conftest import ExporterProcess
+
+Series = list[tuple[str, dict[str, str], float]]
+
+
+def scrape_after_kubelet(proc: ExporterProcess, timeout: float = 30.0) -> tuple[str, Series]:
+    proc.wait_ready()
+    deadline = time.monotonic() + timeout
+    while True:
+        text = proc.metrics()
+        if "gpu_exporter_kubelet_up 1" in text:
+            break
+        assert time.monotonic() < deadline, "kubelet attribution never came up:\n" + text[-2000:]
+        time.sleep(0.1)
+    series = [(s.name, s.labels, s.value)
+              for fam in text_string_to_metric_families(text) for s in fam.samples]
+    return text, series
+
+
+def h200_inventory() -> Inventory:
+    from exporter.devices.sim import SimNvml
+
+    lib = SimNvml("h200-mig")
+    lib.nvmlInit()
+    return enumerate_devices(lib, ALL_DEVICES).inventory
+
+
+SIM = ["--backend", "sim", "--sim.profile", "h200-mig", "--sim.kubelet", "-c", "200ms"]
+
+
+def test_demo_node_scope(exporter: type[ExporterProcess]) -> None:
+    inventory = h200_inventory()
+    _, series = scrape_after_kubelet(exporter(SIM))
+    fb = {(int(labels["gpu"]), int(labels.get("GPU_I_ID", -1))): labels
+          for name, labels, _ in series if name == "DCGM_FI_DEV_FB_USED"}
+    # Single-compute-instance GPU instances are each one pod's; the 3g.71gb instance split
+    # between two pods and the time-sliced GPU 7 carry no pod; GPU 6 is idle.
+    for inst in inventory.instances:
+        labels = fb[inst.key]
+        if len(inst.mig_devices) == 1:
+            assert labels["namespace"] == "inference" and labels["container"] == "server"
+        else:
+            assert "pod" not in labels
+    assert "pod" not in fb[(7, -1)] and "pod" not in fb[(6, -1)]
+    assert fb[(2, -1)]["namespace"] == "inference"
+    rows = [labels for name, labels, _ in series if name == "gpu_exporter_pod_gpu_allocation"]
+    notebooks = sorted(r["pod"] for r in rows if r["gpu"] == "7")
+    assert notebooks == ["notebook-alice-0", "notebook-bob-0", "notebook-carol-0"]
+    assert len([r for r in rows if r.get("GPU_I_ID") == "2"]) == 2
+
+
+def test_demo_pod_scope_leaks_nothing(exporter: type[ExporterProcess]) -> None:
+    inventory = h200_inventory()
+    mine = inventory.by_index(7)
+    assert mine is not None
+    proc = exporter([*SIM, "--scope", "pod"],
+                    env={"POD_NAME": "notebook-alice-0", "POD_NAMESPACE": "research"})
+    text, series = scrape_after_kubelet(proc)
+    uuids = {labels["UUID"] for _, labels, _ in series if "UUID" in labels}
+    pods = {labels["pod"] for _, labels, _ in series if "pod" in labels}
+    assert uuids == {mine.uuid}
+    assert pods == {"notebook-alice-0"}
+    status, _, page = proc.get("/")
+    assert status == 200
+    for other in [g.uuid for g in inventory.gpus if g.gpu != 7] + [
+        m.uuid for i in inventory.instances for m in i.mig_devices
+    ] + ["notebook-bob-0", "notebook-carol-0", "llm-inference", "inference\""]:
+        assert other not in text, other
+        assert other not in page.decode(), other
