@@ -142,6 +142,7 @@ def main() -> int:
         rows = []
         for name, url in (("gpu-exporter", f"http://127.0.0.1:{port}/metrics"),
                           ("bare aiohttp", f"http://127.0.0.1:{bare_port}/metrics")):
+            run_wrk(url, 4, 2)  # warm-up: first-request paths, allocator, caches
             one = run_wrk(url, 1, args.duration)
             many = run_wrk(url, 32, args.duration)
             rows.append((name, one, many))
