@@ -16,15 +16,13 @@ Labels = tuple[tuple[str, str], ...]
 class Sample:
     labels: Labels
     value: float
-    suffix: str = ""
-    """Appended to the family name for this sample (e.g. "_total" for OpenMetrics counters
-    is added by the renderer; use this only for things like "_info")."""
 
 
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
     type: str
-    """"gauge", "counter" (name without "_total"; the renderer adds it), "info" or "untyped"."""
+    """"gauge", or "counter" (named without "_total"; the renderer adds it). The renderer
+    also knows "dcgm-counter": a DCGM field counter, which keeps its name as it is."""
     help: str
     samples: tuple[Sample, ...]

@@ -77,9 +77,10 @@ def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
 
 
 async def _run(cfg: ServeConfig, lib: Any, backend: NvmlBackend, collectors: Collectors,
-               tmp: Path) -> int:
+               tmp: Path | None) -> int:
     sim_kubelet: Any = None
     if cfg.sim_kubelet:
+        assert tmp is not None
         cfg, sim_kubelet = _start_sim_kubelet(cfg, backend, tmp)
     source: AttributionSource | None = None
     if cfg.kubernetes.enabled:
@@ -92,6 +93,12 @@ async def _run(cfg: ServeConfig, lib: Any, backend: NvmlBackend, collectors: Col
         collectors_path=cfg.collectors,
     )
     sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend), source)
+    # One poll before listening, so the first scrape after a restart has data (bounded by
+    # the poll deadline; on failure the exporter still serves its self-metrics).
+    await sampler.poll_once()
+    # What exists now lives as long as the process: keep it out of the collector's
+    # generations so scrapes don't pay for re-scanning it.
+    gc.freeze()
     runner = web.AppRunner(make_app(sampler), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, cfg.listen_host, cfg.listen_port)
@@ -110,10 +117,6 @@ async def _run(cfg: ServeConfig, lib: Any, backend: NvmlBackend, collectors: Col
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGHUP, sampler.request_reload)
     try:
-        await sampler.poll_once()
-        # What exists after the first poll lives as long as the process: keep it out of the
-        # collector's generations so scrapes don't pay for re-scanning it.
-        gc.freeze()
         await sampler.run(stop)
     finally:
         log.info("shutting down")
@@ -121,7 +124,7 @@ async def _run(cfg: ServeConfig, lib: Any, backend: NvmlBackend, collectors: Col
             await asyncio.wait_for(runner.cleanup(), SHUTDOWN_BUDGET_S / 2)
         except TimeoutError:
             log.warning("HTTP shutdown did not finish in time")
-        await sampler.close()
+        await sampler.close(SHUTDOWN_BUDGET_S / 2)
         if sim_kubelet is not None:
             sim_kubelet.stop()
     return 0
@@ -152,6 +155,8 @@ def main(argv: Sequence[str]) -> int:
     except BackendUnavailable as exc:
         return _fail(str(exc), 1)
     try:
+        if not cfg.sim_kubelet:
+            return asyncio.run(_run(cfg, lib, backend, collectors, None))
         with tempfile.TemporaryDirectory(prefix="gpu-exporter-") as tmp:
             return asyncio.run(_run(cfg, lib, backend, collectors, Path(tmp)))
     except KeyboardInterrupt:

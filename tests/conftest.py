@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -51,10 +52,12 @@ class ExporterProcess:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, **(env or {})}
+        # A file, not a pipe: nobody reads a pipe while the test runs, and a full one would
+        # block the exporter's logging.
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "exporter", "serve", "-a", f"127.0.0.1:{self.port}", *args],
-            cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True,
+            cwd=ROOT, env=full_env, stdout=self._log, stderr=subprocess.STDOUT, text=True,
         )
 
     def wait_http(self, timeout: float = 30.0) -> None:
@@ -90,10 +93,8 @@ class ExporterProcess:
         return body.decode()
 
     def output(self) -> str:
-        if self.proc.poll() is None:
-            return "(still running)"
-        assert self.proc.stdout is not None
-        return self.proc.stdout.read()
+        self._log.seek(0)
+        return self._log.read()
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.proc.poll() is None:
@@ -104,6 +105,10 @@ class ExporterProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+    def close(self) -> None:
+        self.stop()
+        self._log.close()
 
 
 @pytest.fixture
@@ -118,4 +123,4 @@ def exporter() -> Iterator[type[ExporterProcess]]:
 
     yield _Tracked
     for proc in started:
-        proc.stop()
+        proc.close()

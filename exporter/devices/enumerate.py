@@ -127,7 +127,7 @@ def enumerate_devices(
         for gi_id in sorted(by_gi):
             members = sorted(by_gi[gi_id], key=lambda m: m[0].compute_instance_id)
             handles.instance[(index, gi_id)] = members[0][1]
-            if not devices.wants_instance(gi_id):
+            if not devices.instances or not devices.wants_instance(gi_id):
                 continue
             instances.append(
                 Entity(

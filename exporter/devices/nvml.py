@@ -66,6 +66,16 @@ class _GpuWork:
     instances: list[tuple[Entity, EntityPlan]]
 
 
+def _layout(enum: Enumeration) -> object:
+    """What must stay the same for plans and GPM pairs to remain valid."""
+    return tuple(
+        (g.gpu, g.uuid, enum.handles.mig_enabled.get(g.gpu, False),
+         tuple((i.gpu_instance_id, tuple(m.uuid for m in i.mig_devices))
+               for i in enum.inventory.instances if i.gpu == g.gpu))
+        for g in enum.inventory.gpus
+    )
+
+
 def _backoff(attempt: int) -> float:
     return BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
 
@@ -91,7 +101,8 @@ class NvmlBackend:
         self._work: list[_GpuWork] = []
         self._enumerated_at = 0.0
         self._watcher: XidWatcher | None = None
-        self._watched: frozenset[tuple[int, str]] = frozenset()
+        self._layout: object = None
+        self._replan = True
         self._logged_unsupported: set[tuple[str, str]] = set()
         self._gpm_support: dict[int, bool] = {}
         self._init_failures = 0
@@ -113,6 +124,7 @@ class NvmlBackend:
         self._wants_xid = any(s.reader is Reader.XID_EVENTS for s in fields)
         self._wants_last_xid = any(s.name == "DCGM_FI_DEV_XID_ERRORS" for s in fields)
         self._needs_enumeration = True  # plans and the XID watcher follow the fields
+        self._replan = True
 
     # --- life cycle -------------------------------------------------------------------
 
@@ -171,12 +183,13 @@ class NvmlBackend:
         if self._watcher is not None:
             self._watcher.stop(wait=wait)
             self._watcher = None
-            self._watched = frozenset()
 
     # --- enumeration ------------------------------------------------------------------
 
     def _enumerate(self) -> None:
         enum = enumerate_devices(self._lib, self._devices, self._on_lost)
+        layout = _layout(enum)
+        unchanged = layout == self._layout and not self._replan
         self._enum = enum
         self._enumerated_at = self._clock()
         self._needs_enumeration = bool(enum.lost)
@@ -186,6 +199,12 @@ class NvmlBackend:
             self._lost_retries += 1
         else:
             self._lost_retries = 0
+        if unchanged:
+            # The periodic walk found the same devices: keep the plans (and the unsupported
+            # calls they dropped), the GPM sample pairs and the XID watcher.
+            return
+        self._layout = layout
+        self._replan = False
         # Handles may now mean other devices: forget everything tied to the old ones.
         self._gpm.forget()
         self._gpm_support.clear()
@@ -220,22 +239,17 @@ class NvmlBackend:
         return work
 
     def _restart_watcher(self, enum: Enumeration) -> None:
-        if not self._wants_xid:
-            self._stop_watcher(wait=False)
-            return
-        watched = frozenset((g.gpu, g.uuid) for g in enum.inventory.gpus)
-        if self._watcher is not None and watched == self._watched and self._watcher.alive:
-            return  # same GPUs: the running event set still covers them
         # Never join the old thread here: it may sit in a 500 ms event wait, and this runs
-        # inside a poll.
+        # inside a poll. It frees its event set when it ends.
         self._stop_watcher(wait=False)
+        if not self._wants_xid:
+            return
         self._watcher = XidWatcher(
             self._lib, self.ledger, dict(enum.handles.gpu),
             {g.uuid: g.gpu for g in enum.inventory.gpus},
             {i.key for i in enum.inventory.instances},
         )
         self._watcher.start()
-        self._watched = watched
 
     def _drop_lost(self, index: int) -> None:
         """Take a GPU that answered GPU_IS_LOST out of the inventory at once."""
@@ -436,6 +450,11 @@ class NvmlBackend:
             # No event yet is a true "last XID = 0", but only where events can arrive.
             if key[0] in registered:
                 entity_values["DCGM_FI_DEV_XID_ERRORS"] = float(last.get(key, 0))
+        present = {g.gpu for g in self.inventory.gpus}
+        for key, code in last.items():
+            # A GPU that fell off the bus keeps its last XID (typically 79) on display.
+            if key[0] not in present:
+                values.setdefault(key, {})["DCGM_FI_DEV_XID_ERRORS"] = float(code)
 
     # --- errors -----------------------------------------------------------------------
 

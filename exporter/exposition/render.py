@@ -56,16 +56,7 @@ def visible_entities(snapshot: Snapshot) -> list[Entity]:
 
 def device_families(snapshot: Snapshot) -> list[Family]:
     """The DCGM_* families, in the collectors file's order."""
-    entities = visible_entities(snapshot)
-    owners = snapshot.attribution.owners
-    driver_labels: Labels = ()
-    if "DCGM_FI_DRIVER_VERSION" in snapshot.collectors.names and \
-            snapshot.inventory.driver_version is not None:
-        driver_labels = (("DCGM_FI_DRIVER_VERSION", snapshot.inventory.driver_version),)
-    base = {
-        e.key: entity_labels(e, snapshot.host) + driver_labels + pod_labels(owners.get(e.key))
-        for e in entities
-    }
+    labels = _series_labels(snapshot)
     values = snapshot.readings.values
     families: list[Family] = []
     for enabled in snapshot.collectors.fields:
@@ -73,29 +64,38 @@ def device_families(snapshot: Snapshot) -> list[Family]:
         if enabled.type is MetricType.LABEL:
             continue
         if spec.name == XID_COUNT_FIELD:
-            samples = _xid_window_samples(snapshot, base)
+            samples = _xid_window_samples(snapshot, labels)
         else:
             samples = tuple(
-                Sample(base[e.key], v)
-                for e in entities
-                if (v := values.get(e.key, {}).get(spec.name)) is not None
+                Sample(entity_labels, v)
+                for key, entity_labels in labels.items()
+                if (v := values.get(key, {}).get(spec.name)) is not None
             )
         if samples:
             # dcgm fields keep their name whatever their type, so "counter" stays "dcgm".
             kind = "dcgm-counter" if enabled.type is MetricType.COUNTER else enabled.type.value
             families.append(Family(spec.name, kind, enabled.help, samples))
-    families.extend(_xid_total_families(snapshot, _with_departed(snapshot, base)))
+    families.extend(_xid_total_families(snapshot, labels))
     return families
 
 
-def _with_departed(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
-                   ) -> dict[tuple[int, int], Labels]:
-    """Labels for entities that have left the inventory (a lost GPU keeps its XID history)."""
+def _series_labels(snapshot: Snapshot) -> dict[tuple[int, int], Labels]:
+    """Full label sets by entity key, in exposition order: visible entities, then those of
+    GPUs that left the inventory (a GPU that fell off the bus keeps its XID history)."""
+    driver: Labels = ()
+    if "DCGM_FI_DRIVER_VERSION" in snapshot.collectors.names and \
+            snapshot.inventory.driver_version is not None:
+        driver = (("DCGM_FI_DRIVER_VERSION", snapshot.inventory.driver_version),)
+    owners = snapshot.attribution.owners
+    labels = {
+        e.key: entity_labels(e, snapshot.host) + driver + pod_labels(owners.get(e.key))
+        for e in visible_entities(snapshot)
+    }
     visible = snapshot.attribution.visible
-    labels = dict(base)
-    for key, entity in snapshot.readings.known.items():
-        if key not in labels and (visible is None or key in visible):
-            labels[key] = entity_labels(entity, snapshot.host)
+    present = {g.gpu for g in snapshot.inventory.gpus}
+    for key, entity in sorted(snapshot.readings.known.items()):
+        if key[0] not in present and (visible is None or key in visible):
+            labels[key] = entity_labels(entity, snapshot.host) + driver
     return labels
 
 
@@ -140,8 +140,6 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
                 name = sample_name
         else:
             sample_name = name
-            if kind == "untyped" and openmetrics:
-                kind = "unknown"
         help_text = fam.help.replace("\\", "\\\\").replace("\n", "\\n")
         out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         for s in fam.samples:
@@ -149,7 +147,7 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
             labels = label_text.get(s.labels)
             if labels is None:
                 labels = label_text[s.labels] = format_labels(s.labels)
-            out.append(f"{sample_name}{s.suffix}{labels} {format_value(s.value)}\n")
+            out.append(f"{sample_name}{labels} {format_value(s.value)}\n")
     if openmetrics:
         out.append("# EOF\n")
     return "".join(out).encode()

@@ -8,7 +8,6 @@ kubelet.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -24,6 +23,7 @@ from exporter.fields.csv import Collectors, CollectorsError, load_collectors
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
+from exporter.sampling.worker import DaemonExecutor
 from exporter.series import Family
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,12 @@ class Sampler:
         self._attribution = attribution
         self._publish = publish
         self._clock = wall_clock
-        # One thread: NVML calls serialise on the driver lock anyway, and a second poll must
-        # never start while a slow one is still inside the driver.
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="poll")
+        # One poll thread: NVML calls serialise on the driver lock anyway, and a second poll
+        # must never start while a slow one is still inside the driver. Rendering has its own
+        # thread so that the self-metrics still move while a poll is stuck.
+        self._executor = DaemonExecutor("poll")
+        self._renderer = DaemonExecutor("render")
+        self._extra: list[Family] = []
         self._inflight: asyncio.Future[_DeviceResult] | None = None
         self._reload_requested = False
         self._csv_mtime = self._mtime()
@@ -143,7 +146,7 @@ class Sampler:
         self._reload_requested = False
         self._csv_mtime = mtime
         try:
-            collectors = load_collectors(self._settings.collectors_path)
+            collectors = await asyncio.to_thread(load_collectors, self._settings.collectors_path)
         except CollectorsError as exc:
             self.stats.reloads["failure"] += 1
             log.error("reload failed, keeping the running configuration: %s", exc)
@@ -168,8 +171,9 @@ class Sampler:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         if self._inflight is not None and not self._inflight.done():
-            # The previous poll is still stuck in the driver: keep serving the last body.
+            # The previous poll is still stuck in the driver: keep the last readings.
             self.stats.errors["busy"] += 1
+            await self._republish()
             return
         await self._maybe_reload()
         self._inflight = loop.run_in_executor(self._executor, self._poll_devices)
@@ -179,10 +183,12 @@ class Sampler:
         except TimeoutError:
             self.stats.errors["deadline"] += 1
             log.error("device poll exceeded its %.1fs deadline", deadline)
+            await self._republish()
             return
         except Exception:
             self.stats.errors["exception"] += 1
             log.exception("device poll failed")
+            await self._republish()
             return
         self.nvml_error = None if result.up else (result.error or "NVML not initialised")
         attribution = NO_ATTRIBUTION
@@ -203,12 +209,25 @@ class Sampler:
         else:
             self.stats.errors["nvml_down"] += 1
         self.stats.last_duration_s = time.monotonic() - started
+        families = result.families
+        if attribution.visible is not None:
+            # A per-tenant view shows no node-wide error counts (they describe other
+            # tenants' devices too); NVML's up/down state is the tenant's business.
+            families = [f for f in families if f.name == "gpu_exporter_nvml_up"]
+        self._extra = [*families, *extra]
         self.current = await loop.run_in_executor(
-            self._executor, self._publish, snapshot, self.stats, [*result.families, *extra])
+            self._renderer, self._publish, snapshot, self.stats, self._extra)
         self.snapshot = snapshot
         if result.up:
             # Only now is the fresh data what a scrape gets: /ready may say so.
             self._fresh_at = snapshot.taken_at
+
+    async def _republish(self) -> None:
+        """The last readings again, with the failure just counted (they stay stale for
+        /ready, which keys on fresh data only)."""
+        loop = asyncio.get_running_loop()
+        self.current = await loop.run_in_executor(
+            self._renderer, self._publish, self.snapshot, self.stats, self._extra)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -222,13 +241,18 @@ class Sampler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
 
-    async def close(self) -> None:
-        if self._attribution is not None:
-            await self._attribution.close()
+    async def close(self, budget_s: float = 2.0) -> None:
+        """Best effort within `budget_s`: a stuck driver or kubelet never delays exit."""
         loop = asyncio.get_running_loop()
+        if self._attribution is not None:
+            try:
+                await asyncio.wait_for(self._attribution.close(), budget_s / 2)
+            except (TimeoutError, Exception) as exc:
+                log.warning("attribution close did not finish cleanly: %r", exc)
         try:
             await asyncio.wait_for(
-                loop.run_in_executor(self._executor, self._backend.close), 2.0)
+                loop.run_in_executor(self._executor, self._backend.close), budget_s / 2)
         except (TimeoutError, Exception) as exc:
             log.warning("backend close did not finish cleanly: %r", exc)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor.shutdown(wait=False)
+        self._renderer.shutdown(wait=False)

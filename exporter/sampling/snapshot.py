@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.csv import Collectors
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution
-from exporter.series import Family
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +23,5 @@ class Snapshot:
     collectors: Collectors
     host: HostLabel
     attribution: Attribution = NO_ATTRIBUTION
-    families: tuple[Family, ...] = ()
-    """Self-metrics of every layer, already in their final form."""
     taken_at: float = 0.0
     """Unix time the poll finished."""

@@ -101,6 +101,42 @@ def test_gpm_yields_nothing_on_the_first_cycle() -> None:
         backend.close()
 
 
+def test_periodic_walk_keeps_gpm_series_and_learned_plans() -> None:
+    lib, backend, clock = make("h200-mig")
+    try:
+        backend.poll()
+        clock.t += 1
+        assert "DCGM_FI_PROF_SM_ACTIVE" in backend.poll().values[(2, -1)]
+        remapped = lib.calls["nvmlDeviceGetRemappedRows"]
+        clock.t += 61  # past the periodic re-enumeration
+        readings = backend.poll()
+        assert lib.calls["nvmlDeviceGetHandleByIndex"] == 16  # walked twice
+        assert "DCGM_FI_PROF_SM_ACTIVE" in readings.values[(2, -1)]
+        assert "DCGM_FI_PROF_SM_ACTIVE" in readings.values[(0, 2)]
+        # MIG GPUs' NOT_SUPPORTED remapped rows stay dropped: 6 calls, not 8.
+        assert lib.calls["nvmlDeviceGetRemappedRows"] - remapped == 6
+    finally:
+        backend.close()
+
+
+def test_device_filter_g_and_i() -> None:
+    from exporter.devices.filter import parse_device_filter
+
+    for spec, gpus, instances in (("g", 8, 0), ("g:0,2", 2, 0), ("i", 0, 11), ("i:9", 0, 2)):
+        lib = SimNvml("h200-mig", seed=3, clock=Clock())
+        backend = NvmlBackend(lib, load_collectors(default_collectors_path()).specs,
+                              devices=parse_device_filter(spec))
+        backend.start()
+        try:
+            readings = backend.poll()
+            keys = [k for k, v in readings.values.items() if "DCGM_FI_DEV_GPU_TEMP" in v
+                    or "DCGM_FI_DEV_FB_USED" in v]
+            assert len([k for k in keys if k[1] == -1]) == gpus, spec
+            assert len([k for k in keys if k[1] != -1]) == instances, spec
+        finally:
+            backend.close()
+
+
 def test_mig_enumeration_with_sparse_slots_and_two_compute_instances() -> None:
     _, backend, _ = make("h200-mig")
     try:
@@ -126,12 +162,20 @@ def test_xid_79_of_a_gpu_that_falls_off_the_bus_is_kept() -> None:
         while not backend.ledger.totals() and time.monotonic() < deadline:
             time.sleep(0.05)
         readings = backend.poll()
-        assert (1, -1) not in readings.values
+        assert readings.values[(1, -1)] == {"DCGM_FI_DEV_XID_ERRORS": 79.0}
         snapshot = Snapshot(backend.inventory, readings,
                             load_collectors(default_collectors_path()), HostLabel(None, ""))
         text = render(device_families(snapshot)).text.decode()
-        assert 'gpu_exporter_xid_errors_total{gpu="1"' in text and 'xid="79"' in text
-        assert 'DCGM_FI_DEV_GPU_TEMP{gpu="1"' not in text
+        gpu1 = [line for line in text.splitlines() if 'gpu="1"' in line]
+        # The lost GPU's readings are gone; its XID 79 stays visible, dcgm-style and ours,
+        # under the same label set it had (driver label included).
+        assert sorted(line.split("{")[0] for line in gpu1) == [
+            "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_DEV_XID_ERRORS",
+            "gpu_exporter_xid_errors_total", "gpu_exporter_xid_last_seen_timestamp_seconds"]
+        assert all('DCGM_FI_DRIVER_VERSION="' in line and 'xid="79"' in line
+                   for line in gpu1 if "xid=" in line)
+        assert any(line.startswith("DCGM_FI_DEV_XID_ERRORS{") and line.endswith(" 79")
+                   for line in gpu1)
         assert backend.gpus_lost_total == 1
     finally:
         backend.close()

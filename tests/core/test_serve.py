@@ -110,7 +110,7 @@ def test_content_negotiation_and_gzip(exporter: type[ExporterProcess]) -> None:
 
 
 def test_nvml_unavailable_keeps_serving_then_recovers(exporter: type[ExporterProcess]) -> None:
-    proc = exporter([*SIM, "--sim.fault", "nvml-down,at=0s,for=3s"])
+    proc = exporter([*SIM, "--sim.fault", "nvml-down,at=0s,for=8s"])
     proc.wait_http()
     status, _, body = proc.get("/ready")
     assert status == 503
@@ -127,7 +127,7 @@ def test_nvml_unavailable_keeps_serving_then_recovers(exporter: type[ExporterPro
 
 
 def test_gpu_lost_mid_run_keeps_the_other_gpus(exporter: type[ExporterProcess]) -> None:
-    proc = exporter([*SIM, "--sim.fault", "lost,gpu=3,at=2s,for=4s"])
+    proc = exporter([*SIM, "--sim.fault", "lost,gpu=3,at=6s,for=4s"])
     proc.wait_ready()
 
     def temp_gpus() -> set[str]:

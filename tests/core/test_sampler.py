@@ -1,0 +1,95 @@
+"""The poll loop around a real backend on the simulated node; a hang is injected by wrapping
+the backend's poll (NVML calls that never return cannot be produced otherwise)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.devices.model import Readings
+from exporter.devices.nvml import NvmlBackend
+from exporter.devices.sim import SimNvml
+from exporter.exposition.selfmetrics import Publisher
+from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+
+
+class Hangable(NvmlBackend):
+    def __init__(self) -> None:
+        super().__init__(SimNvml("h100-8"), load_collectors(default_collectors_path()).specs)
+        self.release = threading.Event()
+        self.release.set()
+
+    def poll(self) -> Readings:
+        self.release.wait(30)
+        return super().poll()
+
+
+def values(sampler: Sampler) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = sampler.current.text.decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def make(backend: Hangable, interval: float, clock=time.time) -> Sampler:  # type: ignore[no-untyped-def]
+    settings = SamplerSettings(interval_s=interval, host=HostLabel("Hostname", "n"),
+                               deadline_s=0.3)
+    return Sampler(backend, load_collectors(default_collectors_path()), settings,
+                   Publisher("sim"), wall_clock=clock)
+
+
+async def test_a_stuck_poll_is_counted_and_published_while_old_data_stays() -> None:
+    backend = Hangable()
+    backend.start()
+    sampler = make(backend, 1.0)
+    await sampler.poll_once()
+    assert sampler.readiness()[0]
+    before = values(sampler)
+    assert ("DCGM_FI_DEV_GPU_TEMP", (("DCGM_FI_DRIVER_VERSION", "590.48.01"),
+            ("Hostname", "n"), ("UUID", backend.inventory.gpus[0].uuid), ("device", "nvidia0"),
+            ("gpu", "0"), ("modelName", backend.inventory.gpus[0].model),
+            ("pci_bus_id", backend.inventory.gpus[0].pci_bus_id))) in before
+    backend.release.clear()
+    await sampler.poll_once()  # hits the deadline
+    await sampler.poll_once()  # the driver is still stuck: busy
+    after = values(sampler)
+    assert after[("gpu_exporter_poll_errors_total", (("reason", "deadline"),))] == 1
+    assert after[("gpu_exporter_poll_errors_total", (("reason", "busy"),))] == 1
+    # The device series are the last good ones, not dropped and not zeroed.
+    assert {k: v for k, v in after.items() if k[0].startswith("DCGM_")} == \
+        {k: v for k, v in before.items() if k[0].startswith("DCGM_")}
+    backend.release.set()
+    await sampler.close()
+
+
+async def test_ready_turns_503_when_data_goes_stale() -> None:
+    now = [1000.0]
+    backend = Hangable()
+    backend.start()
+    sampler = make(backend, 1.0, clock=lambda: now[0])
+    assert sampler.readiness() == (False, "not ready: no successful poll yet")
+    await sampler.poll_once()
+    assert sampler.readiness()[0]
+    now[0] += 2.9
+    assert sampler.readiness()[0]
+    now[0] += 0.2
+    ok, reason = sampler.readiness()
+    assert not ok and reason.startswith("stale: last successful poll 3.1s ago (limit 3.0s)")
+    await sampler.poll_once()
+    assert sampler.readiness()[0]
+    await sampler.close()
+
+
+async def test_close_returns_promptly_with_a_stuck_poll() -> None:
+    backend = Hangable()
+    backend.start()
+    sampler = make(backend, 1.0)
+    backend.release.clear()
+    await sampler.poll_once()
+    # Bounded by its budget, not by the 30 s the driver is stuck for.
+    await asyncio.wait_for(sampler.close(budget_s=1.0), 10)
+    backend.release.set()
