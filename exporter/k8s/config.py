@@ -28,3 +28,6 @@ class KubernetesConfig:
     """Per-container framebuffer and SM use on shared GPUs from NVML's process list."""
     refresh_timeout_s: float = 2.0
     """Deadline of one kubelet call."""
+    allocations_max_age_s: float = 120.0
+    """While the kubelet cannot be reached, the last allocations keep labelling series for
+    this long; after that they are dropped rather than shown stale."""

@@ -24,6 +24,7 @@ from typing import Any
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
 from exporter.devices.nvml_api import NVML_ERROR_NOT_FOUND, error_name
+from exporter.devices.plan import NVML_MEMORY_V2
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ class ProcessSampler:
                 self._last_sample_us[entity.uuid] = max(int(s.timeStamp) for s in samples)
         memory_info = (None if mem_handle is None else
                        self._call("memory info", entity,
-                                  lambda: lib.nvmlDeviceGetMemoryInfo(mem_handle)))
+                                  lambda: lib.nvmlDeviceGetMemoryInfo(
+                                      mem_handle, version=NVML_MEMORY_V2)))
 
         owner_of: dict[int, ContainerKey | None] = {}
 

@@ -217,6 +217,12 @@ class KubeletSource:
             self._allocations = allocations_of(pods, self._accepts)
             self._up = True
             self._last_success = self._wall_clock()
+        if self._allocations is not None and self._last_success is not None and \
+                self._wall_clock() - self._last_success > self.config.allocations_max_age_s:
+            log.warning("no kubelet answer for %.0fs: dropping pod labels rather than showing "
+                        "stale owners", self._wall_clock() - self._last_success)
+            self._allocations = None
+            self._result = AttributionResult(self._empty_attribution())
         if self._allocations is not None:
             self._result = self._join(self._allocations, inventory)
         if self._processes is not None:

@@ -49,7 +49,7 @@ def make_source(
         backoff=Backoff(initial_s=30.0, max_s=60.0, jitter=0.0),
         clock=clock or FakeClock(),
     )
-    return KubeletSource(cfg, client=client)
+    return KubeletSource(cfg, client=client, wall_clock=clock or FakeClock())
 
 
 @pytest.fixture
@@ -368,6 +368,24 @@ async def test_resource_exhausted_backs_off_and_keeps_last_good(
         assert (await src.refresh(inventory)).owners == {(1, -1): PodRef("q", "a", "c")}
         assert kubelet.servicer.calls["List"] == calls + 1
         assert scalar(src, "gpu_exporter_kubelet_up") == 1
+    finally:
+        await src.close()
+
+
+async def test_owners_are_dropped_when_the_kubelet_stays_away(
+    kubelet: SimKubeletHandle, socket_path: str
+) -> None:
+    clock = FakeClock()
+    src = make_source(socket_path, clock=clock)
+    inventory = plain_node(2)
+    try:
+        kubelet.servicer.set_pods([pod_resources("a", "p", {"c": [(GPU, [gpu_uuid(0)])]})])
+        assert (await src.refresh(inventory)).owners == {(0, -1): PodRef("p", "a", "c")}
+        kubelet.servicer.fail_next(grpc.StatusCode.UNAVAILABLE, "down", times=100)
+        clock.now += 60
+        assert (await src.refresh(inventory)).owners == {(0, -1): PodRef("p", "a", "c")}
+        clock.now += 61  # past allocations_max_age_s (120 s) without an answer
+        assert (await src.refresh(inventory)).owners == {}
     finally:
         await src.close()
 
