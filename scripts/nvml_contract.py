@@ -1,6 +1,6 @@
 """Contract check on a machine with real NVIDIA GPUs: exporter vs nvidia-smi.
 
-Usage: .venv/bin/python scripts/nvml_contract.py [--interval 1s] [--keep-going]
+Usage: .venv/bin/python scripts/nvml_contract.py [--interval 1s]
 
 Starts the exporter (`--backend nvml`) on a free loopback port, waits for a complete poll,
 scrapes /metrics, runs `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` right after,
@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from exporter.config import parse_duration  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def _scrape_exporter(interval: str) -> str:
                     break
             except OSError:
                 time.sleep(0.2)
-        time.sleep(3 * float(interval.rstrip("s")))  # a GPM pair and a settled poll
+        time.sleep(3 * parse_duration(interval, "--interval", "s"))  # a GPM pair, settled
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             return r.read().decode()
     finally:
