@@ -369,7 +369,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     env = os.environ
     p.add_argument("--backend", choices=("nvml", "sim"), default="nvml")
-    p.add_argument("--sim.profile", dest="sim_profile", default="h100-8")
+    p.add_argument("--sim.profile", dest="sim_profile", default="h200-mig")
     p.add_argument("--sim.seed", dest="sim_seed", type=int, default=0)
     p.add_argument("--kubernetes.pod-resources-socket", dest="socket",
                    default=env.get("GPU_EXPORTER_POD_RESOURCES_SOCKET")

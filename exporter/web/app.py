@@ -31,18 +31,33 @@ class Source(Protocol):
     def scrape_served(self) -> None: ...
 
 
+def _q(params: str) -> float:
+    for param in params.split(";"):
+        key, _, value = param.strip().partition("=")
+        if key.strip().lower() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0
+    return 1.0
+
+
+def _accepted(header: str, wanted: str) -> float:
+    """The q-value a client gives to `wanted` (a media type or coding); 0 if absent."""
+    for part in header.split(","):
+        name, _, params = part.strip().partition(";")
+        if name.strip().lower() == wanted:
+            return _q(params)
+    return 0.0
+
+
 def _wants_openmetrics(accept: str) -> bool:
-    # Prometheus lists OpenMetrics first when it prefers it; q-values beyond that are not
-    # worth parsing for a two-format server.
-    return "application/openmetrics-text" in accept
+    om = _accepted(accept, "application/openmetrics-text")
+    return om > 0 and om >= _accepted(accept, "text/plain")
 
 
 def _accepts_gzip(accept_encoding: str) -> bool:
-    for part in accept_encoding.split(","):
-        coding, _, params = part.strip().partition(";")
-        if coding.strip().lower() == "gzip":
-            return params.replace(" ", "") not in ("q=0", "q=0.0")
-    return False
+    return _accepted(accept_encoding, "gzip") > 0
 
 
 def make_app(source: Source) -> web.Application:
