@@ -540,6 +540,44 @@ static int apply_gpu_instance(const ctx_t *c, const sj_node *obj, sim_gpu *g, un
     return 0;
 }
 
+/* "samples": [{"at_s", "sm_util", "mem_util", "enc_util", "dec_util"}], oldest first. */
+static int apply_proc_samples(const ctx_t *c, const sj_node *arr, sim_proc *p) {
+    if (want(c, arr, SJ_ARR)) return -1;
+    p->nsamples = 0;
+    int i = 0;
+    for (const sj_node *e = arr->child; e; e = e->next, i++) {
+        ctx_t sc;
+        sub_ctx(&sc, c, ".samples[%d]", i);
+        if (want(&sc, e, SJ_OBJ)) return -1;
+        if (p->nsamples >= SIM_MAX_PROC_SAMPLES)
+            return err_at(&sc, e, "more than %d samples", SIM_MAX_PROC_SAMPLES);
+        sim_proc_sample *s = &p->samples[p->nsamples];
+        memset(s, 0, sizeof *s);
+        int have_at = 0;
+        for (const sj_node *m = e->child; m; m = m->next) {
+            double v;
+            if (strcmp(m->key, "at_s") == 0) {
+                if (get_number(&sc, m, 0, 1e12, &s->at)) return -1;
+                have_at = 1;
+                continue;
+            }
+            if (get_number(&sc, m, 0, 100, &v)) return -1;
+            if (strcmp(m->key, "sm_util") == 0) s->sm_util = (unsigned)v;
+            else if (strcmp(m->key, "mem_util") == 0) s->mem_util = (unsigned)v;
+            else if (strcmp(m->key, "enc_util") == 0) s->enc_util = (unsigned)v;
+            else if (strcmp(m->key, "dec_util") == 0) s->dec_util = (unsigned)v;
+            else
+                return err_at(&sc, m, "unknown sample key \"%s\" (expected at_s, sm_util, "
+                              "mem_util, enc_util, dec_util)", m->key);
+        }
+        if (!have_at) return err_at(&sc, e, "a sample needs \"at_s\"");
+        if (p->nsamples && s->at <= p->samples[p->nsamples - 1].at)
+            return err_at(&sc, e, "samples must be in increasing \"at_s\"");
+        p->nsamples++;
+    }
+    return 0;
+}
+
 static int apply_processes(const ctx_t *c, const sj_node *arr, sim_gpu *g) {
     if (want(c, arr, SJ_ARR)) return -1;
     g->nprocs = 0;
@@ -553,8 +591,14 @@ static int apply_processes(const ctx_t *c, const sj_node *arr, sim_gpu *g) {
         memset(p, 0, sizeof *p);
         p->gi = p->ci = SIM_NO_ID;
         int have_pid = 0;
+        const sj_node *samples = NULL;
         for (const sj_node *m = e->child; m; m = m->next) {
             double v;
+            if (strcmp(m->key, "samples") == 0) {
+                if (apply_proc_samples(&sc, m, p)) return -1;
+                samples = m;
+                continue;
+            }
             if (get_number(&sc, m, 0, 1.8e19, &v)) return -1;
             if (strcmp(m->key, "pid") == 0) {
                 p->pid = (unsigned)v;
@@ -569,9 +613,13 @@ static int apply_processes(const ctx_t *c, const sj_node *arr, sim_gpu *g) {
             else if (strcmp(m->key, "dec_util") == 0) p->dec_util = (unsigned)v, p->has_util = 1;
             else
                 return err_at(&sc, m, "unknown process key \"%s\" (expected pid, used_mib, "
-                              "used_bytes, gi, ci, sm_util, mem_util, enc_util, dec_util)", m->key);
+                              "used_bytes, gi, ci, sm_util, mem_util, enc_util, dec_util, "
+                              "samples)", m->key);
         }
         if (!have_pid) return err_at(&sc, e, "a process needs \"pid\"");
+        /* two sources of samples for one process would make the answer ambiguous */
+        if (samples && p->has_util)
+            return err_at(&sc, samples, "give either \"samples\" or *_util values, not both");
         g->nprocs++;
     }
     return 0;

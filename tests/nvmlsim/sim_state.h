@@ -18,6 +18,7 @@
 #define SIM_MAX_MIG 8       /* MIG device slots per GPU (real parts report 7) */
 #define SIM_MAX_GI 8        /* GPU instances per GPU */
 #define SIM_MAX_PROCS 32
+#define SIM_MAX_PROC_SAMPLES 8 /* timed utilisation samples per process */
 #define SIM_MAX_GPM 32      /* GPM metric ids one scope can answer */
 #define SIM_MAX_FIELD_RET 16
 #define SIM_MAX_PENDING 128 /* XID events not yet due */
@@ -127,11 +128,19 @@ typedef struct {
 } sim_ci;
 
 typedef struct {
+    double at; /* simulated seconds at which NVML took the sample */
+    unsigned sm_util, mem_util, enc_util, dec_util;
+} sim_proc_sample;
+
+typedef struct {
     unsigned pid;
     unsigned long long used_bytes;
     unsigned gi, ci;
-    int has_util;
+    int has_util; /* one sample stamped at each call, from the *_util values */
     unsigned sm_util, mem_util, enc_util, dec_util;
+    /* or a timed history instead, as NVML's sample buffer holds several per process */
+    sim_proc_sample samples[SIM_MAX_PROC_SAMPLES];
+    unsigned nsamples;
 } sim_proc;
 
 typedef struct {
