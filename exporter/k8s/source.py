@@ -214,7 +214,9 @@ class KubeletSource:
         else:
             if not self._up and self._errors:
                 log.info("kubelet pod-resources API answers again")
-            self._allocations = allocations_of(pods, self._accepts)
+            # A large node's answer takes tens of ms to flatten: not on the event loop,
+            # where scrapes are served.
+            self._allocations = await asyncio.to_thread(allocations_of, pods, self._accepts)
             self._up = True
             self._last_success = self._wall_clock()
         if self._allocations is not None and self._last_success is not None and \

@@ -1236,6 +1236,21 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     return finish(NVML_SUCCESS);
 }
 
+/* The CPU timestamp (µs) of a sample taken at simulated time `at`, on wall_us's scale. */
+static unsigned long long sample_us(double at) {
+    return (unsigned long long)((g_sim.wall0 + (at - g_sim.t_start)) * 1e6);
+}
+
+static void fill_sample(nvmlProcessUtilizationSample_t *out, unsigned pid, unsigned long long ts,
+                        unsigned sm, unsigned mem, unsigned enc, unsigned dec) {
+    out->pid = pid;
+    out->timeStamp = ts;
+    out->smUtil = sm;
+    out->memUtil = mem;
+    out->encUtil = enc;
+    out->decUtil = dec;
+}
+
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t *utilization,
                                              unsigned int *processSamplesCount,
@@ -1247,11 +1262,18 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     if (r != NVML_SUCCESS) return finish(r);
     if (!processSamplesCount) return finish(NVML_ERROR_INVALID_ARGUMENT);
     if (mig_active(g)) return finish(NVML_ERROR_NOT_SUPPORTED);
-    /* one sample per process, stamped now (CPU time in microseconds) */
-    unsigned long long ts = (unsigned long long)wall_us();
+    /* A process with *_util values has one sample stamped now (CPU time in microseconds);
+     * one with timed "samples" has those taken by now. Only stamps newer than
+     * lastSeenTimeStamp count, as in NVML's sample buffer. */
+    unsigned long long now = (unsigned long long)wall_us();
     unsigned n = 0;
-    if (ts > lastSeenTimeStamp)
-        for (unsigned i = 0; i < g->nprocs; i++) n += g->procs[i].has_util ? 1u : 0u;
+    for (unsigned i = 0; i < g->nprocs; i++) {
+        const sim_proc *p = &g->procs[i];
+        if (p->has_util && now > lastSeenTimeStamp) n++;
+        for (unsigned j = 0; j < p->nsamples; j++)
+            if (p->samples[j].at <= g_sim.last_t && sample_us(p->samples[j].at) > lastSeenTimeStamp)
+                n++;
+    }
     if (n == 0) return finish(NVML_ERROR_NOT_FOUND);
     if (!utilization || *processSamplesCount < n) {
         *processSamplesCount = n;
@@ -1260,14 +1282,16 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     unsigned k = 0;
     for (unsigned i = 0; i < g->nprocs; i++) {
         const sim_proc *p = &g->procs[i];
-        if (!p->has_util) continue;
-        utilization[k].pid = p->pid;
-        utilization[k].timeStamp = ts;
-        utilization[k].smUtil = p->sm_util;
-        utilization[k].memUtil = p->mem_util;
-        utilization[k].encUtil = p->enc_util;
-        utilization[k].decUtil = p->dec_util;
-        k++;
+        if (p->has_util && now > lastSeenTimeStamp)
+            fill_sample(&utilization[k++], p->pid, now, p->sm_util, p->mem_util, p->enc_util,
+                        p->dec_util);
+        for (unsigned j = 0; j < p->nsamples; j++) {
+            const sim_proc_sample *s = &p->samples[j];
+            unsigned long long ts = sample_us(s->at);
+            if (s->at <= g_sim.last_t && ts > lastSeenTimeStamp)
+                fill_sample(&utilization[k++], p->pid, ts, s->sm_util, s->mem_util, s->enc_util,
+                            s->dec_util);
+        }
     }
     *processSamplesCount = k;
     return finish(NVML_SUCCESS);
