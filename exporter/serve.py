@@ -26,8 +26,9 @@ from exporter.fields.csv import (
     load_collectors,
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
+from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
-from exporter.sampling.sampler import AttributionSource, Sampler, SamplerSettings
+from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.web.app import make_app
 

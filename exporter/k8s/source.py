@@ -35,19 +35,13 @@ from exporter.k8s.client import (
 )
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.processes import ContainerUsage, ProcessSampler
-from exporter.k8s.types import NO_ATTRIBUTION, Attribution, EntityKey
+from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource, EntityKey
 from exporter.series import Family, Labels, Sample
 
 log = logging.getLogger(__name__)
 
 
 _MALFORMED_MEMORY = 4096
-
-
-class AttributionSource(Protocol):
-    async def refresh(self, inventory: Inventory) -> Attribution: ...
-    def families(self) -> list[Family]: ...
-    async def close(self) -> None: ...
 
 
 class PodMetadata(Protocol):

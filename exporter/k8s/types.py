@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from exporter.series import Labels
+from exporter.devices.model import Inventory
+from exporter.series import Family, Labels
 
 EntityKey = tuple[int, int]
 """(gpu index, GPU instance id or -1), as `exporter.devices.model.Entity.key`."""
@@ -31,3 +33,17 @@ class Attribution:
 
 
 NO_ATTRIBUTION = Attribution()
+
+
+class AttributionSource(Protocol):
+    """What the sampler awaits once per poll (implemented by `exporter.k8s.source`)."""
+
+    async def refresh(self, inventory: Inventory) -> Attribution:
+        """Never raises; bounded by its own deadline; the last good answer on failure."""
+        ...
+
+    def families(self) -> list[Family]:
+        """Self-metrics and allocation rows, already filtered for `--scope pod`."""
+        ...
+
+    async def close(self) -> None: ...

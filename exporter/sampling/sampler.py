@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.catalog import FieldSpec
 from exporter.fields.csv import Collectors, CollectorsError, load_collectors
-from exporter.k8s.types import NO_ATTRIBUTION, Attribution
+from exporter.k8s.types import NO_ATTRIBUTION, AttributionSource
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.sampling.worker import DaemonExecutor
@@ -50,12 +50,6 @@ class Publisher(Protocol):
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Any: ...
-
-
-class AttributionSource(Protocol):
-    async def refresh(self, inventory: Inventory) -> Attribution: ...
-    def families(self) -> list[Family]: ...
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
