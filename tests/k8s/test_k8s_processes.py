@@ -1,26 +1,28 @@
 """Per-container use of shared GPUs: NVML process list + /proc/<pid>/cgroup + the pod watch.
 
-No GPU runs here, so NVML's process calls come from a small stand-in with pynvml's names and
-shapes; the cgroup files, the kubelet (gRPC) and the API server (HTTP) are real.
+Every part is real: the attribution source runs over the unmodified pynvml on the simulated
+`libnvidia-ml.so.1` (tests/nvmlsim), in a child interpreter because one process holds only
+one NVML library for life; the cgroup files, the kubelet (gRPC) and the API server (HTTP) run
+here and the child reaches them by path, socket and kubeconfig. The simulated clock is manual,
+so which utilisation samples each poll sees is fixed by the test, not by scheduling.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.processes import container_of_pid
 from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
-from exporter.k8s.source import KubeletSource
-from exporter.series import Labels
+from tests.nvmlsim.build import BuildError, build_library
+from tests.nvmlsim.harness import run_child, write_scenario
 
 from .k8s_fake_apiserver import FakeApiServer, pod
-from .k8s_helpers import gpu_uuid, plain_node
+from .k8s_helpers import gpu_uuid, mig_uuid
 
 UID_A = "0f8e7d6c-1111-4222-8333-944455556666"
 UID_B = "1a2b3c4d-aaaa-4bbb-8ccc-dddddddddddd"
@@ -35,6 +37,97 @@ V1_CGROUPFS = ("12:memory:/kubepods/besteffort/pod" + UID_B + "/" + CID_B + "\n"
 CRIO = ("0::/kubepods.slice/kubepods-pod" + UID_B.replace("-", "_")
         + ".slice/crio-" + CID_B + ".scope\n")
 HOST = "0::/system.slice/sshd.service\n"
+
+MEMORY = "gpu_exporter_pod_gpu_memory_used_bytes"
+SM = "gpu_exporter_pod_gpu_sm_utilization_ratio"
+UNATTRIBUTED = "gpu_exporter_unattributed_gpu_processes"
+
+# GPU 1 is time-sliced between nb-a (pid 101) and nb-b (pid 202), with a host process (303)
+# beside them; GPU 0 belongs to one trainer. The processes claim 7 GiB on GPU 1 but the
+# device reports 6 GiB used (NVML's per-process figures are not exact), so per-pod sums
+# must be scaled down. Utilisation samples are timed: none is due at t=0, the first batch
+# by t=2, the second by t=4.
+SCENARIO: dict[str, Any] = {
+    "clock": "manual",
+    "devices": [
+        {"uuid": gpu_uuid(0), "memory_used_mib": 1024,
+         "processes": [{"pid": 999, "used_mib": 1024, "sm_util": 90}]},
+        {"uuid": gpu_uuid(1), "memory_used_mib": 6 * 1024,
+         "processes": [
+             {"pid": 101, "used_mib": 4 * 1024, "samples": [
+                 {"at_s": 1, "sm_util": 30}, {"at_s": 2, "sm_util": 50},
+                 {"at_s": 3, "sm_util": 40}, {"at_s": 4, "sm_util": 60}]},
+             {"pid": 202, "used_mib": 2 * 1024, "samples": [
+                 {"at_s": 2, "sm_util": 20}, {"at_s": 4, "sm_util": 10}]},
+             {"pid": 303, "used_mib": 1024, "samples": [{"at_s": 2, "sm_util": 5}]},
+         ]},
+    ],
+}
+
+# GPU 1 in MIG mode instead: GPU instance 2 is split into two compute instances, one for each
+# notebook, so the instance is shared; GPU instances 1 and 5 are held by nobody. NVML has no
+# per-process utilisation under MIG, so only framebuffer can be attributed, and it is scaled
+# within the GPU instance's own used memory (3 GiB against 6.5 GiB claimed).
+MIG_SCENARIO: dict[str, Any] = {
+    "clock": "manual",
+    "devices": [
+        SCENARIO["devices"][0],
+        {"uuid": gpu_uuid(1), "mig": [
+            {"gi": 1, "profile": "2g.35gb", "compute_instances": [
+                {"index": 0, "ci": 0, "uuid": mig_uuid(1, 1, 0)}]},
+            {"gi": 2, "profile": "3g.71gb", "memory_used_mib": 3 * 1024, "compute_instances": [
+                {"index": 1, "ci": 0, "profile": "1c.3g.71gb", "uuid": mig_uuid(1, 2, 0)},
+                {"index": 2, "ci": 1, "profile": "2c.3g.71gb", "uuid": mig_uuid(1, 2, 1)}]},
+            {"gi": 5, "profile": "1g.18gb", "compute_instances": [
+                {"index": 3, "ci": 0, "uuid": mig_uuid(1, 5, 0)}]}],
+         "processes": [
+             {"pid": 101, "used_mib": 4 * 1024, "gi": 2, "ci": 0},
+             {"pid": 202, "used_mib": 2 * 1024, "gi": 2, "ci": 1},
+             {"pid": 303, "used_mib": 512, "gi": 2, "ci": 0},
+             {"pid": 404, "used_mib": 1024, "gi": 5, "ci": 0}]},
+    ],
+}
+
+# In the child: the source over pynvml, one poll to start the pod watch, a bounded wait until
+# the watch knows the pods, then one poll per simulated time, each poll's families kept.
+CHILD = """
+import asyncio, json, time
+from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.source import KubeletSource
+from tests.k8s.k8s_helpers import mig_node, plain_node
+
+params = json.loads({params!r})
+pynvml.nvmlInit()
+
+async def main():
+    inventory = mig_node() if params["mig"] else plain_node(2)
+    source = KubeletSource(KubernetesConfig(**params["config"]), nvml_lib=pynvml,
+                           proc_root=params["proc_root"])
+    try:
+        await source.refresh(inventory)
+        assert await source.wait_metadata(30), "pod watch not set up"
+        metadata = source._metadata
+        deadline = time.monotonic() + 30
+        while not all(metadata.container_of(uid, cid) for uid, cid in params["known"]):
+            assert time.monotonic() < deadline, "pod watch never listed the pods"
+            await asyncio.sleep(0.02)
+        sim.reset_call_counts()
+        polls = []
+        for t in params["times"]:
+            sim.set_time(t)
+            await source.refresh(inventory)
+            polls.append({{f.name: [[dict(s.labels), s.value] for s in f.samples]
+                          for f in source.families()}})
+        out["polls"] = polls
+        out["process_lists"] = [
+            sim.call_count("nvmlDeviceGetComputeRunningProcesses_v3", gpu=g) for g in (0, 1)]
+    finally:
+        await source.close()
+
+asyncio.run(main())
+"""
+
+Poll = dict[str, list[tuple[dict[str, str], float]]]
 
 
 def write_proc(root: Path, pid: int, cgroup: str) -> None:
@@ -52,58 +145,12 @@ def test_cgroup_paths(tmp_path: Path) -> None:
     assert container_of_pid(5, tmp_path) is None  # not visible (no hostPID)
 
 
-class NVMLError(Exception):
-    """Shaped like pynvml's errors: the class name and `.value`."""
-
-    def __init__(self, value: int) -> None:
-        super().__init__(value)
-        self.value = value
-
-
-@dataclass
-class Proc:
-    pid: int
-    usedGpuMemory: int | None
-    gpuInstanceId: int = 0xFFFFFFFF
-    computeInstanceId: int = 0xFFFFFFFF
-
-
-@dataclass
-class UtilSample:
-    pid: int
-    timeStamp: int
-    smUtil: int
-
-
-@dataclass
-class Memory:
-    used: int
-
-
-class ProcessNvml:
-    """NVML's process calls for a node whose GPU 1 is time-sliced."""
-
-    def __init__(self) -> None:
-        self.procs: dict[str, list[Proc]] = {}
-        self.samples: dict[str, list[UtilSample]] = {}
-        self.used: dict[str, int] = {}
-        self.asked: list[str] = []
-
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
-        self.asked.append(uuid)
-        return uuid
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Proc]:
-        return self.procs.get(handle, [])
-
-    def nvmlDeviceGetProcessUtilization(self, handle: str, since: int) -> list[UtilSample]:
-        fresh = [s for s in self.samples.get(handle, []) if s.timeStamp > since]
-        if not fresh:
-            raise NVMLError(6)  # NOT_FOUND: nothing since `since`
-        return fresh
-
-    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Memory:
-        return Memory(self.used[handle])
+@pytest.fixture(scope="module")
+def lib_dir() -> Path:
+    try:
+        return build_library()
+    except BuildError as exc:
+        pytest.fail(f"cannot build the simulated NVML library: {exc}")
 
 
 @pytest.fixture
@@ -122,19 +169,38 @@ def running(namespace: str, name: str, uid: str, container: str, cid: str) -> di
     return obj
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
+class Node:
+    """The kubelet, API server and /proc of a node whose GPU 1 is time-sliced; `run` drives
+    the attribution source over the simulated NVML in a child interpreter."""
+
+    def __init__(self, lib_dir: Path, api: FakeApiServer, kubelet: SimKubeletHandle,
+                 socket_path: str, tmp: Path) -> None:
+        self.lib_dir, self.kubelet, self.socket_path, self.tmp = lib_dir, kubelet, socket_path, tmp
+        self.kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        self.proc_root = tmp / "proc"
+        write_proc(self.proc_root, 101, V2_SYSTEMD)
+        write_proc(self.proc_root, 202, V1_CGROUPFS)
+        write_proc(self.proc_root, 303, HOST)
+
+    def run(self, config: dict[str, Any], times: list[float], known: list[tuple[str, str]],
+            mig: bool = False) -> tuple[list[Poll], list[int]]:
+        params = {"config": {"enabled": True, "pod_resources_socket": self.socket_path,
+                             "process_attribution": True, **config},
+                  "proc_root": str(self.proc_root), "times": times, "known": known, "mig": mig}
+        result = run_child(
+            self.lib_dir, CHILD.format(params=json.dumps(params)),
+            scenario_file=write_scenario(self.tmp, MIG_SCENARIO if mig else SCENARIO),
+            env={"KUBECONFIG": self.kubeconfig},
+            timeout=120)
+        polls = [{name: [(labels, value) for labels, value in rows]
+                  for name, rows in poll.items()} for poll in result["polls"]]
+        return polls, result["process_lists"]
 
 
 @pytest.fixture
-def node(
-    api: FakeApiServer, kubelet: SimKubeletHandle, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[ProcessNvml, Path]:
-    monkeypatch.setenv("KUBECONFIG", api.write_kubeconfig(tmp_path / "kubeconfig"))
+def node(lib_dir: Path, api: FakeApiServer, kubelet: SimKubeletHandle, socket_path: str,
+         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Node:
+    # The child inherits this environment: in-cluster settings would beat the kubeconfig.
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     api.state.pods = [running("ml", "nb-a", UID_A, "notebook", CID_A),
                       running("rs", "nb-b", UID_B, "notebook", CID_B)]
@@ -144,99 +210,72 @@ def node(
         pod_resources("rs", "nb-b", {"notebook": [("nvidia.com/gpu", [f"{shared}::1"])]}),
         pod_resources("ml", "trainer", {"main": [("nvidia.com/gpu", [exclusive])]}),
     ])
-    proc_root = tmp_path / "proc"
-    write_proc(proc_root, 101, V2_SYSTEMD)
-    write_proc(proc_root, 202, V1_CGROUPFS)
-    write_proc(proc_root, 303, HOST)
-    lib = ProcessNvml()
-    lib.procs[shared] = [Proc(101, 4 * GIB), Proc(202, 2 * GIB), Proc(303, 1 * GIB)]
-    lib.used[shared] = 6 * GIB  # less than the processes claim: per-pod sums are scaled
-    lib.samples[shared] = [UtilSample(101, 10, 30), UtilSample(101, 20, 50),
-                           UtilSample(202, 20, 20)]
-    lib.procs[exclusive] = [Proc(999, GIB)]
-    lib.used[exclusive] = GIB
-    return lib, proc_root
+    return Node(lib_dir, api, kubelet, socket_path, tmp_path)
 
 
-def by_pod(source: KubeletSource, name: str) -> dict[str, tuple[Labels, float]]:
-    (fam,) = [f for f in source.families() if f.name == name]
-    return {dict(s.labels)["pod"]: (s.labels, s.value) for s in fam.samples}
+def by_pod(poll: Poll, name: str) -> dict[str, tuple[dict[str, str], float]]:
+    return {labels["pod"]: (labels, value) for labels, value in poll[name]}
 
 
-async def test_per_container_use_of_a_time_sliced_gpu(
-    node: tuple[ProcessNvml, Path], socket_path: str
-) -> None:
-    lib, proc_root = node
-    config = KubernetesConfig(enabled=True, pod_resources_socket=socket_path,
-                              node_name="node-a", process_attribution=True)
-    source = KubeletSource(config, nvml_lib=lib, proc_root=str(proc_root))
-    try:
-        await source.refresh(plain_node(2))
-        assert await source.wait_metadata(30)
-        metadata = source._metadata
-        assert metadata is not None
-        wait_until(lambda: metadata.container_of(UID_B, CID_B) is not None)
-        await source.refresh(plain_node(2))
-        memory = by_pod(source, "gpu_exporter_pod_gpu_memory_used_bytes")
-        sm = by_pod(source, "gpu_exporter_pod_gpu_sm_utilization_ratio")
-        families = {f.name: f for f in source.families()}
-    finally:
-        await source.close()
+def test_per_container_use_of_a_time_sliced_gpu(node: Node) -> None:
+    (poll,), process_lists = node.run({"node_name": "node-a"}, [2.0],
+                                      [(UID_A, CID_A), (UID_B, CID_B)])
+    memory, sm = by_pod(poll, MEMORY), by_pod(poll, SM)
     assert set(memory) == {"nb-a", "nb-b"}
     assert memory["nb-a"][1] == pytest.approx(4 * GIB * 6 / 7)
     assert memory["nb-b"][1] == pytest.approx(2 * GIB * 6 / 7)
     assert sum(v for _, v in memory.values()) <= 6 * GIB
-    assert dict(memory["nb-a"][0]) == {"gpu": "1", "UUID": gpu_uuid(1), "pod": "nb-a",
-                                       "namespace": "ml", "container": "notebook"}
-    # The first poll consumed the samples: the second saw none, i.e. no SM activity.
-    assert sm == {"nb-a": (memory["nb-a"][0], 0.0), "nb-b": (memory["nb-b"][0], 0.0)}
-    assert families["gpu_exporter_unattributed_gpu_processes"].samples[0].value == 1
-    assert gpu_uuid(0) not in lib.asked  # exclusive GPUs are labelled already; not sampled
+    assert memory["nb-a"][0] == {"gpu": "1", "UUID": gpu_uuid(1), "pod": "nb-a",
+                                 "namespace": "ml", "container": "notebook"}
+    assert {pod: labels for pod, (labels, _) in sm.items()} == {
+        pod: labels for pod, (labels, _) in memory.items()}
+    assert {pod: v for pod, (_, v) in sm.items()} == pytest.approx(
+        {"nb-a": 0.4, "nb-b": 0.2})  # nb-a: mean of 30 and 50 %
+    assert poll[UNATTRIBUTED] == [({}, 1.0)]  # the host process, pid 303
+    # Exclusive GPUs are labelled already: their processes are never listed.
+    assert process_lists[0] == 0 and process_lists[1] > 0
 
 
-async def test_sm_utilisation_from_process_samples(
-    node: tuple[ProcessNvml, Path], socket_path: str
-) -> None:
-    lib, proc_root = node
-    config = KubernetesConfig(enabled=True, pod_resources_socket=socket_path,
-                              node_name="node-a", process_attribution=True)
-    source = KubeletSource(config, nvml_lib=lib, proc_root=str(proc_root))
-    try:
-        await source.refresh(plain_node(2))
-        assert await source.wait_metadata(30)
-        metadata = source._metadata
-        assert metadata is not None
-        wait_until(lambda: metadata.container_of(UID_B, CID_B) is not None)
-        lib.samples[gpu_uuid(1)] += [UtilSample(101, 30, 40), UtilSample(101, 40, 60),
-                                     UtilSample(202, 40, 10)]
-        await source.refresh(plain_node(2))
-        sm = by_pod(source, "gpu_exporter_pod_gpu_sm_utilization_ratio")
-    finally:
-        await source.close()
-    assert sm["nb-a"][1] == pytest.approx(0.5)  # mean of 40 and 60 %
-    assert sm["nb-b"][1] == pytest.approx(0.1)
+def test_sm_utilisation_from_process_samples_since_the_last_poll(node: Node) -> None:
+    polls, _ = node.run({"node_name": "node-a"}, [2.0, 2.0, 4.0],
+                        [(UID_A, CID_A), (UID_B, CID_B)])
+    first, idle, later = (by_pod(p, SM) for p in polls)
+    assert {pod: v for pod, (_, v) in first.items()} == pytest.approx({"nb-a": 0.4, "nb-b": 0.2})
+    # No sample since the previous poll means no SM activity, not the last value again.
+    assert {pod: v for pod, (_, v) in idle.items()} == {"nb-a": 0.0, "nb-b": 0.0}
+    assert {pod: v for pod, (_, v) in later.items()} == pytest.approx(
+        {"nb-a": 0.5, "nb-b": 0.1})  # nb-a: mean of 40 and 60 %
+    # Framebuffer is a level, not a rate: the same in every poll.
+    assert by_pod(polls[0], MEMORY) == by_pod(polls[1], MEMORY) == by_pod(polls[2], MEMORY)
 
 
-async def test_pod_scope_sees_only_its_own_processes(
-    node: tuple[ProcessNvml, Path], socket_path: str
-) -> None:
-    lib, proc_root = node
-    config = KubernetesConfig(enabled=True, pod_resources_socket=socket_path, scope="pod",
-                              pod_name="nb-a", pod_namespace="ml", process_attribution=True)
-    source = KubeletSource(config, nvml_lib=lib, proc_root=str(proc_root))
-    try:
-        await source.refresh(plain_node(2))
-        assert await source.wait_metadata(30)
-        metadata = source._metadata
-        assert metadata is not None
-        wait_until(lambda: metadata.container_of(UID_A, CID_A) is not None)
-        await source.refresh(plain_node(2))
-        families = source.families()
-    finally:
-        await source.close()
-    dumped = repr(families)
-    assert "nb-b" not in dumped and '"rs"' not in dumped and "'rs'" not in dumped
-    assert "gpu_exporter_unattributed_gpu_processes" not in dumped
-    memory = {dict(s.labels)["pod"] for f in families
-              if f.name == "gpu_exporter_pod_gpu_memory_used_bytes" for s in f.samples}
-    assert memory == {"nb-a"}
+def test_pod_scope_sees_only_its_own_processes(node: Node) -> None:
+    (poll,), _ = node.run({"scope": "pod", "pod_name": "nb-a", "pod_namespace": "ml"}, [2.0],
+                          [(UID_A, CID_A)])
+    dumped = json.dumps(poll)
+    assert "nb-b" not in dumped and '"rs"' not in dumped
+    assert UNATTRIBUTED not in poll
+    assert set(by_pod(poll, MEMORY)) == {"nb-a"}
+    assert by_pod(poll, MEMORY)["nb-a"][1] == pytest.approx(4 * GIB * 6 / 7)
+    assert set(by_pod(poll, SM)) == {"nb-a"}
+
+
+def test_a_shared_mig_instance_gets_framebuffer_only(node: Node) -> None:
+    node.kubelet.servicer.set_pods([
+        pod_resources("ml", "nb-a", {"notebook": [("nvidia.com/mig-3g.71gb",
+                                                   [mig_uuid(1, 2, 0)])]}),
+        pod_resources("rs", "nb-b", {"notebook": [("nvidia.com/mig-3g.71gb",
+                                                   [mig_uuid(1, 2, 1)])]}),
+        pod_resources("ml", "trainer", {"main": [("nvidia.com/gpu", [gpu_uuid(0)])]}),
+    ])
+    (poll,), process_lists = node.run({"node_name": "node-a"}, [2.0],
+                                      [(UID_A, CID_A), (UID_B, CID_B)], mig=True)
+    memory = by_pod(poll, MEMORY)
+    assert memory["nb-a"][0] == {"gpu": "1", "UUID": gpu_uuid(1), "GPU_I_ID": "2",
+                                 "pod": "nb-a", "namespace": "ml", "container": "notebook"}
+    scale = 3 / 6.5  # pid 404 runs in GPU instance 5: not part of instance 2's sum
+    assert memory["nb-a"][1] == pytest.approx(4 * GIB * scale)
+    assert memory["nb-b"][1] == pytest.approx(2 * GIB * scale)
+    assert poll[SM] == []
+    assert poll[UNATTRIBUTED] == [({}, 1.0)]  # pid 303, in instance 2 but not in a pod
+    assert process_lists[0] == 0

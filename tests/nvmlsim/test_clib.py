@@ -539,6 +539,40 @@ def test_processes_for_attribution(nvmlsim_lib: Path, tmp_path: Path) -> None:
     assert r["util_seen"] == "NVMLError_NotFound"
 
 
+def test_timed_process_samples_arrive_as_the_clock_reaches_them(nvmlsim_lib: Path,
+                                                                tmp_path: Path) -> None:
+    scenario = {"clock": "manual", "devices": [{"processes": [
+        {"pid": 11, "samples": [{"at_s": 1, "sm_util": 40}, {"at_s": 2, "sm_util": 60,
+                                                             "mem_util": 5}]},
+        {"pid": 12, "samples": [{"at_s": 2, "sm_util": 10}]},
+        {"pid": 13, "sm_util": 99}]}]}
+    r = scenario_child(nvmlsim_lib, tmp_path, scenario, """
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        def take(since):
+            try:
+                got = pynvml.nvmlDeviceGetProcessUtilization(h, since)
+            except pynvml.NVMLError_NotFound:
+                return since, "NotFound"
+            return (max(s.timeStamp for s in got),
+                    [[s.pid, s.smUtil, s.memUtil, s.timeStamp - t0] for s in got])
+        t0 = pynvml.nvmlDeviceGetProcessUtilization(h, 0)[0].timeStamp  # pid 13, now
+        seen, out["at0"] = take(t0)
+        sim.set_time(1.5)
+        seen, out["at1.5"] = take(seen)
+        sim.set_time(2)
+        seen, out["at2"] = take(seen)
+        seen, out["again"] = take(seen)
+        out["from_start"] = take(0)[1]
+    """)
+    assert r["at0"] == "NotFound"  # pid 13's sample was seen; the timed ones are not due
+    assert r["at1.5"] == [[11, 40, 0, 1_000_000], [13, 99, 0, 1_500_000]]
+    assert r["at2"] == [[11, 60, 5, 2_000_000], [12, 10, 0, 2_000_000], [13, 99, 0, 2_000_000]]
+    assert r["again"] == "NotFound"
+    assert r["from_start"] == [[11, 40, 0, 1_000_000], [11, 60, 5, 2_000_000],
+                               [12, 10, 0, 2_000_000], [13, 99, 0, 2_000_000]]
+
+
 def test_call_counts_per_function_and_gpu(nvmlsim_lib: Path, tmp_path: Path) -> None:
     r = scenario_child(nvmlsim_lib, tmp_path, {"devices": [H200_MIG, {}]}, """
         pynvml.nvmlInit()
@@ -605,6 +639,10 @@ def test_malformed_scenarios_are_rejected_without_harm(nvmlsim_lib: Path) -> Non
         '{"gi": 1, "profile": "1g.18gb"}]}]}',
         '{"device_count": 99}', '{"devices": [{"pci_bus_id": "nope"}]}',
         '{"return_codes": {"nvmlNoSuchThing": 3}}', '{"devices": [{"processes": [{"gi": 1}]}]}',
+        '{"devices": [{"processes": [{"pid": 1, "sm_util": 5, "samples": []}]}]}',
+        '{"devices": [{"processes": [{"pid": 1, "samples": [{"sm_util": 5}]}]}]}',
+        '{"devices": [{"processes": [{"pid": 1, "samples": [{"at_s": 2}, {"at_s": 1}]}]}]}',
+        '{"devices": [{"processes": [{"pid": 1, "samples": [{"at_s": 1, "sm_util": 101}]}]}]}',
         '{"xid_events": [{"gpu": 5, "xid": 79}]}', '{"init_failure": {"code": "SOMETIMES"}}',
     ]
     r = run_child(nvmlsim_lib, f"""

@@ -29,6 +29,7 @@ from exporter.devices.sim.faults import (
     fault_gpu,
     fault_gpu_instance,
 )
+from exporter.devices.sim.processes import SimProcess, plan_processes
 
 Handle = Any
 NOT_AVAILABLE = 0xFFFFFFFF
@@ -163,6 +164,7 @@ class SimCore:
             self._migs[spec.index] = slots
         self._event_sets: dict[int, EventSetEntry] = {}
         self._samples: dict[int, SampleEntry | None] = {}
+        self._processes: dict[int, tuple[SimProcess, ...]] = plan_processes(self.profile, seed)
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -264,10 +264,15 @@ class GpuDynamics:
 
     # -- utilisation ------------------------------------------------------------------------
 
+    def utilization_pct(self, t: float, span: float) -> tuple[float, float]:
+        """(gpu %, memory %) over the `span` seconds before t, unrounded."""
+        a = self.mean_activity(t, span)
+        return 100 * min(1.0, 1.3 * a), 100 * min(1.0, 0.11 * a)
+
     def utilization(self, t: float) -> tuple[int, int]:
         """(gpu %, memory %) over the last second, integers like NVML's."""
-        a = self.mean_activity(t, 1.0)
-        return round(100 * min(1.0, 1.3 * a)), round(100 * min(1.0, 0.11 * a))
+        gpu, memory = self.utilization_pct(t, 1.0)
+        return round(gpu), round(memory)
 
     def encoder_util(self, t: float) -> int:
         return round(30 * self.mean_activity(t, 1.0)) if self.board.has_encoder else 0

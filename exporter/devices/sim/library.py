@@ -8,13 +8,14 @@ from __future__ import annotations
 from exporter.devices.sim.api_events import EventCalls
 from exporter.devices.sim.api_gpm import GPM_METRIC_IDS, GpmCalls
 from exporter.devices.sim.api_identity import IdentityCalls
+from exporter.devices.sim.api_processes import ProcessCalls
 from exporter.devices.sim.api_values import ValueCalls
 from exporter.devices.sim.core import SimGpu, SimMigDevice
 
 __all__ = ["GPM_METRIC_IDS", "SimGpu", "SimMigDevice", "SimNvml"]
 
 
-class SimNvml(IdentityCalls, ValueCalls, GpmCalls, EventCalls):
+class SimNvml(IdentityCalls, ValueCalls, GpmCalls, EventCalls, ProcessCalls):
     """A simulated node answering pynvml's calls; thread-safe.
 
     `SimNvml(profile, *, seed=0, faults=(), clock=time.monotonic)`: simulated time is

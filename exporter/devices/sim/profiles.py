@@ -128,6 +128,8 @@ class GpuSpec:
     pci_device: int = 0
     mig: tuple[GpuInstanceSpec, ...] | None = None
     """None: MIG off (or unsupported)."""
+    shared_by: int = 0
+    """Compute processes taking turns on the GPU (time-slicing); 0: no processes modelled."""
 
     @property
     def bus_id(self) -> str:
@@ -192,7 +194,9 @@ PROFILES: Mapping[str, Profile] = {
         Profile(
             "a100-timesliced",
             "4x A100-SXM4-80GB shared by time-slicing; pre-Hopper, so no GPM",
-            tuple(GpuSpec(i, A100_SXM, bus) for i, bus in enumerate((0x07, 0x0F, 0x47, 0x4E))),
+            # Three processes per GPU: the demo kubelet hands each GPU to three pods.
+            tuple(GpuSpec(i, A100_SXM, bus, shared_by=3)
+                  for i, bus in enumerate((0x07, 0x0F, 0x47, 0x4E))),
         ),
         Profile(
             "l4-1",
