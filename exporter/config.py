@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exporter import durations
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter, parse_device_filter
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, KubernetesConfig
 
@@ -46,16 +47,13 @@ class ServeConfig:
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(text: str, where: str, bare_unit: str = "ms") -> float:
     """"15s", "500ms", "5m"; a bare number is in `bare_unit` (dcgm's -c is milliseconds)."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ConfigError(f"{where}: {text!r} is not a duration (expected e.g. 15s, 500ms, 5m)")
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2) or bare_unit]
+    try:
+        seconds = durations.parse_duration(text, bare_unit)
+    except ValueError:
+        raise ConfigError(f"{where}: {text!r} is not a duration (expected e.g. 15s, 500ms, "
+                          "5m)") from None
     if seconds <= 0:
         raise ConfigError(f"{where}: {text!r} must be greater than zero")
     return seconds

@@ -8,7 +8,6 @@ kubelet.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -95,6 +94,7 @@ class Sampler:
         self._extra: list[Family] = []
         self._inflight: asyncio.Future[_DeviceResult] | None = None
         self._reload_requested = False
+        self._wake = asyncio.Event()
         self._csv_mtime = self._mtime()
         self.stats = PollStats(collect_interval_s=settings.interval_s)
         self.nvml_error: str | None = None
@@ -123,7 +123,9 @@ class Sampler:
     # --- reload ---------------------------------------------------------------------
 
     def request_reload(self) -> None:
+        """From the SIGHUP handler (on the loop): reload now, not at the next interval."""
         self._reload_requested = True
+        self._wake.set()
 
     def _mtime(self) -> float | None:
         path = self._settings.collectors_path
@@ -232,8 +234,12 @@ class Sampler:
                 self.stats.errors["exception"] += 1
                 log.exception("poll cycle failed")
             delay = max(0.0, self._settings.interval_s - (time.monotonic() - started))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())}
+            _, pending = await asyncio.wait(waits, timeout=delay,
+                                            return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            self._wake.clear()
 
     async def close(self, budget_s: float = 2.0) -> None:
         """Best effort within `budget_s`: a stuck driver or kubelet never delays exit."""

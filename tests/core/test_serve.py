@@ -255,3 +255,16 @@ def test_serve_path_never_imports_heavy_libraries() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert "HEAVY [] 0" in result.stdout, result.stdout + result.stderr
+
+
+def test_sighup_reloads_at_once_not_at_the_next_poll(
+        exporter: type[ExporterProcess], tmp_path: Path) -> None:
+    csv = tmp_path / "collectors.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n")
+    proc = exporter(["--backend", "sim", "--sim.profile", "l4-1", "-c", "10m", "-f", str(csv)])
+    proc.wait_ready()
+    assert _family_names(proc.metrics()) == {"DCGM_FI_DEV_GPU_TEMP"}
+    csv.write_text("DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n")
+    proc.proc.send_signal(signal.SIGHUP)
+    # The next scheduled poll is ten minutes away; the reload must not wait for it.
+    wait_until(lambda: _family_names(proc.metrics()) == {"DCGM_FI_DEV_POWER_USAGE"}, timeout=15)

@@ -18,9 +18,9 @@ from exporter.devices.sim import (
     ThermalFault,
     Window,
     XidFault,
-    parse_duration,
     parse_fault,
 )
+from exporter.durations import parse_duration
 from tests.sim.conftest import SimFactory, nvml_code
 
 MIB = 1024 * 1024

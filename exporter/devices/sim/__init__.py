@@ -18,7 +18,6 @@ from exporter.devices.sim.faults import (
     ThermalFault,
     Window,
     XidFault,
-    parse_duration,
     parse_fault,
 )
 from exporter.devices.sim.library import GPM_METRIC_IDS, SimGpu, SimMigDevice, SimNvml
@@ -43,7 +42,6 @@ __all__ = [
     "ThermalFault",
     "Window",
     "XidFault",
-    "parse_duration",
     "parse_fault",
     "profile_names",
 ]

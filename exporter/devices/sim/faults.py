@@ -9,21 +9,10 @@ adds which flag and spec it came from.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-DURATION_HINT = "a duration such as 30s, 2m, 500ms or 1h"
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `30s` / `2m` / `500ms` / `1h`; ValueError naming the expected form."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not {DURATION_HINT}")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+from exporter.durations import DURATION_HINT, parse_duration
 
 
 @dataclass(frozen=True, slots=True)
