@@ -9,6 +9,8 @@ Expected values are written from the scenario in NVML's units and converted by h
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import textwrap
 import time
 from collections.abc import Callable
@@ -487,3 +489,48 @@ def test_exporter_rides_out_driver_and_gpu_faults(lib_dir: Path, tmp_path: Path,
     # back at 6 s, picked up again without a restart
     wait_for(proc, lambda s: len(find(s, "DCGM_FI_DEV_GPU_TEMP")) == 2, timeout=40)
     assert proc.proc.poll() is None
+
+
+def test_a_hung_driver_call_holds_neither_scrapes_nor_exit(lib_dir: Path, tmp_path: Path,
+                                                           exporter: type[ExporterProcess]
+                                                           ) -> None:
+    # GPU 1's power call blocks for 120 s from 2 s after nvmlInit; the lock stays free
+    scenario = {"device_count": 2,
+                "hang": {"function": "nvmlDeviceGetPowerUsage", "device": 1, "at_s": 2.0,
+                         "for_s": 120.0}}
+    proc = start_exporter(exporter, lib_dir, write_scenario(tmp_path, scenario), "-c", "500ms")
+    assert "every 0.5s" in proc.output()
+    samples = wait_for(proc, lambda s: len(find(s, "DCGM_FI_DEV_POWER_USAGE")) == 2)
+    good = sorted((lab["gpu"], v) for lab, v in find(samples, "DCGM_FI_DEV_POWER_USAGE"))
+    assert good == [("0", 120.0), ("1", 120.0)]
+
+    def stuck_polls(s: Any) -> float:
+        return sum(v for lab, v in find(s, "gpu_exporter_poll_errors_total")
+                   if lab.get("reason") in ("deadline", "busy"))
+
+    # the poll is stuck in the driver: the failures are counted in the served body ...
+    samples = wait_for(proc, lambda s: stuck_polls(s) > 0)
+    # ... and /metrics still answers 200 (proc.metrics checks) with the last good series
+    for _ in range(3):
+        samples = scrape(proc)
+        assert sorted((lab["gpu"], v) for lab, v in
+                      find(samples, "DCGM_FI_DEV_POWER_USAGE")) == good
+        assert len(find(samples, "DCGM_FI_DEV_GPU_TEMP")) == 2
+    assert stuck_polls(samples) > 0
+    # /ready goes stale after 3 intervals without a fresh poll
+    deadline = time.monotonic() + 15
+    status, _, body = proc.get("/ready")
+    while not (status == 503 and b"stale" in body) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status, _, body = proc.get("/ready")
+    assert status == 503, body
+    assert b"stale: last successful poll" in body and b"(limit 1.5s)" in body, body
+    assert proc.proc.poll() is None
+    # the call is still blocked (120 s): SIGTERM must end the process anyway
+    proc.proc.send_signal(signal.SIGTERM)
+    try:
+        proc.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("exporter did not exit within 10 s of SIGTERM while a driver call "
+                    f"was stuck; its output:\n{proc.output()}")
+    assert proc.proc.returncode == 0, proc.output()

@@ -86,6 +86,10 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nvmlsim_is_gpu_lost": (ctypes.c_int, [ctypes.c_uint]),
     "nvmlsim_set_init_failure": (
         ctypes.c_int, [ctypes.c_int, ctypes.c_longlong, ctypes.c_double]),
+    "nvmlsim_set_hang": (
+        ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double]),
+    "nvmlsim_end_hangs": (ctypes.c_int, []),
+    "nvmlsim_hanging_calls": (ctypes.c_int, []),
     "nvmlsim_call_count": (ctypes.c_ulonglong, [ctypes.c_char_p, ctypes.c_int]),
     "nvmlsim_reset_call_counts": (None, []),
     "nvmlsim_function_count": (ctypes.c_int, []),
@@ -196,6 +200,23 @@ class NvmlSim:
 
     def clear_init_failure(self) -> None:
         self._check(self.lib.nvmlsim_set_init_failure(0, -1, -1.0))
+
+    def set_hang(self, function: str, duration: float, *, gpu: int | None = None,
+                 at: float = 0.0) -> None:
+        """From simulated time `at` on, each call of `function` (on GPU `gpu`, or on every GPU
+        and the device-less calls) blocks for `duration` seconds of wall time before it
+        answers; the library's lock is free meanwhile. Adds to the hangs already armed."""
+        self._check(self.lib.nvmlsim_set_hang(function.encode(), -1 if gpu is None else gpu,
+                                              float(at), float(duration)))
+
+    def end_hangs(self) -> int:
+        """Disarms every hang and wakes the calls blocked in one (they answer at once);
+        returns how many were blocked."""
+        return int(self.lib.nvmlsim_end_hangs())
+
+    def hanging_calls(self) -> int:
+        """Calls blocked in a hang right now."""
+        return int(self.lib.nvmlsim_hanging_calls())
 
     # accounting and layout
     def call_count(self, function: str | None = None, gpu: int | None = None) -> int:

@@ -35,6 +35,11 @@ struct nvmlGpmSample_st {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond;
+/* Calls held by a hang fault wait here; outside g_sim, so a reset or a new scenario does not
+ * lose count of calls that are still blocked. */
+static pthread_cond_t g_hang_cond;
+static unsigned g_hanging;           /* calls blocked in a hang now */
+static unsigned long long g_hang_epoch; /* bumped to end the current hangs early */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct nvmlDevice_st g_gpu_handles[SIM_MAX_GPUS];
 static struct nvmlDevice_st g_mig_handles[SIM_MAX_GPUS][SIM_MAX_MIG];
@@ -44,6 +49,7 @@ static void once_init(void) {
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&g_cond, &attr);
+    pthread_cond_init(&g_hang_cond, &attr);
     pthread_condattr_destroy(&attr);
     for (int i = 0; i < SIM_MAX_GPUS; i++) {
         g_gpu_handles[i].gpu = i;
@@ -137,6 +143,52 @@ int sim_queue_xid(int gpu, unsigned long long xid, unsigned gi, unsigned ci, dou
     return 0;
 }
 
+/* ------------------------------------------------------------------ hang faults */
+
+static struct timespec to_timespec(double t) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* Called with the lock held, at the start of a call of `fn` on GPU `gpu` (-1: no device).
+ * When an armed hang matches and is due, blocks for its for_s of wall time on a condition,
+ * which releases the lock meanwhile: other threads (the event wait, other devices, the
+ * control functions) go on. Returns with the lock held again; the caller then answers from
+ * the state as it is after the hang (which may have changed: shut down, GPU lost, ...). */
+static void maybe_hang(int fn, int gpu) {
+    if (!g_sim.nhangs) return;
+    sim_sync();
+    double for_s = -1;
+    for (unsigned i = 0; i < g_sim.nhangs; i++) {
+        const sim_hang *h = &g_sim.hangs[i];
+        if (h->fn == fn && (h->gpu < 0 || h->gpu == gpu) && g_sim.last_t >= h->at &&
+            h->for_s > for_s)
+            for_s = h->for_s;
+    }
+    if (for_s < 0) return;
+    struct timespec until = to_timespec(sim_mono_now() + for_s);
+    unsigned long long epoch = g_hang_epoch;
+    g_hanging++;
+    while (g_hang_epoch == epoch)
+        if (pthread_cond_timedwait(&g_hang_cond, &g_mu, &until) == ETIMEDOUT) break;
+    g_hanging--;
+    sim_sync();
+}
+
+unsigned sim_end_hangs(void) {
+    g_hang_epoch++;
+    pthread_cond_broadcast(&g_hang_cond);
+    return g_hanging;
+}
+
+unsigned sim_hanging_calls(void) { return g_hanging; }
+
 /* ------------------------------------------------------------------ call prologue */
 
 typedef enum { H_ANY, H_PHYS, H_MIG } handle_kind;
@@ -183,6 +235,7 @@ static int override_for(int fn, int gpu) {
 static nvmlReturn_t begin_call(int fn) {
     lock();
     g_sim.calls[fn][0]++;
+    if (g_sim.init_refcount) maybe_hang(fn, -1);
     if (!g_sim.init_refcount) return NVML_ERROR_UNINITIALIZED;
     sim_sync();
     return (nvmlReturn_t)override_for(fn, -1);
@@ -194,6 +247,7 @@ static nvmlReturn_t begin_device(int fn, nvmlDevice_t d, handle_kind kind, sim_g
     lock();
     int gpu = handle_gpu(d);
     g_sim.calls[fn][gpu >= 0 ? gpu + 1 : 0]++;
+    if (g_sim.init_refcount && gpu >= 0) maybe_hang(fn, gpu);
     if (!g_sim.init_refcount) return NVML_ERROR_UNINITIALIZED;
     if (gpu < 0 || (unsigned)gpu >= g_sim.ngpus) return NVML_ERROR_INVALID_ARGUMENT;
     sim_gpu *g = &g_sim.gpus[gpu];
@@ -280,6 +334,7 @@ static nvmlReturn_t do_init(int fn) {
         fprintf(stderr, "nvmlsim: %s\n", g_sim.last_error);
         return finish(NVML_ERROR_UNKNOWN);
     }
+    maybe_hang(fn, -1);
     sim_sync();
     int ov = override_for(fn, -1);
     if (ov) return finish((nvmlReturn_t)ov);
@@ -307,6 +362,7 @@ nvmlReturn_t nvmlInit(void) { return do_init(FN_nvmlInit); }
 nvmlReturn_t nvmlShutdown(void) {
     lock();
     g_sim.calls[FN_nvmlShutdown][0]++;
+    if (g_sim.init_refcount) maybe_hang(FN_nvmlShutdown, -1);
     if (!g_sim.init_refcount) return finish(NVML_ERROR_UNINITIALIZED);
     int ov = override_for(FN_nvmlShutdown, -1);
     if (ov) return finish((nvmlReturn_t)ov);
@@ -359,6 +415,7 @@ nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
     /* like the real library, answers before nvmlInit */
     lock();
     g_sim.calls[FN_nvmlSystemGetNVMLVersion][0]++;
+    maybe_hang(FN_nvmlSystemGetNVMLVersion, -1);
     int ov = override_for(FN_nvmlSystemGetNVMLVersion, -1);
     if (ov) return finish((nvmlReturn_t)ov);
     return finish(copy_string(version, length, g_sim.nvml_version));
@@ -384,6 +441,7 @@ nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
 static nvmlReturn_t handle_by_index(int fn, unsigned index, nvmlDevice_t *device) {
     lock();
     g_sim.calls[fn][index < SIM_MAX_GPUS ? index + 1 : 0]++;
+    if (g_sim.init_refcount && index < SIM_MAX_GPUS) maybe_hang(fn, (int)index);
     if (!g_sim.init_refcount) return finish(NVML_ERROR_UNINITIALIZED);
     if (index >= g_sim.ngpus || !device) return finish(NVML_ERROR_INVALID_ARGUMENT);
     sim_sync();
@@ -1044,6 +1102,7 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet) {
                   ? metricsGet->sample1->gpu
                   : -1;
     g_sim.calls[FN_nvmlGpmMetricsGet][gpu >= 0 ? gpu + 1 : 0]++;
+    if (g_sim.init_refcount) maybe_hang(FN_nvmlGpmMetricsGet, gpu);
     if (!g_sim.init_refcount) return finish(NVML_ERROR_UNINITIALIZED);
     sim_sync();
     int ov = override_for(FN_nvmlGpmMetricsGet, gpu);
@@ -1126,17 +1185,6 @@ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long
         else *eventTypes = nvmlEventTypeXidCriticalError;
     }
     return finish(r);
-}
-
-static struct timespec to_timespec(double t) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
 }
 
 /* Blocks on the condition (which releases the mutex) until an event reaches this set, the

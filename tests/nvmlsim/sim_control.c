@@ -34,7 +34,8 @@ const char *nvmlsim_last_error(void) {
 int nvmlsim_reset(void) {
     sim_lock();
     unsigned generation = g_sim.generation;
-    sim_reset_state(); /* also forgets nvmlInit and every event set */
+    sim_reset_state(); /* also forgets nvmlInit, every event set and every hang */
+    sim_end_hangs();   /* and no call stays blocked in one */
     g_sim.generation = generation + 1;
     for (unsigned i = 0; i < SIM_MAX_GPUS; i++) g_sim.gpus[i].generation = ++g_sim.generation;
     return done(0);
@@ -235,6 +236,31 @@ int nvmlsim_is_gpu_lost(unsigned gpu) {
     int lost = gpu < g_sim.ngpus && g_sim.gpus[gpu].lost;
     sim_unlock();
     return lost;
+}
+
+/* gpu < 0: every device and the calls that take none; at_s: simulated time from which calls
+ * block; for_s: wall seconds each blocks. Adds to the hangs already armed. */
+int nvmlsim_set_hang(const char *function, int gpu, double at_s, double for_s) {
+    LOCKED_LOADED();
+    return done(sim_add_hang(function, gpu, at_s, for_s));
+}
+
+/* Disarms every hang and wakes the calls blocked in one (they answer at once); returns how
+ * many were blocked. */
+int nvmlsim_end_hangs(void) {
+    sim_lock();
+    g_sim.nhangs = 0;
+    unsigned woken = sim_end_hangs();
+    sim_unlock();
+    return (int)woken;
+}
+
+/* Calls blocked in a hang right now. */
+int nvmlsim_hanging_calls(void) {
+    sim_lock();
+    unsigned n = sim_hanging_calls();
+    sim_unlock();
+    return (int)n;
 }
 
 /* code 0 clears; count < 0 and until_s < 0: every attempt fails; until_s >= 0: attempts fail

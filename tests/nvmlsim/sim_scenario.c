@@ -776,9 +776,89 @@ static int apply_xid_events(const ctx_t *c, const sj_node *arr) {
     return 0;
 }
 
+int sim_add_hang(const char *function, int gpu, double at, double for_s) {
+    int fn = sim_function_index(function);
+    if (fn < 0) {
+        sim_set_error("hang: \"%s\" is not a function this library exports",
+                      function ? function : "(null)");
+        return -1;
+    }
+    if (fn == FN_nvmlErrorString) {
+        sim_set_error("hang: nvmlErrorString cannot hang (it only names a code)");
+        return -1;
+    }
+    if (gpu >= (int)g_sim.ngpus) {
+        sim_set_error("hang: GPU %d does not exist (%u devices)", gpu, g_sim.ngpus);
+        return -1;
+    }
+    if (!(at >= 0 && at <= 1e12) || !(for_s >= 0 && for_s <= 1e6)) {
+        sim_set_error("hang: at_s must be in [0, 1e12] and for_s in [0, 1e6] seconds");
+        return -1;
+    }
+    if (g_sim.nhangs >= SIM_MAX_HANGS) {
+        sim_set_error("hang: more than %d hangs", SIM_MAX_HANGS);
+        return -1;
+    }
+    sim_hang *h = &g_sim.hangs[g_sim.nhangs++];
+    h->fn = fn;
+    h->gpu = gpu < 0 ? -1 : gpu;
+    h->at = at;
+    h->for_s = for_s;
+    return 0;
+}
+
+static int apply_one_hang(const ctx_t *c, const sj_node *obj) {
+    if (want(c, obj, SJ_OBJ)) return -1;
+    const char *function = NULL;
+    double gpu = -1, at = 0, for_s = -1;
+    for (const sj_node *m = obj->child; m; m = m->next) {
+        if (strcmp(m->key, "function") == 0) {
+            if (want(c, m, SJ_STR)) return -1;
+            function = m->str;
+            continue;
+        }
+        double *dst = strcmp(m->key, "device") == 0  ? &gpu
+                      : strcmp(m->key, "at_s") == 0  ? &at
+                      : strcmp(m->key, "for_s") == 0 ? &for_s
+                                                     : NULL;
+        if (!dst)
+            return err_at(c, m, "unknown key \"%s\" in hang (expected function, device, at_s, "
+                          "for_s)", m->key);
+        if (get_number(c, m, 0, strcmp(m->key, "for_s") == 0 ? 1e6 : 1e12, dst)) return -1;
+        if (dst == &gpu && gpu != floor(gpu))
+            return err_at(c, m, "\"device\" must be a GPU index");
+    }
+    if (!function || for_s < 0)
+        return err_at(c, obj, "a hang needs \"function\" and \"for_s\"");
+    if (sim_add_hang(function, (int)gpu, at, for_s)) {
+        char why[sizeof g_sim.last_error];
+        memcpy(why, g_sim.last_error, sizeof why);
+        return err_at(c, obj, "%s", strncmp(why, "hang: ", 6) == 0 ? why + 6 : why);
+    }
+    return 0;
+}
+
+/* "hang": one object, or a list of them. */
+static int apply_hangs(const ctx_t *c, const sj_node *node) {
+    if (node->type == SJ_OBJ) {
+        ctx_t sc;
+        sub_ctx(&sc, c, "hang");
+        return apply_one_hang(&sc, node);
+    }
+    if (node->type != SJ_ARR)
+        return err_at(c, node, "\"hang\" must be an object or a list of objects");
+    int i = 0;
+    for (const sj_node *e = node->child; e; e = e->next, i++) {
+        ctx_t sc;
+        sub_ctx(&sc, c, "hang[%d]", i);
+        if (apply_one_hang(&sc, e)) return -1;
+    }
+    return 0;
+}
+
 static int apply_scenario(const ctx_t *c, const sj_node *root) {
     if (want(c, root, SJ_OBJ)) return -1;
-    const sj_node *devices = NULL, *defaults = NULL, *xids = NULL, *count = NULL;
+    const sj_node *devices = NULL, *defaults = NULL, *xids = NULL, *count = NULL, *hangs = NULL;
     for (const sj_node *m = root->child; m; m = m->next) {
         double v;
         if (strcmp(m->key, "devices") == 0) {
@@ -792,6 +872,8 @@ static int apply_scenario(const ctx_t *c, const sj_node *root) {
             count = m;
         } else if (strcmp(m->key, "xid_events") == 0) {
             xids = m;
+        } else if (strcmp(m->key, "hang") == 0) {
+            hangs = m;
         } else if (strcmp(m->key, "driver_version") == 0) {
             if (get_string(c, m, g_sim.driver_version, sizeof g_sim.driver_version)) return -1;
         } else if (strcmp(m->key, "nvml_version") == 0) {
@@ -812,7 +894,8 @@ static int apply_scenario(const ctx_t *c, const sj_node *root) {
         } else {
             return err_at(c, m, "unknown scenario key \"%s\" (expected devices, device_count, "
                           "device_defaults, driver_version, nvml_version, clock, clock_speed, "
-                          "start_time_s, init_failure, return_codes, xid_events)", m->key);
+                          "start_time_s, init_failure, return_codes, xid_events, hang)",
+                          m->key);
         }
     }
     unsigned listed = 0;
@@ -841,6 +924,7 @@ static int apply_scenario(const ctx_t *c, const sj_node *root) {
     }
     g_sim.t_manual = g_sim.last_t = g_sim.t_start;
     if (xids && apply_xid_events(c, xids)) return -1;
+    if (hangs && apply_hangs(c, hangs)) return -1;
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* The simulated node behind nvmlsim: devices, MIG layout, clock, faults, call accounting.
  *
  * One global state guarded by one mutex; every exported function locks it for its whole
- * body except nvmlEventSetWait_v2, which releases it while blocked on the condition. */
+ * body except while blocked on a condition: nvmlEventSetWait_v2 waiting for an event, and
+ * any call held by a "hang" fault, release it. */
 #ifndef NVMLSIM_SIM_STATE_H
 #define NVMLSIM_SIM_STATE_H
 
@@ -24,6 +25,7 @@
 #define SIM_MAX_PENDING 128 /* XID events not yet due */
 #define SIM_MAX_SETS 8
 #define SIM_SET_QUEUE 64
+#define SIM_MAX_HANGS 16
 #define SIM_NO_ID 0xFFFFFFFFu
 
 /* Every exported NVML entry point, in one list: drives call counting, return-code overrides
@@ -184,6 +186,15 @@ typedef struct {
     long long lost_after_calls;   /* < 0: no call-count trigger */
 } sim_gpu;
 
+/* A hang fault: from simulated time `at` on, each call of `fn` on GPU `gpu` (-1: every GPU and
+ * the calls that take no device) blocks for `for_s` seconds of wall time before answering. */
+typedef struct {
+    int fn;
+    int gpu;
+    double at;
+    double for_s;
+} sim_hang;
+
 typedef struct {
     int gpu;
     unsigned long long xid;
@@ -224,6 +235,8 @@ typedef struct {
     sim_xid pending[SIM_MAX_PENDING];
     unsigned npending;
     struct nvmlEventSet_st sets[SIM_MAX_SETS];
+    sim_hang hangs[SIM_MAX_HANGS];
+    unsigned nhangs;
     char last_error[512];
 } sim_state;
 
@@ -242,6 +255,8 @@ SIM_INTERNAL double sim_mono_now(void);
 SIM_INTERNAL double sim_wall_now(void);
 SIM_INTERNAL int sim_gpm_find(const sim_gpm_scope *scope, unsigned id);
 SIM_INTERNAL int sim_gpm_set(sim_gpm_scope *scope, unsigned id, double value);
+/* Arms a hang (validated: function, GPU, times); -1 with the reason in last_error. */
+SIM_INTERNAL int sim_add_hang(const char *function, int gpu, double at, double for_s);
 
 /* nvmlsim.c: the lock (and the condition event waits block on) live there */
 SIM_INTERNAL void sim_lock(void);
@@ -250,6 +265,9 @@ SIM_INTERNAL void sim_wake_waiters(void);
 SIM_INTERNAL int sim_ensure_loaded(void); /* loads NVMLSIM_SCENARIO on first use */
 SIM_INTERNAL double sim_now(void);
 SIM_INTERNAL void sim_sync(void);
+/* Wakes every call blocked in a hang now (it answers at once); returns how many. */
+SIM_INTERNAL unsigned sim_end_hangs(void);
+SIM_INTERNAL unsigned sim_hanging_calls(void);
 SIM_INTERNAL int sim_queue_xid(int gpu, unsigned long long xid, unsigned gi, unsigned ci,
                                double at);
 

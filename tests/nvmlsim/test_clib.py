@@ -396,6 +396,65 @@ def test_xid_wait_times_out_and_delivers(nvmlsim_lib: Path, tmp_path: Path) -> N
     assert r["scheduled"] == 119
 
 
+def test_hang_blocks_one_call_without_holding_the_library(nvmlsim_lib: Path,
+                                                         tmp_path: Path) -> None:
+    scenario = {"clock": "manual", "device_count": 2,
+                "hang": {"function": "nvmlDeviceGetPowerUsage", "device": 0, "at_s": 10,
+                         "for_s": 0.5}}
+    r = scenario_child(nvmlsim_lib, tmp_path, scenario, """
+        import threading, time
+        pynvml.nvmlInit()
+        h0, h1 = pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlDeviceGetHandleByIndex(1)
+        out["before_due"] = [pynvml.nvmlDeviceGetPowerUsage(h0), sim.hanging_calls()]
+        sim.set_time(10)
+        started = time.monotonic()
+        out["after_hang"] = pynvml.nvmlDeviceGetPowerUsage(h0)   # blocks 0.5 s of wall time
+        out["blocked_s"] = time.monotonic() - started
+        # a long hang now; a call caught in it must leave the library free for the others
+        sim.set_hang("nvmlDeviceGetPowerUsage", 60, gpu=0)
+        es = pynvml.nvmlEventSetCreate()
+        pynvml.nvmlDeviceRegisterEvents(h0, pynvml.nvmlEventTypeXidCriticalError, es)
+        got = {}
+        def stuck():
+            got["power"] = pynvml.nvmlDeviceGetPowerUsage(h0)
+        def waiter():
+            got["xid"] = pynvml.nvmlEventSetWait_v2(es, 20000).eventData
+        t = threading.Thread(target=stuck, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 10
+        while sim.hanging_calls() == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        out["hanging"] = sim.hanging_calls()
+        w = threading.Thread(target=waiter, daemon=True)
+        w.start()
+        sim.queue_xid(0, 79)
+        w.join(10)
+        out["waiter_alive"] = w.is_alive()
+        out["meanwhile"] = [pynvml.nvmlDeviceGetPowerUsage(h1),
+                            pynvml.nvmlDeviceGetTemperature(h0, pynvml.NVML_TEMPERATURE_GPU),
+                            pynvml.nvmlDeviceGetCount()]
+        sim.set_value(0, "power_w", 200)   # the control side takes the lock too
+        out["still_hanging"] = [sim.hanging_calls(), t.is_alive()]
+        out["woken"] = sim.end_hangs()
+        t.join(10)
+        out["stuck_alive"] = t.is_alive()
+        out["got"] = got
+        out["after_end"] = [pynvml.nvmlDeviceGetPowerUsage(h0), sim.hanging_calls()]
+        pynvml.nvmlEventSetFree(es)
+    """)
+    assert r["before_due"] == [120000, 0]
+    assert r["after_hang"] == 120000
+    assert r["blocked_s"] >= 0.5  # the hang's length of wall time, not simulated time
+    assert r["hanging"] == 1
+    assert r["waiter_alive"] is False and r["got"]["xid"] == 79
+    assert r["meanwhile"] == [120000, 34, 2]
+    assert r["still_hanging"] == [1, True]
+    assert r["woken"] == 1
+    # the blocked call answers from the state after the hang: the value set meanwhile
+    assert r["stuck_alive"] is False and r["got"]["power"] == 200000
+    assert r["after_end"] == [200000, 0]  # end_hangs also disarmed the hang
+
+
 def test_gpu_lost_after_n_calls_and_recovery(nvmlsim_lib: Path, tmp_path: Path) -> None:
     r = scenario_child(nvmlsim_lib, tmp_path, {"clock": "manual", "devices": [H200_MIG, {}]}, """
         pynvml.nvmlInit()
@@ -644,6 +703,11 @@ def test_malformed_scenarios_are_rejected_without_harm(nvmlsim_lib: Path) -> Non
         '{"devices": [{"processes": [{"pid": 1, "samples": [{"at_s": 2}, {"at_s": 1}]}]}]}',
         '{"devices": [{"processes": [{"pid": 1, "samples": [{"at_s": 1, "sm_util": 101}]}]}]}',
         '{"xid_events": [{"gpu": 5, "xid": 79}]}', '{"init_failure": {"code": "SOMETIMES"}}',
+        '{"hang": {"function": "nvmlNoSuchThing", "for_s": 1}}',
+        '{"hang": {"function": "nvmlDeviceGetPowerUsage"}}',
+        '{"hang": [{"function": "nvmlDeviceGetPowerUsage", "for_s": 1, "device": 3}]}',
+        '{"hang": {"function": "nvmlErrorString", "for_s": 1}}', '{"hang": 5}',
+        '{"hang": {"function": "nvmlDeviceGetPowerUsage", "for_s": 1, "gpu": 0}}',
     ]
     r = run_child(nvmlsim_lib, f"""
         bad = {bad!r}
@@ -660,6 +724,7 @@ def test_malformed_scenarios_are_rejected_without_harm(nvmlsim_lib: Path) -> Non
         out["name"] = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
     """)
     assert all(e and e.startswith("scenario: line ") for e in r["errors"]), r["errors"]
+    assert any("hang[0]: GPU 3 does not exist" in e for e in r["errors"]), r["errors"]
     # a rejected scenario leaves the default node, never a half-applied one
     assert r["name"] == "NVIDIA H200"
 
