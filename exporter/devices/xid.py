@@ -145,10 +145,6 @@ class XidWatcher:
         uuid = self._lib.nvmlDeviceGetUUID(device)
         return uuid.decode() if isinstance(uuid, bytes) else uuid
 
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def _run(self) -> None:
         try:
             self._loop()
