@@ -20,5 +20,6 @@ PY="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q nvidia-nvml-dev
 
 .venv/bin/ruff check exporter tests benchmarks scripts
+.venv/bin/lint-imports
 .venv/bin/mypy exporter
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
