@@ -8,7 +8,7 @@ from pathlib import Path
 
 from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.selfmetrics import REGISTRY, SelfMetric
+from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
 _SCOPE_TEXT = {
     Scope.GPU: "physical GPU (on the parent GPU's series under MIG)",
@@ -67,7 +67,7 @@ def render_markdown() -> str:
         "- `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` is a counter of KiB (TX + RX over all links, "
         "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second.",
         "- `DCGM_FI_DEV_XID_ERRORS` is the last XID code seen (0: none since start), as in "
-        "dcgm-exporter; alert on `increase(gpu_exporter_xid_errors_total[..])` instead.",
+        f"dcgm-exporter; alert on `increase({XID_ERRORS.exposed_name}[..])` instead.",
         "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
         "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
         "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",

@@ -77,10 +77,10 @@ def test_optional_and_enrichment_labels() -> None:
            ("container", "c"), ("resource", "nvidia.com/gpu"))
     POD_GPU_ALLOCATION.family([
         Sample(row, 1.0),
-        Sample(row[:2] + (("GPU_I_ID", "3"),) + row[2:] + (("replica", "1"),), 1.0),
-        Sample(row + (("pod_uid", "u"), ("label_team", "ml")), 1.0),
+        Sample((*row[:2], ("GPU_I_ID", "3"), *row[2:], ("replica", "1")), 1.0),
+        Sample((*row, ("pod_uid", "u"), ("label_team", "ml")), 1.0),
     ])
-    for wrong in (row[1:], row + (("team", "ml"),), row + (("replica", "1"), ("gpu", "0"))):
+    for wrong in (row[1:], (*row, ("team", "ml")), (*row, ("replica", "1"), ("gpu", "0"))):
         with pytest.raises(LabelMismatch):
             POD_GPU_ALLOCATION.family([Sample(wrong, 1.0)])
 
