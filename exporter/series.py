@@ -7,9 +7,15 @@ objects; only `exporter.exposition` turns them into bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 Labels = tuple[tuple[str, str], ...]
 """Label pairs in exposition order."""
+
+FamilyType = Literal["gauge", "counter", "dcgm-counter", "histogram", "summary"]
+""""counter" is named without "_total" (the renderer adds it); "dcgm-counter" is a DCGM
+field counter, which keeps its name as it is. A collectors file may declare a DCGM field a
+histogram or summary; its type line then says so."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +27,6 @@ class Sample:
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
-    type: str
-    """"gauge", or "counter" (named without "_total"; the renderer adds it). The renderer
-    also knows "dcgm-counter": a DCGM field counter, which keeps its name as it is."""
+    type: FamilyType
     help: str
     samples: tuple[Sample, ...]

@@ -38,7 +38,8 @@ from exporter.fields.catalog import (
     Reader,
     Scope,
 )
-from exporter.series import Family, Sample
+from exporter.selfmetrics import GPU_LOST, NVML_ERRORS, NVML_UP
+from exporter.series import Family
 
 log = logging.getLogger(__name__)
 
@@ -494,17 +495,10 @@ class NvmlBackend:
     # --- self-metrics -----------------------------------------------------------------
 
     def families(self) -> list[Family]:
-        errors = tuple(
-            Sample((("function", fn), ("code", code)), float(n))
-            for (fn, code), n in sorted(self.call_errors.items())
-        )
+        errors = (NVML_ERRORS.sample(float(n), function=fn, code=code)
+                  for (fn, code), n in sorted(self.call_errors.items()))
         return [
-            Family("gpu_exporter_nvml_up", "gauge",
-                   "1 when NVML is initialised and devices are enumerated.",
-                   (Sample((), 1.0 if self.up else 0.0),)),
-            Family("gpu_exporter_nvml_errors", "counter",
-                   "NVML calls that failed, by function and return code.", errors),
-            Family("gpu_exporter_gpu_lost", "counter",
-                   "Times a GPU answered GPU_IS_LOST and was dropped until it returns.",
-                   (Sample((), float(self.gpus_lost_total)),)),
+            NVML_UP.single(1.0 if self.up else 0.0),
+            NVML_ERRORS.family(errors),
+            GPU_LOST.single(float(self.gpus_lost_total)),
         ]

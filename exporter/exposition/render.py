@@ -16,7 +16,8 @@ from exporter.devices.model import Entity
 from exporter.exposition.labels import entity_labels, format_labels, pod_labels
 from exporter.fields.catalog import MetricType
 from exporter.sampling.snapshot import Snapshot
-from exporter.series import Family, Labels, Sample
+from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
+from exporter.series import Family, FamilyType, Labels, Sample
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -54,6 +55,15 @@ def visible_entities(snapshot: Snapshot) -> list[Entity]:
     return [e for e in entities if visible is None or e.key in visible]
 
 
+_FIELD_FAMILY_TYPE: dict[MetricType, FamilyType] = {
+    MetricType.GAUGE: "gauge",
+    # dcgm fields keep their name whatever their type, so a counter is a "dcgm-counter".
+    MetricType.COUNTER: "dcgm-counter",
+    MetricType.HISTOGRAM: "histogram",
+    MetricType.SUMMARY: "summary",
+}
+
+
 def device_families(snapshot: Snapshot) -> list[Family]:
     """The DCGM_* families, in the collectors file's order."""
     labels = _series_labels(snapshot)
@@ -72,9 +82,8 @@ def device_families(snapshot: Snapshot) -> list[Family]:
                 if (v := values.get(key, {}).get(spec.name)) is not None
             )
         if samples:
-            # dcgm fields keep their name whatever their type, so "counter" stays "dcgm".
-            kind = "dcgm-counter" if enabled.type is MetricType.COUNTER else enabled.type.value
-            families.append(Family(spec.name, kind, enabled.help, samples))
+            families.append(Family(spec.name, _FIELD_FAMILY_TYPE[enabled.type], enabled.help,
+                                   samples))
     families.extend(_xid_total_families(snapshot, labels))
     return families
 
@@ -115,14 +124,10 @@ def _xid_total_families(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
     if not totals:
         return []
     return [
-        Family("gpu_exporter_xid_errors", "counter",
-               "XID events since the exporter started, by code.",
-               tuple(Sample(base[t.entity_key] + (("xid", str(t.xid)),), float(t.total))
-                     for t in totals)),
-        Family("gpu_exporter_xid_last_seen_timestamp_seconds", "gauge",
-               "Unix time of the most recent XID event with this code.",
-               tuple(Sample(base[t.entity_key] + (("xid", str(t.xid)),), t.last_seen)
-                     for t in totals)),
+        XID_ERRORS.family(XID_ERRORS.device_sample(base[t.entity_key], float(t.total),
+                                                   xid=str(t.xid)) for t in totals),
+        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(base[t.entity_key], t.last_seen,
+                                                         xid=str(t.xid)) for t in totals),
     ]
 
 
@@ -130,7 +135,8 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
             ) -> bytes:
     out: list[str] = []
     for fam in families:
-        name, kind = fam.name, fam.type
+        name = fam.name
+        kind: str = fam.type  # the TYPE line's word: "dcgm-counter" is not one
         if kind == "dcgm-counter":
             kind = "unknown" if openmetrics else "counter"
             sample_name = name

@@ -6,43 +6,43 @@ import platform
 from dataclasses import dataclass
 
 from exporter import __version__
-from exporter.exposition.labels import entity_labels
 from exporter.exposition.render import Rendered, device_families, render, visible_entities
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
-from exporter.series import Family, Labels, Sample
+from exporter.selfmetrics import (
+    BUILD_INFO,
+    COLLECT_INTERVAL,
+    CONFIG_LAST_RELOAD_SUCCESS,
+    CONFIG_RELOADS,
+    DEVICES,
+    GPM_SUPPORTED,
+    LAST_POLL_SUCCESS,
+    POLL_DURATION,
+    POLL_ERRORS,
+    SCRAPES,
+    SelfMetric,
+)
+from exporter.series import Family
 
 
-def _one(name: str, kind: str, help_text: str, value: float | None,
-         labels: Labels = ()) -> list[Family]:
-    if value is None:
-        return []
-    return [Family(name, kind, help_text, (Sample(labels, value),))]
+def _if_known(metric: SelfMetric, value: float | None) -> list[Family]:
+    """The one-sample family, or none while there is nothing to report yet."""
+    return [] if value is None else [metric.single(value)]
 
 
 def self_families(stats: PollStats, snapshot: Snapshot | None, backend: str) -> list[Family]:
     families = [
-        Family("gpu_exporter_build_info", "gauge", "Build information; always 1.",
-               (Sample((("version", __version__),
-                        ("python_version", platform.python_version()),
-                        ("backend", backend)), 1.0),)),
-        *_one("gpu_exporter_collect_interval_seconds", "gauge",
-              "Configured time between device polls.", stats.collect_interval_s),
-        *_one("gpu_exporter_poll_duration_seconds", "gauge",
-              "Duration of the last completed poll (devices, attribution).",
-              stats.last_duration_s),
-        *_one("gpu_exporter_last_poll_success_timestamp_seconds", "gauge",
-              "Unix time of the last poll that read the devices.", stats.last_success),
-        Family("gpu_exporter_poll_errors", "counter", "Polls that failed, by reason.",
-               tuple(Sample((("reason", r),), float(n)) for r, n in sorted(stats.errors.items()))),
-        *_one("gpu_exporter_scrapes", "counter",
-              "Scrapes of /metrics served (as of the last poll).", float(stats.scrapes)),
-        Family("gpu_exporter_config_reloads", "counter",
-               "Collectors reloads (SIGHUP or file change), by result.",
-               tuple(Sample((("result", r),), float(n))
-                     for r, n in sorted(stats.reloads.items()))),
-        *_one("gpu_exporter_config_last_reload_success_timestamp_seconds", "gauge",
-              "Unix time of the last successful collectors reload.", stats.last_reload_success),
+        BUILD_INFO.single(1.0, version=__version__,
+                          python_version=platform.python_version(), backend=backend),
+        *_if_known(COLLECT_INTERVAL, stats.collect_interval_s),
+        *_if_known(POLL_DURATION, stats.last_duration_s),
+        *_if_known(LAST_POLL_SUCCESS, stats.last_success),
+        POLL_ERRORS.family(POLL_ERRORS.sample(float(n), reason=r)
+                           for r, n in sorted(stats.errors.items())),
+        SCRAPES.single(float(stats.scrapes)),
+        CONFIG_RELOADS.family(CONFIG_RELOADS.sample(float(n), result=r)
+                              for r, n in sorted(stats.reloads.items())),
+        *_if_known(CONFIG_LAST_RELOAD_SUCCESS, stats.last_reload_success),
     ]
     if snapshot is not None:
         families.extend(_device_self_families(snapshot))
@@ -52,22 +52,17 @@ def self_families(stats: PollStats, snapshot: Snapshot | None, backend: str) -> 
 def _device_self_families(snapshot: Snapshot) -> list[Family]:
     entities = visible_entities(snapshot)
     gpus = [e for e in entities if not e.is_mig]
-    counts = (
-        Sample((("kind", "gpu"),), float(len(gpus))),
-        Sample((("kind", "mig"),), float(len(entities) - len(gpus))),
-    )
-    families = [Family("gpu_exporter_devices", "gauge",
-                       "Devices currently visible: GPUs and MIG GPU instances.", counts)]
+    families = [DEVICES.family((
+        DEVICES.sample(float(len(gpus)), kind="gpu"),
+        DEVICES.sample(float(len(entities) - len(gpus)), kind="mig"),
+    ))]
     gpm = snapshot.readings.gpm_supported
-    gpm_samples = tuple(
-        Sample(entity_labels(g, snapshot.host)[:2], 1.0 if gpm[g.gpu] else 0.0)
+    gpm_samples = [
+        GPM_SUPPORTED.sample(1.0 if gpm[g.gpu] else 0.0, gpu=str(g.gpu), UUID=g.uuid)
         for g in gpus if g.gpu in gpm
-    )
+    ]
     if gpm_samples:
-        families.append(Family(
-            "gpu_exporter_gpm_supported", "gauge",
-            "1 when the GPU supports NVML GPM, the source of DCGM_FI_PROF_* fields.",
-            gpm_samples))
+        families.append(GPM_SUPPORTED.family(gpm_samples))
     return families
 
 

@@ -1,4 +1,5 @@
-"""docs/metrics.md, generated from the catalog (`python -m exporter.fields.docs [OUT]`)."""
+"""docs/metrics.md, generated from the field catalog and the self-metrics registry
+(`python -m exporter.fields.docs [OUT]`)."""
 
 from __future__ import annotations
 
@@ -7,34 +8,13 @@ from pathlib import Path
 
 from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
 from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
 _SCOPE_TEXT = {
     Scope.GPU: "physical GPU (on the parent GPU's series under MIG)",
     Scope.GPU_NO_MIG: "physical GPU; absent while MIG is enabled (NVML does not report it)",
     Scope.INSTANCE: "whole GPU without MIG; each MIG GPU instance with MIG",
 }
-
-SELF_METRICS = (
-    ("gpu_exporter_build_info", "gauge", "version, python_version, backend; always 1"),
-    ("gpu_exporter_nvml_up", "gauge", "1 when NVML is initialised and devices enumerated"),
-    ("gpu_exporter_collect_interval_seconds", "gauge", "configured poll interval"),
-    ("gpu_exporter_poll_duration_seconds", "gauge", "duration of the last completed poll"),
-    ("gpu_exporter_last_poll_success_timestamp_seconds", "gauge",
-     "Unix time of the last poll that read the devices"),
-    ("gpu_exporter_poll_errors_total", "counter",
-     "failed polls by `reason` (deadline, busy, nvml_down, exception)"),
-    ("gpu_exporter_nvml_errors_total", "counter", "failed NVML calls by `function` and `code`"),
-    ("gpu_exporter_gpu_lost_total", "counter", "GPUs dropped after GPU_IS_LOST"),
-    ("gpu_exporter_scrapes_total", "counter", "scrapes served, as of the last poll"),
-    ("gpu_exporter_config_reloads_total", "counter", "collectors reloads by `result`"),
-    ("gpu_exporter_config_last_reload_success_timestamp_seconds", "gauge",
-     "Unix time of the last successful reload"),
-    ("gpu_exporter_devices", "gauge", "visible devices by `kind` (gpu, mig)"),
-    ("gpu_exporter_gpm_supported", "gauge", "per GPU: 1 when GPM profiling is available"),
-    ("gpu_exporter_xid_errors_total", "counter", "XID events per entity and `xid` since start"),
-    ("gpu_exporter_xid_last_seen_timestamp_seconds", "gauge",
-     "Unix time of the last XID event per entity and `xid`"),
-)
 
 
 def _source(spec: FieldSpec) -> str:
@@ -46,13 +26,20 @@ def _source(spec: FieldSpec) -> str:
     return f"`{spec.reader.value}`{part}"
 
 
+def _self_metric_row(metric: SelfMetric) -> str:
+    meaning = f"{metric.help} {metric.note}" if metric.note else metric.help
+    return (f"| `{metric.exposed_name}` | {metric.type} | {metric.label_text()} | "
+            f"{meaning.replace('|', '&#124;')} |")
+
+
 def render_markdown() -> str:
     enabled = load_collectors(default_collectors_path()).names
     lines = [
         "# Metrics",
         "",
-        "Generated from `exporter/fields/catalog.py` by `python -m exporter.fields.docs "
-        "docs/metrics.md`; a test fails when this file drifts from the catalog.",
+        "Generated from `exporter/fields/catalog.py` and `exporter/selfmetrics.py` by "
+        "`python -m exporter.fields.docs docs/metrics.md`; a test fails when this file "
+        "drifts from them.",
         "",
         "Device series carry the labels `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, "
         "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances, then the host label "
@@ -80,17 +67,21 @@ def render_markdown() -> str:
         "- `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` is a counter of KiB (TX + RX over all links, "
         "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second.",
         "- `DCGM_FI_DEV_XID_ERRORS` is the last XID code seen (0: none since start), as in "
-        "dcgm-exporter; alert on `increase(gpu_exporter_xid_errors_total[..])` instead.",
+        f"dcgm-exporter; alert on `increase({XID_ERRORS.exposed_name}[..])` instead.",
         "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
         "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
         "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",
         "",
         "## Self-metrics",
         "",
-        "| metric | type | meaning |",
-        "|---|---|---|",
+        "Declared in `exporter/selfmetrics.py`. Labels: *device labels* are a device's "
+        "labels as on its DCGM series; `[...]` marks labels that some series lack; "
+        "`label_<key>...` stands for one label per allow-listed pod label.",
+        "",
+        "| metric | type | labels | meaning |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| `{n}` | {t} | {m} |" for n, t, m in SELF_METRICS]
+    lines += [_self_metric_row(m) for m in REGISTRY]
     return "\n".join(lines) + "\n"
 
 

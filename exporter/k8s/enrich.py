@@ -37,7 +37,8 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from exporter.k8s.config import KubernetesConfig
-from exporter.series import Family, Labels, Sample
+from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP
+from exporter.series import Family, Labels
 
 log = logging.getLogger(__name__)
 
@@ -156,18 +157,8 @@ class PodMetadataWatcher:
 
     def families(self) -> list[Family]:
         return [
-            Family(
-                "gpu_exporter_kubernetes_api_up",
-                "gauge",
-                "1 while the pod watch on the API server (for pod labels) is established.",
-                (Sample((), 1.0 if self._up else 0.0),),
-            ),
-            Family(
-                "gpu_exporter_kubernetes_api_errors",
-                "counter",
-                "Failed list/watch requests to the API server.",
-                (Sample((), float(self._errors)),),
-            ),
+            KUBERNETES_API_UP.single(1.0 if self._up else 0.0),
+            KUBERNETES_API_ERRORS.single(float(self._errors)),
         ]
 
     # -- life cycle -----------------------------------------------------------------------

@@ -36,6 +36,17 @@ from exporter.k8s.client import (
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.processes import ContainerUsage, ProcessSampler
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource, EntityKey
+from exporter.selfmetrics import (
+    DEVICE_ID_PARSE_ERRORS,
+    KUBELET_LAST_REFRESH_SUCCESS,
+    KUBELET_REFRESH_ERRORS,
+    KUBELET_UP,
+    POD_GPU_ALLOCATION,
+    POD_GPU_MEMORY_USED,
+    POD_GPU_SM_UTILIZATION,
+    UNATTRIBUTED_DEVICES,
+    UNATTRIBUTED_GPU_PROCESSES,
+)
 from exporter.series import Family, Labels, Sample
 
 log = logging.getLogger(__name__)
@@ -125,57 +136,20 @@ class KubeletSource:
     def families(self) -> list[Family]:
         result = self._result
         unattributed = Counter(u.reason for u in result.unattributed)
-        families = [
-            Family(
-                "gpu_exporter_kubelet_up",
-                "gauge",
-                "1 if the last call to the kubelet pod-resources API succeeded.",
-                (Sample((), 1.0 if self._up else 0.0),),
-            ),
-        ]
+        families = [KUBELET_UP.single(1.0 if self._up else 0.0)]
         if self._last_success is not None:
-            families.append(
-                Family(
-                    "gpu_exporter_kubelet_last_refresh_success_timestamp_seconds",
-                    "gauge",
-                    "Unix time of the last successful pod-resources refresh.",
-                    (Sample((), self._last_success),),
-                )
-            )
+            families.append(KUBELET_LAST_REFRESH_SUCCESS.single(self._last_success))
         families += [
-            Family(
-                "gpu_exporter_kubelet_refresh_errors",
-                "counter",
-                "Failed pod-resources refreshes, by gRPC status code (or SOCKET_ABSENT).",
-                tuple(
-                    Sample((("code", code),), float(n)) for code, n in sorted(self._errors.items())
-                ),
+            KUBELET_REFRESH_ERRORS.family(
+                KUBELET_REFRESH_ERRORS.sample(float(n), code=code)
+                for code, n in sorted(self._errors.items())
             ),
-            Family(
-                "gpu_exporter_unattributed_devices",
-                "gauge",
-                "Devices allocated under an accepted resource name that could not be mapped "
-                "to a GPU or MIG instance (unknown_device: not in this exporter's inventory; "
-                "malformed_id: the device id could not be parsed).",
-                tuple(
-                    Sample((("reason", reason),), float(unattributed[reason]))
-                    for reason in (MALFORMED_ID, UNKNOWN_DEVICE)
-                ),
+            UNATTRIBUTED_DEVICES.family(
+                UNATTRIBUTED_DEVICES.sample(float(unattributed[reason]), reason=reason)
+                for reason in (MALFORMED_ID, UNKNOWN_DEVICE)
             ),
-            Family(
-                "gpu_exporter_device_id_parse_errors",
-                "counter",
-                "Distinct (container, device id) allocations whose device id could not be "
-                "parsed; each is logged once.",
-                (Sample((), float(self._parse_errors_total)),),
-            ),
-            Family(
-                "gpu_exporter_pod_gpu_allocation",
-                "gauge",
-                "1 for each container holding a shared GPU or MIG instance (time-sliced "
-                "replicas, several containers); join device metrics on gpu/UUID/GPU_I_ID.",
-                tuple(Sample(labels, 1.0) for labels in result.allocation_rows),
-            ),
+            DEVICE_ID_PARSE_ERRORS.single(float(self._parse_errors_total)),
+            POD_GPU_ALLOCATION.family(Sample(labels, 1.0) for labels in result.allocation_rows),
         ]
         if self._metadata is not None:
             families += self._metadata.families()
@@ -289,22 +263,9 @@ class KubeletSource:
                 memory.append(Sample(labels, u.memory_bytes))
             if u.sm_ratio is not None:
                 sm.append(Sample(labels, u.sm_ratio))
-        families = [
-            Family("gpu_exporter_pod_gpu_memory_used_bytes", "gauge",
-                   "Framebuffer used by a container's processes on a shared GPU or MIG "
-                   "instance (from NVML's process list; summed, never above the device's).",
-                   tuple(memory)),
-            Family("gpu_exporter_pod_gpu_sm_utilization_ratio", "gauge",
-                   "SM utilisation of a container's processes on a shared GPU (NVML process "
-                   "samples since the previous poll, 0-1).",
-                   tuple(sm)),
-        ]
+        families = [POD_GPU_MEMORY_USED.family(memory), POD_GPU_SM_UTILIZATION.family(sm)]
         if self._pod_scope is None and self._processes is not None:
-            families.append(Family(
-                "gpu_exporter_unattributed_gpu_processes", "gauge",
-                "Processes on shared devices that map to no known container (no hostPID, "
-                "or not in a pod).",
-                (Sample((), float(self._processes.unattributed)),)))
+            families.append(UNATTRIBUTED_GPU_PROCESSES.single(float(self._processes.unattributed)))
         return families
 
     def _start_metadata(self) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.catalog import FieldSpec
@@ -23,6 +23,7 @@ from exporter.k8s.types import NO_ATTRIBUTION, AttributionSource
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.sampling.worker import DaemonExecutor
+from exporter.selfmetrics import NVML_UP
 from exporter.series import Family
 
 log = logging.getLogger(__name__)
@@ -43,12 +44,18 @@ class DeviceBackend(Protocol):
     def close(self) -> None: ...
 
 
-class Publisher(Protocol):
-    """Turns a poll's result into the bytes scrapes get (the exposition layer); called in
-    the worker thread. `snapshot` is None before the first poll."""
+Published = TypeVar("Published")
+"""What a publisher makes of a poll (the exposition layer's rendered bytes); the sampler only
+holds it for scrapes."""
+_Published_co = TypeVar("_Published_co", covariant=True)
+
+
+class Publisher(Protocol[_Published_co]):
+    """Turns a poll's result into what scrapes get (the exposition layer); called in the
+    worker thread. `snapshot` is None before the first poll."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
-                 extra: list[Family]) -> Any: ...
+                 extra: list[Family]) -> _Published_co: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +77,13 @@ class SamplerSettings:
     """Watched for changes and re-read on reload; None: fixed collectors."""
 
 
-class Sampler:
+class Sampler(Generic[Published]):
     def __init__(
         self,
         backend: DeviceBackend,
         collectors: Collectors,
         settings: SamplerSettings,
-        publish: Publisher,
+        publish: Publisher[Published],
         attribution: AttributionSource | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -100,7 +107,7 @@ class Sampler:
         self.nvml_error: str | None = None
         self._fresh_at: float | None = None
         self.snapshot: Snapshot | None = None
-        self.current: Any = publish(None, self.stats, [])
+        self.current: Published = publish(None, self.stats, [])
         """The published exposition; replaced whole, never mutated."""
 
     # --- status for /ready ----------------------------------------------------------
@@ -209,7 +216,7 @@ class Sampler:
         if attribution.visible is not None:
             # A per-tenant view shows no node-wide error counts (they describe other
             # tenants' devices too); NVML's up/down state is the tenant's business.
-            families = [f for f in families if f.name == "gpu_exporter_nvml_up"]
+            families = [f for f in families if f.name == NVML_UP.name]
         self._extra = [*families, *extra]
         self.current = await loop.run_in_executor(
             self._renderer, self._publish, snapshot, self.stats, self._extra)

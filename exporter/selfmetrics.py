@@ -1,0 +1,242 @@
+"""Every `gpu_exporter_*` family the exporter reports about itself, declared once.
+
+Each emitter (the device backend, the kubelet source, pod enrichment, the poll loop, the
+renderer) builds its families from these declarations, so a name, type, help text or label
+set cannot drift between the code that emits it, `docs/metrics.md` (generated from
+`REGISTRY`) and the tests that compare live scrapes with it. This module sits at the bottom
+with `exporter.series`: every layer may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from exporter.series import Family, Labels, Sample
+
+SelfMetricType = Literal["gauge", "counter"]
+
+POD_ENRICHMENT = ("pod_uid", "label_*")
+"""What `--kubernetes.pod-labels` appends after `pod`/`namespace`/`container` labels: the
+pod's UID, then one `label_<key>` per allow-listed pod label (`*` ends a name prefix)."""
+
+
+class LabelMismatch(ValueError):
+    """A sample's label names differ from its family's declaration (a bug in the emitter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SelfMetric:
+    """One self-metric family: what is exposed, and how its samples may be labelled."""
+
+    name: str
+    """As in `Family`: a counter is named without `_total` (the renderer adds it)."""
+    type: SelfMetricType
+    help: str
+    """The HELP line, exactly as exposed."""
+    labels: tuple[str, ...] = ()
+    """Label names of every sample, in exposition order."""
+    optional: frozenset[str] = frozenset()
+    """Names in `labels` that a sample may leave out (`GPU_I_ID` off MIG)."""
+    extra: tuple[str, ...] = ()
+    """Names that may follow `labels` (`*` ends a prefix); none may when empty."""
+    device_labels: bool = False
+    """Samples start with their device's full label set, as on its DCGM_* series; `labels`
+    follow it."""
+    note: str = ""
+    """What docs/metrics.md adds to the help text (label values, how to use it)."""
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith("gpu_exporter_"):
+            raise ValueError(f"{self.name}: self-metrics are named gpu_exporter_*")
+        if self.type == "counter" and self.name.endswith("_total"):
+            raise ValueError(f"{self.name}: counters are declared without _total")
+        if len(set(self.labels)) != len(self.labels) or not self.optional <= set(self.labels):
+            raise ValueError(f"{self.name}: labels repeat, or an optional one is undeclared")
+        if self.device_labels and (self.optional or self.extra):
+            # The device's own labels vary in number; only a fixed tail can be checked.
+            raise ValueError(f"{self.name}: device labels take a fixed tail of labels")
+
+    @property
+    def exposed_name(self) -> str:
+        """The name on the wire in the text format (and in PromQL)."""
+        return self.name + "_total" if self.type == "counter" else self.name
+
+    def sample(self, value: float, /, **labels: str) -> Sample:
+        """A sample with these labels in the order given (checked by `family`)."""
+        return Sample(tuple(labels.items()), value)
+
+    def device_sample(self, device: Labels, value: float, /, **labels: str) -> Sample:
+        """A sample on a device: its series labels, then these."""
+        return Sample(device + tuple(labels.items()), value)
+
+    def family(self, samples: Iterable[Sample]) -> Family:
+        """The family of these samples; LabelMismatch if one is labelled otherwise than
+        declared."""
+        built = tuple(samples)
+        for s in built:
+            names = tuple(name for name, _ in s.labels)
+            if not self._accepts(names):
+                raise LabelMismatch(
+                    f"{self.name}: sample labelled {list(names)}, declared {self.label_text()}")
+        return Family(self.name, self.type, self.help, built)
+
+    def single(self, value: float, /, **labels: str) -> Family:
+        """The family of one sample."""
+        return self.family((self.sample(value, **labels),))
+
+    def _accepts(self, names: tuple[str, ...]) -> bool:
+        if self.device_labels:
+            return len(names) >= len(self.labels) and \
+                names[len(names) - len(self.labels):] == self.labels
+        position = 0
+        for label in self.labels:
+            if position < len(names) and names[position] == label:
+                position += 1
+            elif label not in self.optional:
+                return False
+        return all(self._is_extra(name) for name in names[position:])
+
+    def _is_extra(self, name: str) -> bool:
+        return any(name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1]))
+                   for pattern in self.extra)
+
+    def label_text(self) -> str:
+        """The labels as docs/metrics.md lists them: `[...]` optional, `<key>...` any
+        number of names with that prefix."""
+        parts = ["*device labels*"] if self.device_labels else []
+        parts += [f"[`{n}`]" if n in self.optional else f"`{n}`" for n in self.labels]
+        if self.extra:
+            tail = ", ".join("`" + n.replace("*", "<key>`...") if n.endswith("*") else f"`{n}`"
+                             for n in self.extra)
+            parts.append(f"[{tail}]")
+        return ", ".join(parts) or "-"
+
+
+# --- the poll loop and the process -------------------------------------------------------
+
+BUILD_INFO = SelfMetric(
+    "gpu_exporter_build_info", "gauge", "Build information; always 1.",
+    labels=("version", "python_version", "backend"),
+    note="`backend`: nvml or sim.")
+COLLECT_INTERVAL = SelfMetric(
+    "gpu_exporter_collect_interval_seconds", "gauge", "Configured time between device polls.")
+POLL_DURATION = SelfMetric(
+    "gpu_exporter_poll_duration_seconds", "gauge",
+    "Duration of the last completed poll (devices, attribution).")
+LAST_POLL_SUCCESS = SelfMetric(
+    "gpu_exporter_last_poll_success_timestamp_seconds", "gauge",
+    "Unix time of the last poll that read the devices.")
+POLL_ERRORS = SelfMetric(
+    "gpu_exporter_poll_errors", "counter", "Polls that failed, by reason.",
+    labels=("reason",),
+    note="`reason`: deadline, busy (the previous poll is still in the driver), nvml_down, "
+         "exception.")
+SCRAPES = SelfMetric(
+    "gpu_exporter_scrapes", "counter", "Scrapes of /metrics served (as of the last poll).")
+CONFIG_RELOADS = SelfMetric(
+    "gpu_exporter_config_reloads", "counter",
+    "Collectors reloads (SIGHUP or file change), by result.",
+    labels=("result",), note="`result`: success, failure.")
+CONFIG_LAST_RELOAD_SUCCESS = SelfMetric(
+    "gpu_exporter_config_last_reload_success_timestamp_seconds", "gauge",
+    "Unix time of the last successful collectors reload.",
+    note="Absent until the first reload.")
+
+# --- devices -------------------------------------------------------------------------------
+
+NVML_UP = SelfMetric(
+    "gpu_exporter_nvml_up", "gauge", "1 when NVML is initialised and devices are enumerated.")
+NVML_ERRORS = SelfMetric(
+    "gpu_exporter_nvml_errors", "counter",
+    "NVML calls that failed, by function and return code.",
+    labels=("function", "code"),
+    note="An answer of NOT_SUPPORTED counts too, once per device and call: such a call "
+         "is not repeated.")
+GPU_LOST = SelfMetric(
+    "gpu_exporter_gpu_lost", "counter",
+    "Times a GPU answered GPU_IS_LOST and was dropped until it returns.")
+DEVICES = SelfMetric(
+    "gpu_exporter_devices", "gauge", "Devices currently visible: GPUs and MIG GPU instances.",
+    labels=("kind",), note="`kind`: gpu, mig.")
+GPM_SUPPORTED = SelfMetric(
+    "gpu_exporter_gpm_supported", "gauge",
+    "1 when the GPU supports NVML GPM, the source of DCGM_FI_PROF_* fields.",
+    labels=("gpu", "UUID"))
+XID_ERRORS = SelfMetric(
+    "gpu_exporter_xid_errors", "counter", "XID events since the exporter started, by code.",
+    labels=("xid",), device_labels=True,
+    note="Kept for a GPU that fell off the bus; alert on `increase()` of it.")
+XID_LAST_SEEN = SelfMetric(
+    "gpu_exporter_xid_last_seen_timestamp_seconds", "gauge",
+    "Unix time of the most recent XID event with this code.",
+    labels=("xid",), device_labels=True)
+
+# --- Kubernetes ----------------------------------------------------------------------------
+
+KUBELET_UP = SelfMetric(
+    "gpu_exporter_kubelet_up", "gauge",
+    "1 if the last call to the kubelet pod-resources API succeeded.")
+KUBELET_LAST_REFRESH_SUCCESS = SelfMetric(
+    "gpu_exporter_kubelet_last_refresh_success_timestamp_seconds", "gauge",
+    "Unix time of the last successful pod-resources refresh.")
+KUBELET_REFRESH_ERRORS = SelfMetric(
+    "gpu_exporter_kubelet_refresh_errors", "counter",
+    "Failed pod-resources refreshes, by gRPC status code (or SOCKET_ABSENT).",
+    labels=("code",))
+UNATTRIBUTED_DEVICES = SelfMetric(
+    "gpu_exporter_unattributed_devices", "gauge",
+    "Devices allocated under an accepted resource name that could not be mapped "
+    "to a GPU or MIG instance (unknown_device: not in this exporter's inventory; "
+    "malformed_id: the device id could not be parsed).",
+    labels=("reason",))
+DEVICE_ID_PARSE_ERRORS = SelfMetric(
+    "gpu_exporter_device_id_parse_errors", "counter",
+    "Distinct (container, device id) allocations whose device id could not be "
+    "parsed; each is logged once.")
+POD_GPU_ALLOCATION = SelfMetric(
+    "gpu_exporter_pod_gpu_allocation", "gauge",
+    "1 for each container holding a shared GPU or MIG instance (time-sliced "
+    "replicas, several containers); join device metrics on gpu/UUID/GPU_I_ID.",
+    labels=("gpu", "UUID", "GPU_I_ID", "pod", "namespace", "container", "resource", "replica"),
+    optional=frozenset({"GPU_I_ID", "replica"}), extra=POD_ENRICHMENT,
+    note="`replica`: the time-slicing replica index, when the device id carries one.")
+POD_GPU_MEMORY_USED = SelfMetric(
+    "gpu_exporter_pod_gpu_memory_used_bytes", "gauge",
+    "Framebuffer used by a container's processes on a shared GPU or MIG "
+    "instance (from NVML's process list; summed, never above the device's).",
+    labels=("gpu", "UUID", "GPU_I_ID", "pod", "namespace", "container"),
+    optional=frozenset({"GPU_I_ID"}), extra=POD_ENRICHMENT,
+    note="With `--kubernetes.process-attribution`.")
+POD_GPU_SM_UTILIZATION = SelfMetric(
+    "gpu_exporter_pod_gpu_sm_utilization_ratio", "gauge",
+    "SM utilisation of a container's processes on a shared GPU (NVML process "
+    "samples since the previous poll, 0-1).",
+    labels=("gpu", "UUID", "GPU_I_ID", "pod", "namespace", "container"),
+    optional=frozenset({"GPU_I_ID"}), extra=POD_ENRICHMENT,
+    note="With `--kubernetes.process-attribution`.")
+UNATTRIBUTED_GPU_PROCESSES = SelfMetric(
+    "gpu_exporter_unattributed_gpu_processes", "gauge",
+    "Processes on shared devices that map to no known container (no hostPID, "
+    "or not in a pod).",
+    note="With `--kubernetes.process-attribution`, node scope only.")
+KUBERNETES_API_UP = SelfMetric(
+    "gpu_exporter_kubernetes_api_up", "gauge",
+    "1 while the pod watch on the API server (for pod labels) is established.",
+    note="With `--kubernetes.pod-labels` or `--kubernetes.process-attribution`.")
+KUBERNETES_API_ERRORS = SelfMetric(
+    "gpu_exporter_kubernetes_api_errors", "counter",
+    "Failed list/watch requests to the API server.")
+
+REGISTRY: tuple[SelfMetric, ...] = (
+    BUILD_INFO, NVML_UP, COLLECT_INTERVAL, POLL_DURATION, LAST_POLL_SUCCESS, POLL_ERRORS,
+    NVML_ERRORS, GPU_LOST, SCRAPES, CONFIG_RELOADS, CONFIG_LAST_RELOAD_SUCCESS, DEVICES,
+    GPM_SUPPORTED, XID_ERRORS, XID_LAST_SEEN,
+    KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
+    DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
+    UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS,
+)
+"""Every self-metric, in the order docs/metrics.md lists them."""
+
+EXPOSED_NAMES = frozenset(m.exposed_name for m in REGISTRY)
