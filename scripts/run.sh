@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[kubernetes]'
+.venv/bin/python -m pip install -q -e .
 if .venv/bin/python -c 'import ctypes; ctypes.CDLL("libnvidia-ml.so.1")' 2>/dev/null; then
   exec .venv/bin/gpu-exporter serve --backend nvml "$@"
 fi

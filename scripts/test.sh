@@ -15,7 +15,7 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[kubernetes,artifacts,test]'
+.venv/bin/python -m pip install -q -e '.[test]'
 # nvml.h for the simulated NVML library is fetched here, never committed (NVIDIA's licence).
 .venv/bin/python -m pip install -q nvidia-nvml-dev
 
