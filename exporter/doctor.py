@@ -8,11 +8,9 @@ labels are asked for) the API server. Exit status 1 when any check failed, else 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
-import re
 import stat
 import sys
 from collections import Counter
@@ -20,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from exporter.config import kubernetes_config
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Inventory
 from exporter.devices.nvml_api import (
@@ -29,7 +28,9 @@ from exporter.devices.nvml_api import (
     NVML_ERROR_NO_PERMISSION,
     error_name,
 )
-from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, KubernetesConfig
+from exporter.k8s.config import KubernetesConfig
+from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
+from exporter.options import serve_table as opt
 
 OK, INFO, WARN, FAIL = "OK", "INFO", "WARN", "FAIL"
 
@@ -76,18 +77,19 @@ class Report:
 # -- NVML -------------------------------------------------------------------------------------
 
 
-def _load_library(args: argparse.Namespace, report: Report) -> Any | None:
-    if args.backend == "sim":
+def _load_library(settings: Resolution, report: Report) -> Any | None:
+    if settings[opt.BACKEND] == "sim":
         try:
             from exporter.devices.sim import SimNvml, profile_names
         except ImportError as exc:
             report.line(FAIL, "NVML", f"the simulated node is not available ({exc})")
             return None
-        if args.sim_profile not in profile_names():
-            report.line(FAIL, "NVML", f"unknown --sim.profile {args.sim_profile!r}",
+        profile = settings[opt.SIM_PROFILE]
+        if profile not in profile_names():
+            report.line(FAIL, "NVML", f"unknown --sim.profile {profile!r}",
                         "one of " + ", ".join(profile_names()))
             return None
-        return SimNvml(args.sim_profile, seed=args.sim_seed)
+        return SimNvml(profile, seed=settings[opt.SIM_SEED])
     try:
         import pynvml
     except ImportError:
@@ -97,12 +99,13 @@ def _load_library(args: argparse.Namespace, report: Report) -> Any | None:
     return pynvml
 
 
-def check_nvml(args: argparse.Namespace, report: Report) -> Inventory | None:
+def check_nvml(settings: Resolution, report: Report) -> Inventory | None:
     """NVML loadable, driver version, GPUs and MIG instances; the inventory when all worked."""
-    lib = _load_library(args, report)
+    lib = _load_library(settings, report)
     if lib is None:
         return None
-    what = f"simulated node {args.sim_profile!r}" if args.backend == "sim" else "libnvidia-ml.so.1"
+    what = (f"simulated node {settings[opt.SIM_PROFILE]!r}" if settings[opt.BACKEND] == "sim"
+            else "libnvidia-ml.so.1")
     try:
         lib.nvmlInit()
     except Exception as exc:
@@ -339,11 +342,7 @@ def _check_resource_names(
 
 
 def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: Report) -> None:
-    try:
-        re.compile(config.pod_labels or "")
-    except re.error as exc:
-        report.line(FAIL, "pod labels", f"--kubernetes.pod-labels is not a valid regex: {exc}")
-        return
+    # The pod-labels regex was checked when the settings were resolved.
     if config.scope != "pod" and not config.node_name:
         report.line(FAIL, "API server", "NODE_NAME is not set, so this node's pods can't be "
                     "selected", "set NODE_NAME from the downward API (fieldRef spec.nodeName)")
@@ -361,55 +360,42 @@ def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: R
 # -- entry ------------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gpu-exporter doctor",
-        description="Check NVML, the GPUs, the kubelet pod-resources API and the API server; "
-                    "one line per check with the fix. Exit status 1 if any check failed.",
-    )
-    env = os.environ
-    p.add_argument("--backend", choices=("nvml", "sim"), default="nvml")
-    p.add_argument("--sim.profile", dest="sim_profile", default="h200-mig")
-    p.add_argument("--sim.seed", dest="sim_seed", type=int, default=0)
-    p.add_argument("--kubernetes.pod-resources-socket", dest="socket",
-                   default=env.get("GPU_EXPORTER_POD_RESOURCES_SOCKET")
-                   or env.get("DCGM_POD_RESOURCES_KUBELET_SOCKET")
-                   or DEFAULT_POD_RESOURCES_SOCKET)
-    p.add_argument("--kubernetes.resource-names", dest="resource_names",
-                   default=env.get("GPU_EXPORTER_RESOURCE_NAMES")
-                   or env.get("NVIDIA_RESOURCE_NAMES") or "")
-    p.add_argument("--kubernetes.pod-labels", dest="pod_labels",
-                   default=env.get("GPU_EXPORTER_POD_LABELS"))
-    p.add_argument("--scope", choices=("node", "pod"),
-                   default=env.get("GPU_EXPORTER_SCOPE", "node"))
-    p.add_argument("--kubeconfig", default=None,
-                   help="for the API server check outside a pod (default: in-cluster, KUBECONFIG)")
-    p.add_argument("--kubelet-timeout", type=float, default=5.0, metavar="SECONDS")
-    p.add_argument("--skip-kubernetes", action="store_true",
-                   help="check only NVML and the GPUs")
-    return p
+DESCRIPTION = ("Check NVML, the GPUs, the kubelet pod-resources API and the API server; one "
+               "line per check with the fix. Takes serve's flags and variables for what it "
+               "checks. Exit status 1 if any check failed.")
+
+
+def report_settings(settings: Resolution, report: Report) -> None:
+    """One line per option not at its default, naming where its value came from: what the
+    checks below ran with (and, in the exporter's pod, what serve runs with)."""
+    for setting in settings.changed():
+        report.line(INFO, "setting", setting.describe())
+    for warning in settings.warnings():
+        report.line(WARN, "setting", warning)
 
 
 def main(argv: list[str], out: TextIO | None = None) -> int:
-    args = _parser().parse_args(argv)
     report = Report(out or sys.stdout)
-    inventory = check_nvml(args, report)
-    if not args.skip_kubernetes:
-        config = KubernetesConfig(
-            enabled=True,
-            pod_resources_socket=args.socket,
-            resource_names=tuple(n.strip() for n in args.resource_names.split(",") if n.strip()),
-            scope=args.scope,
-            pod_name=os.environ.get("POD_NAME") or None,
-            pod_namespace=os.environ.get("POD_NAMESPACE") or None,
-            node_name=os.environ.get("NODE_NAME") or None,
-            pod_labels=args.pod_labels,
-        )
-        if _check_socket(config.pod_resources_socket, report):
-            asyncio.run(_kubelet_checks(config, inventory, args.kubelet_timeout, report))
-        if config.pod_labels:
-            check_enrichment(config, args.kubeconfig, report)
+    try:
+        settings = parse_command_line("doctor", argv, os.environ,
+                                      build_parser("doctor", description=DESCRIPTION))
+    except ConfigError as exc:
+        report.line(FAIL, "setting", str(exc))
+    else:
+        report_settings(settings, report)
+        _run_checks(settings, report)
     summary = ", ".join(f"{n} {v}" for v, n in sorted(report.verdicts.items()))
     print(f"doctor: {summary}; {'some checks failed' if report.failed else 'all checks passed'}",
           file=report.out)
     return 1 if report.failed else 0
+
+
+def _run_checks(settings: Resolution, report: Report) -> None:
+    inventory = check_nvml(settings, report)
+    if settings[opt.SKIP_KUBERNETES]:
+        return
+    config = kubernetes_config(settings, enabled=True)
+    if _check_socket(config.pod_resources_socket, report):
+        asyncio.run(_kubelet_checks(config, inventory, settings[opt.KUBELET_TIMEOUT], report))
+    if config.pod_labels:
+        check_enrichment(config, settings[opt.KUBECONFIG], report)

@@ -137,6 +137,8 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     setup_logging(cfg.log_format, cfg.log_level)
+    for warning in cfg.startup_warnings:
+        log.warning("%s", warning)
     try:
         collectors = load_collectors(cfg.collectors or default_collectors_path())
     except CollectorsError as exc:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 """Always accepted; `nvidia.com/mig-*` is accepted by prefix."""
+
+Scope = Literal["node", "pod"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +20,7 @@ class KubernetesConfig:
     """The kubelet's pod-resources socket; its directory is what should be mounted."""
     resource_names: tuple[str, ...] = ()
     """Extra resource names to accept besides the defaults."""
-    scope: str = "node"
+    scope: Scope = "node"
     """"node": every device on the node; "pod": only the devices of POD_NAME/POD_NAMESPACE."""
     pod_name: str | None = None
     pod_namespace: str | None = None

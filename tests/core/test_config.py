@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import socket
+from typing import get_args
+
 import pytest
 
 from exporter.config import ConfigError, parse_duration, parse_serve_args
+from exporter.k8s.config import Scope
+from exporter.options import Option
+from exporter.options import serve_table as opt
+from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
 
 
 def test_defaults() -> None:
@@ -79,3 +86,39 @@ def test_pod_scope_enables_kubernetes() -> None:
 def test_listen_address_forms() -> None:
     assert parse_serve_args(["-a", "127.0.0.1:1234"], env={}).listen_host == "127.0.0.1"
     assert parse_serve_args(["-a", "[::1]:1234"], env={}).listen_host == "::1"
+
+
+def test_sim_kubelet_implies_kubernetes() -> None:
+    assert parse_serve_args(["--sim.kubelet"], env={}).kubernetes.enabled
+    assert parse_serve_args([], env={"GPU_EXPORTER_SIM_KUBELET": "yes"}).kubernetes.enabled
+
+
+def test_node_name_is_the_host_label_value() -> None:
+    assert parse_serve_args([], env={"NODE_NAME": "gpu-7"}).hostname == "gpu-7"
+    assert parse_serve_args([], env={"NODE_NAME": ""}).hostname == socket.gethostname()
+
+
+def test_log_level_from_the_environment_in_any_case() -> None:
+    assert parse_serve_args([], env={"GPU_EXPORTER_LOG_LEVEL": "DEBUG"}).log_level == "debug"
+
+
+def test_an_empty_flag_value_stands_for_the_default() -> None:
+    cfg = parse_serve_args(["-c", "", "-a", ""], env={"GPU_EXPORTER_COLLECT_INTERVAL": "5s"})
+    assert (cfg.collect_interval_s, cfg.listen_port) == (15.0, 9400)
+
+
+def test_faults_and_resource_names_split() -> None:
+    cfg = parse_serve_args(["--sim.fault", "idle,gpu=3,at=0s", "--sim.fault", "thermal,gpu=0,at=5s",
+                            "--kubernetes.resource-names", "a.io/gpu,,b.io/gpu "], env={})
+    assert cfg.sim_faults == ("idle,gpu=3,at=0s", "thermal,gpu=0,at=5s")
+    assert cfg.kubernetes.resource_names == ("a.io/gpu", "b.io/gpu")
+    env = {"GPU_EXPORTER_SIM_FAULTS": "idle,gpu=3,at=0s; ;lost,gpu=1,at=20s"}
+    assert parse_serve_args([], env=env).sim_faults == ("idle,gpu=3,at=0s", "lost,gpu=1,at=20s")
+
+
+@pytest.mark.parametrize(("literal", "choice"), [
+    (BackendName, opt.BACKEND), (LogFormat, opt.LOG_FORMAT), (LogLevel, opt.LOG_LEVEL),
+    (HostnameLabel, opt.HOSTNAME_LABEL), (Scope, opt.SCOPE),
+])
+def test_closed_sets_are_the_literal_types(literal: object, choice: Option[str]) -> None:
+    assert choice.value.choices() == get_args(literal)

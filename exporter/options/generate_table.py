@@ -1,0 +1,64 @@
+"""The options of `generate` (its `-f` is serve's, declared with the serve options)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from exporter.options.model import Command, Option
+from exporter.options.values import Choice, FilePath, Integer, Number, Repeated, Text
+
+KedaMetric = Literal["util", "gr-engine", "fb"]
+KEDA_METRICS: tuple[KedaMetric, ...] = ("util", "gr-engine", "fb")
+
+GENERATE: frozenset[Command] = frozenset({"generate"})
+
+ALERTS_GROUP = "alerts"
+KEDA_GROUP = "keda"
+GROUP_DESCRIPTIONS = {
+    KEDA_GROUP: "with --namespace, print one ScaledObject instead of writing the examples",
+}
+
+OUT: Option[Path] = Option(
+    "out", FilePath(), Path("."), commands=GENERATE, flags=("--out",), metavar="DIR",
+    default_text="the current directory",
+    help="directory that receives `dashboards/`, `alerts/` and `deploy/keda/`")
+XID_TIERS: Option[tuple[str, ...]] = Option(
+    "xid_tiers", Repeated(Text()), (), commands=GENERATE, group=ALERTS_GROUP,
+    flags=("--xid-tier",), metavar="NAME=CODES",
+    help="set the XID codes of a tier (fell-off-bus, critical, nvlink, contained-ecc, "
+         "pending-reset), e.g. `critical=48,62,64`; repeatable; tiers must not overlap")
+JOB_REGEX: Option[str | None] = Option(
+    "job_regex", Text(), None, commands=GENERATE, group=ALERTS_GROUP,
+    flags=("--job-regex",), metavar="RE",
+    help="scrape jobs of the exporters, for the `up` alert")
+NAMESPACE: Option[str | None] = Option(
+    "namespace", Text(), None, commands=GENERATE, group=KEDA_GROUP,
+    flags=("--namespace",), metavar="NS", help="namespace of the scaled Deployment")
+DEPLOYMENT: Option[str | None] = Option(
+    "deployment", Text(), None, commands=GENERATE, group=KEDA_GROUP,
+    flags=("--deployment",), metavar="NAME", help="the Deployment to scale")
+METRIC: Option[KedaMetric | None] = Option(
+    "metric", Choice(KEDA_METRICS), None, commands=GENERATE, group=KEDA_GROUP,
+    flags=("--metric",), help="what to scale on: utilisation, graphics engine activity or "
+                              "framebuffer used")
+TARGET: Option[float | None] = Option(
+    "target", Number(), None, commands=GENERATE, group=KEDA_GROUP, flags=("--target",),
+    help="target value in percent (utilisation, activity, framebuffer used)")
+MIN_REPLICAS: Option[int] = Option(
+    "min_replicas", Integer(), 1, commands=GENERATE, group=KEDA_GROUP, flags=("--min",),
+    help="minReplicaCount")
+MAX_REPLICAS: Option[int] = Option(
+    "max_replicas", Integer(), 10, commands=GENERATE, group=KEDA_GROUP, flags=("--max",),
+    help="maxReplicaCount")
+PROMETHEUS: Option[str | None] = Option(
+    "prometheus", Text(), None, commands=GENERATE, group=KEDA_GROUP,
+    flags=("--prometheus",), metavar="URL", help="Prometheus server address KEDA queries")
+QUEUE_TARGET: Option[float | None] = Option(
+    "queue_target", Number(), None, commands=GENERATE, group=KEDA_GROUP,
+    flags=("--queue-target",), help="also scale on vLLM's waiting requests, N per replica")
+
+GENERATE_OPTIONS: tuple[Option[object], ...] = (
+    OUT, XID_TIERS, JOB_REGEX, NAMESPACE, DEPLOYMENT, METRIC, TARGET, MIN_REPLICAS,
+    MAX_REPLICAS, PROMETHEUS, QUEUE_TARGET,
+)

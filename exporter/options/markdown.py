@@ -1,0 +1,73 @@
+"""The README's flag table, generated from the option table.
+
+`python -m exporter.options --markdown` prints it; `--write-readme README.md` replaces the
+lines between the marker comments, which a test keeps in step with the table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exporter.options.model import Command, Option
+from exporter.options.parsing import Table, for_command
+from exporter.options.table import OPTIONS
+from exporter.options.values import Choice
+
+BEGIN = "<!-- options:begin -->"
+END = "<!-- options:end -->"
+HEADER = "| flag | environment | default | meaning |\n|---|---|---|---|\n"
+
+
+def _flag_cell(option: Option[object]) -> str:
+    """E.g. "`-f`, `--collectors`", "`--scope {node,pod}`", "`--sim.fault SPEC`"."""
+    if not option.flags:
+        return ""
+    suffix = ""
+    if option.metavar is not None:
+        suffix = f" {option.metavar}"
+    elif isinstance(option.value, Choice):
+        suffix = " {" + ",".join(option.value.choices()) + "}"
+    *first, last = option.flags
+    return ", ".join([*(f"`{f}`" for f in first), f"`{last}{suffix}`"])
+
+
+def _env_cell(option: Option[object]) -> str:
+    cell = ", ".join(f"`{name}`" for name in option.env)
+    separator = option.value.env_separator()
+    if cell and separator:
+        cell += f" (`{separator}`-separated)"
+    return cell
+
+
+def _meaning_cell(option: Option[object]) -> str:
+    if option.ignored is None:
+        return option.help
+    return f"{option.help}; accepted for compatibility, ignored because {option.ignored}"
+
+
+def markdown_table(command: Command = "serve", table: Table = OPTIONS) -> str:
+    lines = [HEADER]
+    for option in for_command(command, table):
+        cells = (_flag_cell(option), _env_cell(option), option.shown_default(),
+                 _meaning_cell(option))
+        # A | inside a cell would end it; the rest of the markdown is taken as written.
+        lines.append("|" + "|".join(f" {c.replace('|', chr(92) + '|')} " if c else " "
+                                    for c in cells) + "|\n")
+    return "".join(lines)
+
+
+def with_table(readme: str, table_text: str) -> str:
+    """`readme` with the text between the markers replaced by `table_text`."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the README has no {BEGIN} ... {END} block")
+    return readme[:start + len(BEGIN)] + "\n" + table_text + readme[end:]
+
+
+def write_readme(path: Path, table_text: str | None = None) -> bool:
+    """Rewrite the table block of the README at `path`; True when the file changed."""
+    old = path.read_text(encoding="utf-8")
+    new = with_table(old, markdown_table() if table_text is None else table_text)
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    return new != old

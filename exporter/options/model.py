@@ -1,0 +1,126 @@
+"""An option as the table declares it, and what resolving it gave: the value and its source."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar, cast
+
+from exporter.options.values import Switch, Value
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+Command = Literal["serve", "doctor", "generate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option(Generic[T_co]):
+    """One setting, declared once: how it is given, parsed and documented, and by whom used.
+
+    The value comes from the flag when given, else from the first non-empty variable of
+    `env` (ours before dcgm-exporter's), else `default`.
+    """
+
+    name: str
+    """Identifier (argparse dest); with spaces for underscores it is the label doctor shows."""
+    value: Value[T_co]
+    default: T_co
+    help: str
+    """One line; `code` in backticks (kept in the README, dropped in --help)."""
+    commands: frozenset[Command]
+    flags: tuple[str, ...] = ()
+    """Spellings on the command line; none for a setting read only from the environment."""
+    env: tuple[str, ...] = ()
+    """Variables in precedence order."""
+    default_text: str | None = None
+    """The default as the README shows it (markdown); None: derived from `default`."""
+    metavar: str | None = None
+    """Placeholder after the flag in --help and the README; None: the value type's."""
+    group: str | None = None
+    """Heading this option is listed under in --help."""
+    ignored: str | None = None
+    """Set for a flag accepted only so that dcgm-exporter's command lines keep working: why it
+    has no effect here. Setting it yields a start-up warning instead of an error."""
+
+    @property
+    def flag(self) -> str | None:
+        """The spelling errors and reports name: the first long flag."""
+        return next((f for f in self.flags if f.startswith("--")),
+                    self.flags[0] if self.flags else None)
+
+    @property
+    def label(self) -> str:
+        return self.name.replace("_", " ")
+
+    def shown_default(self) -> str:
+        """The default as the README shows it (markdown; "" when there is none to show)."""
+        if self.default_text is not None:
+            return self.default_text
+        if isinstance(self.value, Switch):
+            return "on" if self.default else "off"
+        if self.default is None or self.default == ():
+            return ""
+        return f"`{self.default}`"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting(Generic[T_co]):
+    """An option's resolved value and where it came from."""
+
+    option: Option[T_co]
+    value: T_co
+    source: str | None
+    """The flag (`--scope`) or variable (`$GPU_EXPORTER_SCOPE`) it was read from; None: the
+    default."""
+    text: str = ""
+    """The text as given (flags without argument: "on")."""
+
+    @property
+    def from_command_line(self) -> bool:
+        return self.source is not None and not self.source.startswith("$")
+
+    def describe(self) -> str:
+        """E.g. "collect interval 30000 (from $DCGM_EXPORTER_INTERVAL)"."""
+        where = "the command line" if self.from_command_line else self.source or "default"
+        return f"{self.option.label} {self.text or repr('')} (from {where})"
+
+    def ignored_warning(self) -> str | None:
+        """The start-up warning for a compatibility-only option that was set, else None."""
+        if self.option.ignored is None or self.source is None:
+            return None
+        switched = self.from_command_line and self.option.value.action == "switch"
+        given = self.source if switched else f"{self.source}={self.text}"
+        reason = self.option.ignored.replace("`", "")  # markdown in the table, plain in logs
+        return f"{given}: accepted for compatibility; ignored because {reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Every option of one command, resolved."""
+
+    command: Command
+    settings: Mapping[str, Setting[object]] = field(default_factory=dict)
+
+    def __getitem__(self, option: Option[T]) -> T:
+        return self.setting(option).value
+
+    def get(self, option: Option[T], otherwise: T) -> T:
+        """The option's value, or `otherwise` where the command does not take the option."""
+        return self[option] if option.name in self.settings else otherwise
+
+    def setting(self, option: Option[T]) -> Setting[T]:
+        found = self.settings.get(option.name)
+        if found is None or found.option is not option:
+            raise KeyError(f"option {option.name!r} is not one of `{self.command}`'s")
+        # The identity check above is what makes the narrowing sound: the setting was
+        # resolved from this very option, so its value has the option's type.
+        return cast("Setting[T]", found)
+
+    def changed(self) -> list[Setting[object]]:
+        """The settings not at their default, in table order."""
+        return [s for s in self.settings.values() if s.source is not None]
+
+    def warnings(self) -> list[str]:
+        """One line per compatibility-only option that was set: log each once at start-up."""
+        return [w for s in self.settings.values() if (w := s.ignored_warning()) is not None]

@@ -1,0 +1,170 @@
+"""The options of `serve` (and those `doctor` shares with it, so it checks what serve would do).
+
+Each also reads the GPU_EXPORTER_* variable shown and, where dcgm-exporter has one, its
+variable after ours, so a GPU Operator ClusterPolicy written for dcgm-exporter keeps working.
+Order here is the order of --help and of the README table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from exporter.devices.filter import ALL_DEVICES, DeviceFilter
+from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, Scope
+from exporter.options.model import Command, Option
+from exporter.options.values import (
+    Choice,
+    Devices,
+    Duration,
+    FilePath,
+    Integer,
+    Listen,
+    ListenAddress,
+    Regex,
+    Repeated,
+    Separated,
+    Switch,
+    Text,
+)
+
+BackendName = Literal["auto", "nvml", "sim"]
+LogFormat = Literal["text", "json"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+HostnameLabel = Literal["Hostname", "hostname"]
+
+BACKENDS: tuple[BackendName, ...] = ("auto", "nvml", "sim")
+LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
+LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
+HOSTNAME_LABELS: tuple[HostnameLabel, ...] = ("Hostname", "hostname")
+SCOPES: tuple[Scope, ...] = ("node", "pod")
+
+SERVE: frozenset[Command] = frozenset({"serve"})
+SERVE_AND_DOCTOR: frozenset[Command] = frozenset({"serve", "doctor"})
+SERVE_AND_GENERATE: frozenset[Command] = frozenset({"serve", "generate"})
+DOCTOR: frozenset[Command] = frozenset({"doctor"})
+
+SIM_GROUP = "simulated node (--backend sim)"
+K8S_GROUP = "Kubernetes"
+
+BACKEND: Option[BackendName] = Option(
+    "backend", Choice(BACKENDS), "auto", commands=SERVE_AND_DOCTOR,
+    flags=("--backend",), env=("GPU_EXPORTER_BACKEND",),
+    help="device backend: `auto` = `nvml`; with no NVIDIA driver it exits and says to use "
+         "`sim`")
+SIM_PROFILE: Option[str] = Option(
+    "sim_profile", Text(), "h200-mig", commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
+    flags=("--sim.profile",), env=("GPU_EXPORTER_SIM_PROFILE",), metavar="PROFILE",
+    help="simulated node: `h100-8`, `h200-mig`, `a100-timesliced`, `l4-1`")
+SIM_SEED: Option[int] = Option(
+    "sim_seed", Integer(), 0, commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
+    flags=("--sim.seed",), env=("GPU_EXPORTER_SIM_SEED",),
+    help="simulated values are deterministic per seed")
+SIM_FAULTS: Option[tuple[str, ...]] = Option(
+    "sim_faults", Repeated(Text()), (), commands=SERVE, group=SIM_GROUP,
+    flags=("--sim.fault",), env=("GPU_EXPORTER_SIM_FAULTS",), metavar="SPEC",
+    help="scripted fault, repeatable, e.g. `xid,code=79,gpu=0,at=30s` (see Simulated faults)")
+SIM_KUBELET: Option[bool] = Option(
+    "sim_kubelet", Switch(), False, commands=SERVE, group=SIM_GROUP,
+    flags=("--sim.kubelet",), env=("GPU_EXPORTER_SIM_KUBELET",),
+    help="also serve simulated pod allocations on a pod-resources socket (implies `-k`)")
+COLLECTORS: Option[Path | None] = Option(
+    "collectors", FilePath(), None, commands=SERVE_AND_GENERATE,
+    flags=("-f", "--collectors"), env=("GPU_EXPORTER_COLLECTORS", "DCGM_EXPORTER_COLLECTORS"),
+    default_text="built-in `collectors.csv`",
+    help="fields to export, a CSV in dcgm-exporter's format")
+COLLECT_INTERVAL: Option[float] = Option(
+    "collect_interval", Duration("ms"), 15.0, commands=SERVE,
+    flags=("-c", "--collect-interval"),
+    env=("GPU_EXPORTER_COLLECT_INTERVAL", "DCGM_EXPORTER_INTERVAL"), default_text="`15s`",
+    help="time between polls, e.g. `15s`, `500ms`; a bare number is milliseconds")
+LISTEN_ADDRESS: Option[ListenAddress] = Option(
+    "listen_address", Listen(), (None, 9400), commands=SERVE,
+    flags=("-a", "--web.listen-address"), env=("GPU_EXPORTER_LISTEN", "DCGM_EXPORTER_LISTEN"),
+    default_text="`:9400`", help="`HOST:PORT` or `:PORT` to serve on")
+DEVICES: Option[DeviceFilter] = Option(
+    "devices", Devices(), ALL_DEVICES, commands=SERVE,
+    flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
+    default_text="`f`",
+    help="devices to export: `f` all, `g` GPUs only, `i` MIG instances only, `g:0,1`, `i:0-2`")
+HOSTNAME_LABEL: Option[HostnameLabel] = Option(
+    "hostname_label", Choice(HOSTNAME_LABELS), "Hostname", commands=SERVE,
+    flags=("--hostname-label",), env=("GPU_EXPORTER_HOSTNAME_LABEL",),
+    help="name of the host label; `hostname` matches dcgm-exporter after its 2026-05 rename")
+NO_HOSTNAME: Option[bool] = Option(
+    "no_hostname", Switch(), False, commands=SERVE,
+    flags=("--no-hostname",), env=("GPU_EXPORTER_NO_HOSTNAME", "DCGM_EXPORTER_NO_HOSTNAME"),
+    help="omit the host label (its value is otherwise `NODE_NAME`, else the host name)")
+NODE_NAME: Option[str | None] = Option(
+    "node_name", Text(), None, commands=SERVE_AND_DOCTOR, env=("NODE_NAME",),
+    default_text="the host name",
+    help="this node: the host label's value, and whose pods `--kubernetes.pod-labels` watches "
+         "(downward API `spec.nodeName`)")
+XID_COUNT_WINDOW: Option[float] = Option(
+    "xid_count_window", Duration("s"), 300.0, commands=SERVE,
+    flags=("--xid-count-window",), env=("GPU_EXPORTER_XID_COUNT_WINDOW",),
+    default_text="`5m`",
+    help="window of `DCGM_EXP_XID_ERRORS_COUNT`; a bare number is seconds")
+LOG_FORMAT: Option[LogFormat] = Option(
+    "log_format", Choice(LOG_FORMATS), "text", commands=SERVE,
+    flags=("--log-format",), env=("GPU_EXPORTER_LOG_FORMAT",),
+    help="`json`: one object per line for log pipelines")
+LOG_LEVEL: Option[LogLevel] = Option(
+    "log_level", Choice(LOG_LEVELS, fold_case=True), "info", commands=SERVE,
+    flags=("--log-level",), env=("GPU_EXPORTER_LOG_LEVEL",),
+    help="least severe level logged")
+KUBERNETES: Option[bool] = Option(
+    "kubernetes", Switch(), False, commands=SERVE, group=K8S_GROUP,
+    flags=("-k", "--kubernetes"), env=("GPU_EXPORTER_KUBERNETES", "DCGM_EXPORTER_KUBERNETES"),
+    help="pod labels from the kubelet pod-resources API")
+POD_RESOURCES_SOCKET: Option[str] = Option(
+    "pod_resources_socket", Text(), DEFAULT_POD_RESOURCES_SOCKET, commands=SERVE_AND_DOCTOR,
+    group=K8S_GROUP, flags=("--kubernetes.pod-resources-socket",), metavar="PATH",
+    env=("GPU_EXPORTER_POD_RESOURCES_SOCKET", "DCGM_POD_RESOURCES_KUBELET_SOCKET"),
+    help="the kubelet's pod-resources socket (mount its directory, not the socket)")
+RESOURCE_NAMES: Option[tuple[str, ...]] = Option(
+    "resource_names", Separated(","), (), commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("--kubernetes.resource-names",),
+    env=("GPU_EXPORTER_RESOURCE_NAMES", "NVIDIA_RESOURCE_NAMES"), metavar="NAMES",
+    help="extra resource names to accept, comma-separated (`nvidia.com/gpu`, "
+         "`nvidia.com/gpu.shared` and `nvidia.com/mig-*` always are)")
+POD_LABELS: Option[str | None] = Option(
+    "pod_labels", Regex(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("--kubernetes.pod-labels",), env=("GPU_EXPORTER_POD_LABELS",), metavar="REGEX",
+    help="copy the pod labels whose keys match onto series (needs API access)")
+PROCESS_ATTRIBUTION: Option[bool] = Option(
+    "process_attribution", Switch(), False, commands=SERVE, group=K8S_GROUP,
+    flags=("--kubernetes.process-attribution",), env=("GPU_EXPORTER_PROCESS_ATTRIBUTION",),
+    help="per-container framebuffer and SM use on shared GPUs (needs `hostPID` and API "
+         "access)")
+SCOPE: Option[Scope] = Option(
+    "scope", Choice(SCOPES), "node", commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("--scope",), env=("GPU_EXPORTER_SCOPE",),
+    help="`node`: every device on the node; `pod`: per-tenant sidecar, only this pod's "
+         "devices (implies `-k`; needs `POD_NAME`, `POD_NAMESPACE`)")
+POD_NAME: Option[str | None] = Option(
+    "pod_name", Text(), None, commands=SERVE_AND_DOCTOR, env=("POD_NAME",),
+    help="this pod, for `--scope pod` (downward API `metadata.name`)")
+POD_NAMESPACE: Option[str | None] = Option(
+    "pod_namespace", Text(), None, commands=SERVE_AND_DOCTOR, env=("POD_NAMESPACE",),
+    help="this pod's namespace, for `--scope pod` (downward API `metadata.namespace`)")
+
+KUBECONFIG: Option[str | None] = Option(
+    "kubeconfig", Text(), None, commands=DOCTOR, flags=("--kubeconfig",), metavar="FILE",
+    default_text="in-cluster, else `KUBECONFIG`",
+    help="for the API server check outside a pod")
+KUBELET_TIMEOUT: Option[float] = Option(
+    "kubelet_timeout", Duration("s"), 5.0, commands=DOCTOR, flags=("--kubelet-timeout",),
+    default_text="`5s`", help="deadline of each kubelet call; a bare number is seconds")
+SKIP_KUBERNETES: Option[bool] = Option(
+    "skip_kubernetes", Switch(), False, commands=DOCTOR, flags=("--skip-kubernetes",),
+    help="check only NVML and the GPUs")
+
+SERVE_OPTIONS: tuple[Option[object], ...] = (
+    BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
+    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
+    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
+    POD_NAME, POD_NAMESPACE,
+    KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,
+)

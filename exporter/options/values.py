@@ -1,0 +1,291 @@
+"""Value types of the option table: how the text of a flag or environment variable becomes a
+typed value, and how it is taken on the command line.
+
+Every parser gets `where` - the flag (`--collect-interval`) or the variable (`$DCGM_EXPORTER_
+INTERVAL`) the text came from - so an error names it and says what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Generic, Literal, TypeVar
+
+from exporter import durations
+from exporter.devices.filter import DeviceFilter, parse_device_filter
+
+T_co = TypeVar("T_co", covariant=True)
+T = TypeVar("T")
+L = TypeVar("L", bound=str)
+
+ArgAction = Literal["store", "append", "switch"]
+"""How a flag takes its value: one argument (the last one wins), one argument per repetition,
+or none (present = on)."""
+
+FlagValue = str | list[str] | bool
+"""What argparse hands over for a flag of each action."""
+
+
+class ConfigError(ValueError):
+    """A bad flag or environment value; the message names it and what is expected."""
+
+
+class Value(Generic[T_co]):
+    """Parses one option's text. Subclasses are frozen dataclasses."""
+
+    __slots__ = ()
+    action: ClassVar[ArgAction] = "store"
+    metavar: ClassVar[str | None] = None
+    """Placeholder in `--help` unless the option names its own."""
+    def parse(self, text: str, where: str) -> T_co:
+        raise NotImplementedError
+
+    def from_flag(self, given: FlagValue, where: str) -> T_co:
+        if not isinstance(given, str):
+            raise TypeError(f"{where}: argparse gave {given!r} to a single-valued flag")
+        return self.parse(given, where)
+
+    def choices(self) -> tuple[str, ...] | None:
+        """The closed set argparse checks and `--help` shows; None: any text."""
+        return None
+
+    def env_separator(self) -> str | None:
+        """What separates the items of a repeatable flag in its environment variable."""
+        return None
+
+    def samples(self) -> tuple[str, ...]:
+        """Valid inputs, distinct where the type allows (for documentation and tests)."""
+        raise NotImplementedError
+
+
+def _or_list(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Text(Value[str]):
+    def parse(self, text: str, where: str) -> str:
+        return text
+
+    def samples(self) -> tuple[str, ...]:
+        return ("alpha", "beta", "gamma")
+
+
+@dataclass(frozen=True, slots=True)
+class FilePath(Value[Path]):
+    metavar = "FILE"
+
+    def parse(self, text: str, where: str) -> Path:
+        return Path(text)
+
+    def samples(self) -> tuple[str, ...]:
+        return ("/etc/a.csv", "/etc/b.csv", "c.csv")
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def parse_bool(text: str, where: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{where}: {text!r} is not a boolean (expected true or false)")
+
+
+@dataclass(frozen=True, slots=True)
+class Switch(Value[bool]):
+    """A flag without argument that turns something on; its variables take true/false."""
+
+    action = "switch"
+
+    def parse(self, text: str, where: str) -> bool:
+        return parse_bool(text, where)
+
+    def from_flag(self, given: FlagValue, where: str) -> bool:
+        return True
+
+    def samples(self) -> tuple[str, ...]:
+        return ("true", "1", "yes")
+
+
+@dataclass(frozen=True, slots=True)
+class Integer(Value[int]):
+    metavar = "N"
+
+    def parse(self, text: str, where: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{where}: {text!r} is not an integer") from None
+
+    def samples(self) -> tuple[str, ...]:
+        return ("7", "11", "13")
+
+
+@dataclass(frozen=True, slots=True)
+class Number(Value[float]):
+    metavar = "N"
+
+    def parse(self, text: str, where: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{where}: {text!r} is not a number") from None
+
+    def samples(self) -> tuple[str, ...]:
+        return ("2.5", "40", "75")
+
+
+def parse_duration(text: str, where: str, bare_unit: str = "ms") -> float:
+    """Seconds from "15s", "500ms", "5m"; a bare number is in `bare_unit` (dcgm's -c is
+    milliseconds). Zero and negative durations are refused."""
+    try:
+        seconds = durations.parse_duration(text, bare_unit)
+    except ValueError:
+        raise ConfigError(f"{where}: {text!r} is not a duration (expected e.g. 15s, 500ms, "
+                          "5m)") from None
+    if seconds <= 0:
+        raise ConfigError(f"{where}: {text!r} must be greater than zero")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Duration(Value[float]):
+    """Seconds; a number without a unit is in `bare_unit` (dcgm-exporter's are milliseconds)."""
+
+    bare_unit: Literal["ms", "s", "m", "h"] = "ms"
+    metavar = "DURATION"
+
+    def parse(self, text: str, where: str) -> float:
+        return parse_duration(text, where, self.bare_unit)
+
+    def samples(self) -> tuple[str, ...]:
+        return ("250ms", "2s", "3m")
+
+
+@dataclass(frozen=True, slots=True)
+class Choice(Value[L]):
+    """One of a closed set; `values` are the members of the option's Literal type."""
+
+    values: tuple[L, ...]
+    fold_case: bool = False
+    """Accept any letter case from the environment (flags are checked by argparse as-is)."""
+
+    def parse(self, text: str, where: str) -> L:
+        wanted = text.lower() if self.fold_case else text
+        for value in self.values:
+            if value == wanted:
+                return value
+        raise ConfigError(f"{where}: {text!r}; expected {_or_list(self.values)}")
+
+    def choices(self) -> tuple[str, ...]:
+        return self.values
+
+    def samples(self) -> tuple[str, ...]:
+        return self.values
+
+
+ListenAddress = tuple[str | None, int]
+"""(host, port); host None: every interface."""
+
+
+def parse_listen(text: str, where: str) -> ListenAddress:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ConfigError(f"{where}: {text!r} is not HOST:PORT or :PORT")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"{where}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"{where}: port {number} is out of range")
+    return (host.strip("[]") or None), number
+
+
+@dataclass(frozen=True, slots=True)
+class Listen(Value[ListenAddress]):
+    metavar = "[HOST]:PORT"
+
+    def parse(self, text: str, where: str) -> ListenAddress:
+        return parse_listen(text, where)
+
+    def samples(self) -> tuple[str, ...]:
+        return ("127.0.0.1:9401", ":9402", "[::1]:9403")
+
+
+@dataclass(frozen=True, slots=True)
+class Devices(Value[DeviceFilter]):
+    """dcgm-exporter's device selection: f, g, i, g:0,1, i:0-2."""
+
+    metavar = "SELECTION"
+
+    def parse(self, text: str, where: str) -> DeviceFilter:
+        try:
+            return parse_device_filter(text, where)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def samples(self) -> tuple[str, ...]:
+        return ("g:0,1", "i", "g")
+
+
+@dataclass(frozen=True, slots=True)
+class Regex(Value[str]):
+    """A Python regular expression, checked at start-up; the text is kept."""
+
+    metavar = "REGEX"
+
+    def parse(self, text: str, where: str) -> str:
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise ConfigError(f"{where}: {text!r} is not a valid regex: {exc}") from None
+        return text
+
+    def samples(self) -> tuple[str, ...]:
+        return ("team|app", "^a$", "b.*")
+
+
+@dataclass(frozen=True, slots=True)
+class Separated(Value[tuple[str, ...]]):
+    """Several items in one value, e.g. "a, b"; blanks around and between are dropped."""
+
+    separator: str = ","
+    metavar = "LIST"
+
+    def parse(self, text: str, where: str) -> tuple[str, ...]:
+        return tuple(item.strip() for item in text.split(self.separator) if item.strip())
+
+    def samples(self) -> tuple[str, ...]:
+        return ("a.io/gpu", "b.io/gpu, c.io/gpu", "d.io/gpu")
+
+
+@dataclass(frozen=True, slots=True)
+class Repeated(Value[tuple[T, ...]]):
+    """A flag given once per item; its environment variable holds the items separated by
+    `separator`, e.g. GPU_EXPORTER_SIM_FAULTS="xid,code=79,at=5s;lost,gpu=1,at=9s"."""
+
+    item: Value[T]
+    separator: str = ";"
+    action = "append"
+    metavar = "VALUE"
+
+    def env_separator(self) -> str:
+        return self.separator
+
+    def parse(self, text: str, where: str) -> tuple[T, ...]:
+        return tuple(self.item.parse(part, where)
+                     for part in text.split(self.separator) if part.strip())
+
+    def from_flag(self, given: FlagValue, where: str) -> tuple[T, ...]:
+        if not isinstance(given, list):
+            raise TypeError(f"{where}: argparse gave {given!r} to a repeatable flag")
+        return tuple(self.item.parse(part, where) for part in given)
+
+    def samples(self) -> tuple[str, ...]:
+        return tuple(self.item.samples())
