@@ -22,5 +22,5 @@ PY="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q nvidia-nvml-dev
 
 .venv/bin/ruff check exporter tests benchmarks scripts
-.venv/bin/mypy exporter
+.venv/bin/mypy exporter tests
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -18,7 +18,8 @@ from exporter.devices.plan import FieldValue
 def test_layout_matches_pynvml(ours: type[ctypes.Structure], theirs: type[ctypes.Structure]
                                ) -> None:
     assert ctypes.sizeof(ours) == ctypes.sizeof(theirs)
-    for (name, _), (their_name, _) in zip(ours._fields_, theirs._fields_, strict=False):
+    for our_field, their_field in zip(ours._fields_, theirs._fields_, strict=False):
+        name, their_name = our_field[0], their_field[0]
         if name == "info":
             continue
         assert getattr(ours, name).offset == getattr(theirs, their_name).offset, name
