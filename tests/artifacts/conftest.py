@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FIXTURES, ROOT
-
-CRDS = FIXTURES / "crds"
+from tests.support.paths import ROOT, fixture_file
+from tests.support.requirements import require_tool
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,18 +25,13 @@ def run_generate(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=120)
 
 
-def need_tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{name} is not installed (Debian package `prometheus`)")
-    return path
+def promtool() -> str:
+    """Path of `promtool`; skips locally, fails in CI, where it is missing."""
+    return require_tool("promtool", "prometheus")
 
 
 def crd_schema(filename: str, version: str) -> dict[str, Any]:
-    path = CRDS / filename
-    if not path.exists():
-        pytest.skip(f"{path} is not present in this checkout")
-    crd = yaml.safe_load(path.read_text())
+    crd = yaml.safe_load(fixture_file("crds", filename).read_text())
     for v in crd["spec"]["versions"]:
         if v["name"] == version:
             schema: dict[str, Any] = v["schema"]["openAPIV3Schema"]

@@ -15,8 +15,8 @@ from exporter.artifacts.alerts import AlertConfig, prometheus_rule, rule_groups
 from exporter.artifacts.fieldset import everything
 from exporter.artifacts.xid_tiers import XidTiers
 from tests.artifacts.alert_cases import CASES, GPU0, XID, Case, series
-from tests.artifacts.conftest import need_tool, run_generate, validate_against_crd
-from tests.conftest import ROOT
+from tests.artifacts.conftest import promtool, run_generate, validate_against_crd
+from tests.support.paths import ROOT
 
 RULES = ROOT / "alerts" / "gpu-exporter.rules.yml"
 PROMETHEUS_RULE = ROOT / "alerts" / "gpu-exporter.prometheusrule.yaml"
@@ -41,13 +41,12 @@ def _promtool_test(tmp_path: Path, groups: list[dict[str, Any]], cases: list[Cas
     tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
              "tests": [c.promtool_test() for c in cases]}
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
-    return subprocess.run([need_tool("promtool"), "test", "rules", "tests.yml"], cwd=tmp_path,
+    return subprocess.run([promtool(), "test", "rules", "tests.yml"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
 
 
 def test_committed_rules_pass_promtool_check() -> None:
-    promtool = need_tool("promtool")
-    result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
+    result = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
@@ -108,7 +107,7 @@ def test_annotations_render_with_the_device_labels(tmp_path: Path) -> None:
     (tmp_path / "rules.yml").write_text(RULES.read_text())
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(
         {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [test]}))
-    result = subprocess.run([need_tool("promtool"), "test", "rules", "tests.yml"],
+    result = subprocess.run([promtool(), "test", "rules", "tests.yml"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -172,7 +171,7 @@ def test_alerts_use_only_enabled_fields(tmp_path: Path) -> None:
                 "GpuUncorrectableEccErrors", "GpuIdleButAllocated"} & names
     used = set(re.findall(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+", text))
     assert used <= {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
-    check = subprocess.run([need_tool("promtool"), "check", "rules",
+    check = subprocess.run([promtool(), "check", "rules",
                             str(tmp_path / "alerts" / "gpu-exporter.rules.yml")],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.artifacts.conftest import need_tool, run_generate
-from tests.conftest import ROOT
+from tests.artifacts.conftest import promtool, run_generate
+from tests.support.paths import ROOT
 
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
@@ -131,7 +131,7 @@ def test_every_query_parses(tmp_path: Path) -> None:
             rules.append({"record": f"check:{len(rules)}", "expr": substitute(inner.group(1))})
     (tmp_path / "queries.yml").write_text(yaml.safe_dump(
         {"groups": [{"name": "dashboard-queries", "rules": rules}]}))
-    result = subprocess.run([need_tool("promtool"), "check", "rules", "queries.yml"],
+    result = subprocess.run([promtool(), "check", "rules", "queries.yml"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 

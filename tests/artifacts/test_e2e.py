@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
-import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +26,10 @@ import yaml
 
 from tests.artifacts.conftest import run_generate
 from tests.artifacts.test_dashboards import substitute
-from tests.conftest import FIXTURES, ROOT, ExporterProcess, free_port, http_get
+from tests.support.exporter_process import ExporterProcess, answers, free_port, http_get
+from tests.support.paths import ROOT, fixture_file
+from tests.support.requirements import require_tool
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +40,7 @@ FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,ov
 VARIABLES = {"job": "gpu-exporter", "namespace": NAMESPACE, "deployment": DEPLOYMENT,
              "__rate_interval": "15s", "__range": "1h"}
 WAIT_S = 90.0
+POLL_S = 0.5
 
 
 @dataclass
@@ -78,22 +80,9 @@ def _test_rules(tmp: Path) -> Path:
     return path
 
 
-def _wait(what: str, check: Any, timeout: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    prometheus_bin = shutil.which("prometheus")
-    if prometheus_bin is None:
-        pytest.skip("prometheus is not installed (Debian package `prometheus`)")
+    prometheus_bin = require_tool("prometheus", "prometheus")
     status = subprocess.run([sys.executable, "-m", "exporter", "serve", "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, f"the exporter CLI does not start:\n{status.stderr}"
@@ -125,17 +114,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         s = Stack(f"http://127.0.0.1:{port}", f"127.0.0.1:{exporters[0].port}",
                   f"127.0.0.1:{exporters[1].port}")
 
-        def ready() -> bool:
-            try:
-                return http_get(f"{s.prometheus}/-/ready", timeout=1.0)[0] == 200
-            except OSError:
-                return False
-
-        _wait("Prometheus to start", ready, 60.0)
+        wait_until(lambda: answers(f"{s.prometheus}/-/ready"), 60.0,
+                   what="Prometheus to start")
         # Enough samples for rate windows: both targets up for a while.
-        _wait("both targets scraped", lambda: len(s.query("up == 1")) == 2)
-        _wait("15s of samples", lambda: s.query(
-            "min(count_over_time(up[15s])) >= 12"), 60.0)
+        wait_until(lambda: len(s.query("up == 1")) == 2, WAIT_S, POLL_S,
+                   what="both targets scraped")
+        wait_until(lambda: s.query("min(count_over_time(up[15s])) >= 12"), 60.0, POLL_S,
+                   what="15s of samples")
         yield s
     finally:
         if prometheus is not None:
@@ -203,9 +188,7 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
 
 
 def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack) -> None:
-    path = FIXTURES / "dcgm-exporter" / "dcgm-exporter-dashboard.json"
-    if not path.exists():
-        pytest.skip(f"{path} is not present in this checkout")
+    path = fixture_file("dcgm-exporter", "dcgm-exporter-dashboard.json")
     queries = _dashboard_queries(path)
     assert queries
     empty = [f"{title}: {expr}" for title, expr in queries
@@ -262,12 +245,13 @@ def test_scripted_faults_raise_their_alerts(stack: Stack) -> None:
                 found.add("fb")
         return found if found == {"xid79", "lost", "fb"} else set()
 
-    _wait("XID 79, lost GPU and framebuffer alerts", raised)
+    wait_until(raised, WAIT_S, POLL_S, what="XID 79, lost GPU and framebuffer alerts")
 
 
 def test_healthy_node_fires_nothing(stack: Stack) -> None:
     # The faulty exporter's alerts prove the rules are evaluated by now.
-    _wait("the faulty node's alerts", lambda: _alerts_of(stack, stack.faulty))
+    wait_until(lambda: _alerts_of(stack, stack.faulty), WAIT_S, POLL_S,
+               what="the faulty node's alerts")
     alerts = _alerts_of(stack, stack.healthy)
     firing = [a["labels"] for a in alerts if a["state"] == "firing"]
     pending = [a["labels"] for a in alerts

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.artifacts.conftest import run_generate
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 GENERATED_DIRS = ("dashboards", "alerts", "deploy/keda")
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.artifacts.conftest import run_generate, validate_against_crd
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 EXAMPLES = sorted((ROOT / "deploy" / "keda").glob("*.yaml"))
 CRD = "keda.sh_scaledobjects.yaml"

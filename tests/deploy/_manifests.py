@@ -21,13 +21,14 @@ import kubernetes_validate
 import yaml
 
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
+from tests.support.requirements import require_file, require_tool
 
 Obj = dict[str, Any]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_DIR = REPO_ROOT / "deploy"
 MANIFEST_DIRS = (DEPLOY_DIR / "daemonset", DEPLOY_DIR / "sidecar")
-CRD_DIR = REPO_ROOT.parent / "shared" / "fixtures" / "crds"
+CRD_DIR = REPO_ROOT / "tests" / "fixtures" / "crds"
 
 EXPORTER_IMAGE = "ghcr.io/gpu-exporter/gpu-exporter"
 METRICS_PORT = 9400
@@ -118,8 +119,7 @@ def kubectl() -> str | None:
 
 def render_kustomization(root: Path) -> list[Obj]:
     """`kubectl kustomize ROOT` (offline: kustomize needs no API server)."""
-    exe = kubectl()
-    assert exe is not None
+    exe = require_tool("kubectl", "kubectl")
     done = subprocess.run(
         [exe, "kustomize", str(root)], capture_output=True, text=True, timeout=60, check=False
     )
@@ -145,7 +145,8 @@ def validate_builtin(obj: Obj, version: str) -> list[str]:
 
 
 def crd_files() -> list[Path]:
-    return sorted(CRD_DIR.glob("*.yaml")) if CRD_DIR.is_dir() else []
+    """The CRD fixtures; their absence skips the calling test locally and fails it in CI."""
+    return sorted(require_file(CRD_DIR).glob("*.yaml"))
 
 
 def strict_schema(schema: Any) -> Any:

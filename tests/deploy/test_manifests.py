@@ -29,7 +29,6 @@ from ._manifests import (
     check_native_sidecar,
     check_pod_resources_mount,
     check_pod_security,
-    crd_files,
     deepcopy_objs,
     exporter_containers,
     find_privileged,
@@ -45,11 +44,6 @@ TREE = load_tree()
 OBJECTS = [d.obj for d in TREE.objects]
 BUILTIN_DOCS = [d for d in TREE.objects if not is_custom_kind(d.obj)]
 CUSTOM_DOCS = [d for d in TREE.objects if is_custom_kind(d.obj)]
-
-needs_crds = pytest.mark.skipif(
-    not crd_files(), reason="CRD fixtures (../shared/fixtures/crds) are absent"
-)
-
 
 def _ids(docs: list[Document]) -> list[str]:
     return [d.where for d in docs]
@@ -96,7 +90,6 @@ def test_builtin_objects_validate_strictly(doc: Document, version: str) -> None:
     assert validate_builtin(doc.obj, version) == []
 
 
-@needs_crds
 @pytest.mark.parametrize("doc", CUSTOM_DOCS, ids=_ids(CUSTOM_DOCS))
 def test_monitors_validate_against_their_crds(doc: Document) -> None:
     assert validate_custom(doc.obj) == []
@@ -146,7 +139,6 @@ def test_cli_rejects_a_broken_copy(tmp_path: Path) -> None:
     assert "ERROR" in done.stdout and "allowPrivilegeEscalatoin" in done.stdout
 
 
-@needs_crds
 def test_crd_validation_rejects_a_misspelt_field() -> None:
     mon = deepcopy_objs(of_kind(OBJECTS, "ServiceMonitor"))[0]
     endpoint = mon["spec"]["endpoints"][0]
@@ -155,7 +147,6 @@ def test_crd_validation_rejects_a_misspelt_field() -> None:
     assert any("honorLabel" in p for p in problems), problems
 
 
-@needs_crds
 @pytest.mark.parametrize(
     ("field", "value"),
     [("interval", 15), ("honorLabels", "true"), ("scheme", "gopher")],
@@ -166,14 +157,12 @@ def test_crd_validation_rejects_a_bad_value(field: str, value: Any) -> None:
     assert validate_custom(mon)
 
 
-@needs_crds
 def test_crd_validation_rejects_a_bad_relabel_action() -> None:
     mon = deepcopy_objs(of_kind(OBJECTS, "ServiceMonitor"))[0]
     mon["spec"]["endpoints"][0]["relabelings"][-1]["action"] = "labeldelete"
     assert validate_custom(mon)
 
 
-@needs_crds
 def test_monitor_metadata_is_checked_as_object_meta() -> None:
     mon = deepcopy_objs(of_kind(OBJECTS, "PodMonitor"))[0]
     mon["metadata"]["labels"]["release"] = 7

@@ -10,11 +10,8 @@ serves one GPU held by a pod and one GPU held by nobody.
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -25,9 +22,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ._manifests import Obj, load_tree, of_kind
+from tests.support.exporter_process import free_port
+from tests.support.requirements import require_tool
+from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="no prometheus")
+from ._manifests import Obj, load_tree, of_kind
 
 OBJECTS = [d.obj for d in load_tree().objects]
 
@@ -98,13 +97,6 @@ def scrape_job(
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class _Exposition(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = EXPOSITION.encode()
@@ -134,6 +126,7 @@ def exporter_address() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def series(exporter_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Series]:
     """job -> label sets of DCGM_FI_DEV_GPU_UTIL once every job has been scraped."""
+    prometheus = require_tool("prometheus", "prometheus")
     sm_endpoint = of_kind(OBJECTS, "ServiceMonitor")[0]["spec"]["endpoints"][0]
     pm_endpoint = of_kind(OBJECTS, "PodMonitor")[0]["spec"]["podMetricsEndpoints"][0]
     jobs = [
@@ -150,11 +143,11 @@ def series(exporter_address: str, tmp_path_factory: pytest.TempPathFactory) -> I
     work = tmp_path_factory.mktemp("prometheus")
     config = work / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = _free_port()
+    port = free_port()
     log = (work / "prometheus.log").open("w")
     proc = subprocess.Popen(
         [
-            "prometheus",
+            prometheus,
             f"--config.file={config}",
             f"--storage.tsdb.path={work / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",
@@ -182,8 +175,7 @@ def _query(port: int, promql: str) -> list[dict[str, Any]]:
 
 
 def _wait_for_jobs(port: int, jobs: set[str], proc: subprocess.Popen[bytes], log: Path) -> Series:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def scraped() -> Series | None:
         if proc.poll() is not None:
             pytest.fail(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
         try:
@@ -193,10 +185,12 @@ def _wait_for_jobs(port: int, jobs: set[str], proc: subprocess.Popen[bytes], log
         by_job: dict[str, list[dict[str, str]]] = {}
         for sample in result:
             by_job.setdefault(sample["metric"].get("job", ""), []).append(sample["metric"])
-        if all(len(by_job.get(job, [])) == 3 for job in jobs):
-            return by_job
-        time.sleep(0.25)
-    pytest.fail(f"prometheus did not scrape every job within 60 s: {log.read_text()[-2000:]}")
+        return by_job if all(len(by_job.get(job, [])) == 3 for job in jobs) else None
+
+    try:
+        return wait_until(scraped, 60, interval=0.25, what="every job scraped")
+    except AssertionError as exc:
+        pytest.fail(f"{exc}; prometheus log: {log.read_text()[-2000:]}")
 
 
 def _one(series: Series, job: str, uuid: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ import pytest
 
 from exporter.fields.catalog import BY_NAME, MetricType
 from exporter.fields.csv import CollectorsError, load_collectors, parse_collectors
-from tests.conftest import ROOT, shared_fixture
+from tests.support.paths import ROOT, fixture_file
 
 
 def test_project_csv_loads_and_matches_packaged_default() -> None:
@@ -25,7 +25,7 @@ def test_project_csv_loads_and_matches_packaged_default() -> None:
 
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
 def test_dcgm_csvs_load_verbatim(name: str) -> None:
-    path = shared_fixture("dcgm-exporter", name)
+    path = fixture_file("dcgm-exporter", name)
     collectors = load_collectors(path)
     # dcgm's defaults: 26 fields, of which vGPU licensing has no NVML equivalent.
     assert len(collectors.fields) == 25

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from exporter.fields.docs import render_markdown
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def test_metrics_doc_is_generated_from_the_catalog() -> None:

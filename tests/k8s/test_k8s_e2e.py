@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
-
-from ..conftest import ExporterProcess
+from tests.support.exporter_process import ExporterProcess
+from tests.support.wait import wait_until
 
 Series = list[tuple[str, dict[str, str], float]]
 
 
 def scrape_after_kubelet(proc: ExporterProcess, timeout: float = 30.0) -> tuple[str, Series]:
     proc.wait_ready()
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def attributed() -> str | None:
         text = proc.metrics()
-        if "gpu_exporter_kubelet_up 1" in text:
-            break
-        assert time.monotonic() < deadline, "kubelet attribution never came up:\n" + text[-2000:]
-        time.sleep(0.1)
+        return text if "gpu_exporter_kubelet_up 1" in text else None
+
+    text = wait_until(attributed, timeout, what="kubelet attribution up")
     series = [(s.name, s.labels, s.value)
               for fam in text_string_to_metric_families(text) for s in fam.samples]
     return text, series

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,26 +13,10 @@ from exporter.k8s.enrich import PodMetadataWatcher, check_access, pod_labels, sa
 from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import PodRef
+from tests.support.apiserver import FakeApiServer, pod
+from tests.support.wait import wait_until
 
-from .k8s_fake_apiserver import FakeApiServer, pod
 from .k8s_helpers import gpu_uuid, plain_node
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

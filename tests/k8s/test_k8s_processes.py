@@ -10,7 +10,6 @@ so which utilisation samples each poll sees is fixed by the test, not by schedul
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,9 @@ import pytest
 
 from exporter.k8s.processes import container_of_pid
 from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
-from tests.nvmlsim.build import BuildError, build_library
 from tests.nvmlsim.harness import run_child, write_scenario
+from tests.support.apiserver import FakeApiServer, pod
 
-from .k8s_fake_apiserver import FakeApiServer, pod
 from .k8s_helpers import gpu_uuid, mig_uuid
 
 UID_A = "0f8e7d6c-1111-4222-8333-944455556666"
@@ -145,23 +143,6 @@ def test_cgroup_paths(tmp_path: Path) -> None:
     assert container_of_pid(5, tmp_path) is None  # not visible (no hostPID)
 
 
-@pytest.fixture(scope="module")
-def lib_dir() -> Path:
-    try:
-        return build_library()
-    except BuildError as exc:
-        pytest.fail(f"cannot build the simulated NVML library: {exc}")
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def running(namespace: str, name: str, uid: str, container: str, cid: str) -> dict[str, object]:
     obj = pod(namespace, name, uid, {"team": namespace})
     obj["status"] = {"containerStatuses": [
@@ -198,7 +179,7 @@ class Node:
 
 
 @pytest.fixture
-def node(lib_dir: Path, api: FakeApiServer, kubelet: SimKubeletHandle, socket_path: str,
+def node(nvmlsim_lib: Path, api: FakeApiServer, kubelet: SimKubeletHandle, socket_path: str,
          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Node:
     # The child inherits this environment: in-cluster settings would beat the kubeconfig.
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -210,7 +191,7 @@ def node(lib_dir: Path, api: FakeApiServer, kubelet: SimKubeletHandle, socket_pa
         pod_resources("rs", "nb-b", {"notebook": [("nvidia.com/gpu", [f"{shared}::1"])]}),
         pod_resources("ml", "trainer", {"main": [("nvidia.com/gpu", [exclusive])]}),
     ])
-    return Node(lib_dir, api, kubelet, socket_path, tmp_path)
+    return Node(nvmlsim_lib, api, kubelet, socket_path, tmp_path)
 
 
 def by_pod(poll: Poll, name: str) -> dict[str, tuple[dict[str, str], float]]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from google.protobuf import descriptor_pb2
 
 from exporter.k8s.proto import pb, pb_grpc
+from tests.support.paths import ROOT
+from tests.support.requirements import require_module
 
-ROOT = Path(__file__).resolve().parents[2]
 PROTO = "exporter/k8s/proto/api.proto"
 
 
@@ -29,7 +29,7 @@ def _without_derived(fd: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.F
 
 
 def _compiled_from_source(tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
-    protoc = pytest.importorskip("grpc_tools.protoc")
+    protoc = require_module("grpc_tools.protoc")
     out = tmp_path / "set.pb"
     rc = protoc.main(["protoc", f"-I{ROOT}", f"--descriptor_set_out={out}", str(ROOT / PROTO)])
     assert rc == 0, "protoc failed on api.proto"

@@ -23,20 +23,11 @@ from exporter.k8s.simkubelet import (
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import PodRef
 from exporter.series import Labels
+from tests.support.clock import FakeClock
 
 from .k8s_helpers import gpu_uuid, mig_node, mig_uuid, plain_node
 
 GPU = "nvidia.com/gpu"
-
-
-class FakeClock:
-    """Monotonic time the test moves by hand, so back-off is checked without sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make_source(

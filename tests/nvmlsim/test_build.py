@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.support.requirements import require_tool
 
 from .build import LIBRARY_NAME, build_library
 
@@ -25,9 +24,7 @@ def test_builds_once_and_rebuilds_when_stale(tmp_path: Path) -> None:
 
 
 def test_library_carries_the_nvml_soname(nvmlsim_lib: Path) -> None:
-    readelf = shutil.which("readelf")
-    if readelf is None:
-        pytest.skip("readelf is not installed")
+    readelf = require_tool("readelf", "binutils")
     dynamic = subprocess.run([readelf, "-d", str(nvmlsim_lib / LIBRARY_NAME)],
                              capture_output=True, text=True, check=True, timeout=30).stdout
     assert "Library soname: [libnvidia-ml.so.1]" in dynamic

@@ -367,14 +367,12 @@ def test_xid_wait_times_out_and_delivers(nvmlsim_lib: Path, tmp_path: Path) -> N
                 got["xid"] = pynvml.nvmlEventSetWait_v2(es, 20000).eventData
             except pynvml.NVMLError as e:
                 got["error"] = str(e)
-        import time
+        from tests.support.wait import wait_until
         calls_before = sim.call_count("nvmlEventSetWait_v2")
         t = threading.Thread(target=waiter)
         t.start()
-        deadline = time.monotonic() + 10
-        while (sim.call_count("nvmlEventSetWait_v2") == calls_before
-               and time.monotonic() < deadline):
-            time.sleep(0.001)
+        wait_until(lambda: sim.call_count("nvmlEventSetWait_v2") > calls_before, 10,
+                   interval=0.001, what="the waiter inside nvmlEventSetWait_v2")
         out["power_while_waiting"] = pynvml.nvmlDeviceGetPowerUsage(h0)
         sim.queue_xid(0, 48)
         t.join(10)
@@ -421,9 +419,8 @@ def test_hang_blocks_one_call_without_holding_the_library(nvmlsim_lib: Path,
             got["xid"] = pynvml.nvmlEventSetWait_v2(es, 20000).eventData
         t = threading.Thread(target=stuck, daemon=True)
         t.start()
-        deadline = time.monotonic() + 10
-        while sim.hanging_calls() == 0 and time.monotonic() < deadline:
-            time.sleep(0.001)
+        from tests.support.wait import wait_until
+        wait_until(lambda: sim.hanging_calls() > 0, 10, interval=0.001, what="a hanging call")
         out["hanging"] = sim.hanging_calls()
         w = threading.Thread(target=waiter, daemon=True)
         w.start()
@@ -760,10 +757,8 @@ def test_concurrent_callers_share_one_consistent_state(nvmlsim_lib: Path,
             sim.set_value(k % 4, "power_w", 100 + k)
         for t in callers:
             t.join(60)
-        import time
-        deadline = time.monotonic() + 10
-        while len(got) < 50 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        from tests.support.wait import wait_until
+        wait_until(lambda: len(got) >= 50, 10, interval=0.01, what="50 XIDs delivered")
         stop.set()
         w.join(10)
         out["alive"] = [t.is_alive() for t in callers] + [w.is_alive()]
