@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.model import Readings
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.sim import SimNvml
+from exporter.exposition.render import Rendered
 from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.sampler import Sampler, SamplerSettings
@@ -29,13 +31,14 @@ class Hangable(NvmlBackend):
         return super().poll()
 
 
-def values(sampler: Sampler) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def values(sampler: Sampler[Rendered]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = sampler.current.text.decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for f in text_string_to_metric_families(text) for s in f.samples}
 
 
-def make(backend: Hangable, interval: float, clock=time.time) -> Sampler:  # type: ignore[no-untyped-def]
+def make(backend: Hangable, interval: float,
+         clock: Callable[[], float] = time.time) -> Sampler[Rendered]:
     settings = SamplerSettings(interval_s=interval, host=HostLabel("Hostname", "n"),
                                deadline_s=0.3)
     return Sampler(backend, load_collectors(default_collectors_path()), settings,
