@@ -27,6 +27,7 @@ from exporter.devices.nvml_api import (
     NVML_ERROR_LIB_RM_VERSION_MISMATCH,
     NVML_ERROR_LIBRARY_NOT_FOUND,
     NVML_ERROR_NO_PERMISSION,
+    NvmlLib,
     error_name,
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, KubernetesConfig
@@ -76,7 +77,7 @@ class Report:
 # -- NVML -------------------------------------------------------------------------------------
 
 
-def _load_library(args: argparse.Namespace, report: Report) -> Any | None:
+def _load_library(args: argparse.Namespace, report: Report) -> NvmlLib | None:
     if args.backend == "sim":
         try:
             from exporter.devices.sim import SimNvml, profile_names
@@ -94,7 +95,8 @@ def _load_library(args: argparse.Namespace, report: Report) -> Any | None:
         report.line(FAIL, "NVML", "the pynvml module is missing",
                     "install nvidia-ml-py (not the deprecated `pynvml` package)")
         return None
-    return pynvml
+    lib: NvmlLib = pynvml
+    return lib
 
 
 def check_nvml(args: argparse.Namespace, report: Report) -> Inventory | None:
@@ -123,7 +125,7 @@ def check_nvml(args: argparse.Namespace, report: Report) -> Inventory | None:
             lib.nvmlShutdown()
 
 
-def _check_devices(lib: Any, report: Report) -> Inventory | None:
+def _check_devices(lib: NvmlLib, report: Report) -> Inventory | None:
     from exporter.devices.enumerate import enumerate_devices
     from exporter.devices.filter import ALL_DEVICES
 

@@ -106,6 +106,8 @@ def _picker(reader: Reader, part: str | int | None) -> Callable[[Any], Any] | No
 
 @dataclass(slots=True)
 class Output:
+    """One series from one answer: which part of it, converted how."""
+
     name: str
     pick: Callable[[Any], Any] | None
     """None: the answer itself is the value."""
@@ -119,18 +121,24 @@ class CallStep:
     outputs: list[Output]
 
 
+FieldRequest = tuple[int, int]
+"""(field id, scope id) as nvmlDeviceGetFieldValues takes it."""
+
+
 @dataclass(slots=True)
 class FieldValuesStep:
-    requests: list[tuple[int, int]]
-    outputs: dict[int, list[tuple[str, Conv]]]
-    nvlink: list[tuple[str, Conv]]
+    requests: list[FieldRequest]
+    outputs: dict[int, list[Output]]
+    """By field id."""
+    nvlink: list[Output]
     """Fields summing TX and RX throughput over all links."""
 
 
 @dataclass(slots=True)
 class GpmStep:
     metric_ids: list[int]
-    outputs: dict[int, list[tuple[str, Conv]]]
+    outputs: dict[int, list[Output]]
+    """By GPM metric id."""
 
 
 @dataclass(slots=True)
@@ -159,18 +167,18 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
             if spec.part == NVLINK_BANDWIDTH_PART:
                 wanted = [(FI_NVLINK_THROUGHPUT_DATA_TX, NVLINK_SCOPE_ALL_LINKS),
                           (FI_NVLINK_THROUGHPUT_DATA_RX, NVLINK_SCOPE_ALL_LINKS)]
-                fv.nvlink.append((spec.name, conv))
+                fv.nvlink.append(Output(spec.name, None, conv))
             else:
                 assert isinstance(spec.part, int)
                 wanted = [(spec.part, 0)]
-                fv.outputs.setdefault(spec.part, []).append((spec.name, conv))
+                fv.outputs.setdefault(spec.part, []).append(Output(spec.name, None, conv))
             fv.requests.extend(w for w in wanted if w not in fv.requests)
         elif spec.reader is Reader.GPM:
             assert isinstance(spec.part, int)
             gpm = plan.gpm = plan.gpm or GpmStep([], {})
             if spec.part not in gpm.outputs:
                 gpm.metric_ids.append(spec.part)
-            gpm.outputs.setdefault(spec.part, []).append((spec.name, conv))
+            gpm.outputs.setdefault(spec.part, []).append(Output(spec.name, None, conv))
     plan.calls = list(calls.values())
     return plan
 
@@ -194,7 +202,7 @@ class FieldValue(ctypes.Structure):
 _MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
-def read_field_values(lib: NvmlLib, handle: Handle, requests: list[tuple[int, int]]
+def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldRequest]
                       ) -> tuple[dict[int, float], dict[int, int]]:
     """Values by field id, and failed ids with their per-entry return code."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)
