@@ -29,6 +29,7 @@ from exporter.devices.nvml_api import (
     NVML_ERROR_NO_PERMISSION,
     NvmlLib,
     error_name,
+    load_pynvml,
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, KubernetesConfig
 
@@ -90,13 +91,11 @@ def _load_library(args: argparse.Namespace, report: Report) -> NvmlLib | None:
             return None
         return SimNvml(args.sim_profile, seed=args.sim_seed)
     try:
-        import pynvml
+        return load_pynvml()
     except ImportError:
         report.line(FAIL, "NVML", "the pynvml module is missing",
                     "install nvidia-ml-py (not the deprecated `pynvml` package)")
         return None
-    lib: NvmlLib = pynvml
-    return lib
 
 
 def check_nvml(args: argparse.Namespace, report: Report) -> Inventory | None:

@@ -18,7 +18,7 @@ from aiohttp import web
 from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.nvml_api import NvmlLib
+from exporter.devices.nvml_api import NvmlLib, load_pynvml
 from exporter.devices.processes import ProcessReader
 from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import (
@@ -60,10 +60,7 @@ def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
             return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults)
         except ValueError as exc:
             raise ConfigError(f"simulated node (--sim.profile/--sim.fault): {exc}") from None
-    import pynvml
-
-    lib: NvmlLib = pynvml
-    return lib
+    return load_pynvml()
 
 
 def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path

@@ -157,3 +157,11 @@ class NvmlLib(Protocol):
         `.computeInstanceId`."""
         ...
     def nvmlEventSetFree(self, event_set: Any) -> None: ...
+
+
+def load_pynvml() -> NvmlLib:
+    """The pynvml module, seen through the protocol; raises ImportError without it."""
+    import pynvml
+
+    lib: NvmlLib = pynvml  # pynvml carries no types: it is taken at its word
+    return lib

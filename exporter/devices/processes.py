@@ -16,7 +16,7 @@ import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
@@ -26,6 +26,10 @@ from exporter.devices.plan import NVML_MEMORY_V2
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_Call = Literal["handle", "MIG handle", "running processes", "process utilization",
+                "memory info"]
+"""The reads a failure is logged for, once per entity."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,7 @@ class ProcessReader:
         self._lib = lib
         self._last_sample_us: dict[str, int] = {}
         """GPU UUID -> time stamp of the newest utilisation sample already read."""
-        self._warned: set[tuple[str, str]] = set()
+        self._warned: set[tuple[str, _Call]] = set()
 
     def on_thread(self, executor: concurrent.futures.Executor) -> ProcessReads:
         """Reads submitted to `executor`: the poll thread's, which owns NVML."""
@@ -84,7 +88,7 @@ class ProcessReader:
                 out.append(found)
         return out
 
-    def _call(self, what: str, entity: Entity, fn: Callable[[], T], none_yet: T | None = None
+    def _call(self, what: _Call, entity: Entity, fn: Callable[[], T], none_yet: T | None = None
               ) -> T | None:
         """fn(), or `none_yet` when NVML answers NOT_FOUND (nothing since the last call);
         None on any other failure, each failing (device, call) pair logged once."""
@@ -102,7 +106,7 @@ class ProcessReader:
                          what, entity.gpu, reason)
             return None
 
-    def _handle(self, what: str, entity: Entity, uuid: str) -> Handle | None:
+    def _handle(self, what: _Call, entity: Entity, uuid: str) -> Handle | None:
         return self._call(what, entity, lambda: self._lib.nvmlDeviceGetHandleByUUID(uuid))
 
     def _read_entity(self, entity: Entity) -> EntityProcesses | None:

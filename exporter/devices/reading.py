@@ -33,12 +33,7 @@ from exporter.devices.nvml_api import (
     NvmlLib,
 )
 from exporter.devices.plan import EntityPlan, Output, build_plan, read_field_values
-from exporter.fields.catalog import (
-    FI_NVLINK_THROUGHPUT_DATA_RX,
-    FI_NVLINK_THROUGHPUT_DATA_TX,
-    FieldSpec,
-    Scope,
-)
+from exporter.fields.catalog import FieldSpec, Scope
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +83,15 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
 
 
 def store(outputs: Iterable[Output], answer: Any, out: dict[str, float]) -> None:
-    """The series one answer yields; a value its converter refuses (NaN, an absent
-    sensor's reading) is left out rather than exported."""
+    """The series one answer yields. A part the answer lacks (a failed field or metric),
+    or a value its converter refuses (NaN, an absent sensor's reading), is left out rather
+    than exported."""
     for o in outputs:
-        value = o.conv(answer if o.pick is None else o.pick(answer))
-        if value is not None:
-            out[o.name] = value
+        raw = answer if o.pick is None else o.pick(answer)
+        if raw is not None:
+            value = o.conv(raw)
+            if value is not None:
+                out[o.name] = value
 
 
 class DeviceReader:
@@ -188,15 +186,7 @@ class DeviceReader:
             return
         if failed:
             self._field_values_failed(plan, failed)
-        for field_id, outputs in fv.outputs.items():
-            raw = values.get(field_id)
-            if raw is not None:
-                store(outputs, raw, out)
-        if fv.nvlink:
-            tx = values.get(FI_NVLINK_THROUGHPUT_DATA_TX)
-            rx = values.get(FI_NVLINK_THROUGHPUT_DATA_RX)
-            if tx is not None and rx is not None:
-                store(fv.nvlink, tx + rx, out)
+        store(fv.outputs, values, out)
 
     def _field_values_failed(self, plan: EntityPlan, failed: dict[int, int]) -> None:
         fv = plan.field_values
@@ -239,8 +229,7 @@ class DeviceReader:
                 gpm.metric_ids = [m for m in gpm.metric_ids if m != metric_id]
             else:
                 self._errors.count("nvmlGpmMetricsGet", code)
-        for metric_id, raw in values.items():
-            store(gpm.outputs.get(metric_id, ()), raw, out)
+        store(gpm.outputs, values, out)
 
     def _query_gpm_support(self, entity: Entity, parent: Handle) -> bool:
         try:

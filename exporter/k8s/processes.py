@@ -133,6 +133,9 @@ class ProcessUsage:
         figures instead."""
         if self.read_pending:
             return
+        if not shared:  # nothing to ask NVML about: no job for the poll thread
+            self.usage, self.unattributed = [], 0
+            return
         pending = self._pending = self._reads(shared)
         # Shielded: cancelling this refresh (its deadline) leaves the read to finish on the
         # poll thread, still held in `_pending`.
