@@ -26,7 +26,9 @@ from exporter.devices.nvml_api import (
     NVML_ERROR_LIB_RM_VERSION_MISMATCH,
     NVML_ERROR_LIBRARY_NOT_FOUND,
     NVML_ERROR_NO_PERMISSION,
+    NvmlLib,
     error_name,
+    load_pynvml,
 )
 from exporter.k8s.config import KubernetesConfig
 from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
@@ -77,7 +79,7 @@ class Report:
 # -- NVML -------------------------------------------------------------------------------------
 
 
-def _load_library(settings: Resolution, report: Report) -> Any | None:
+def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
     if settings[opt.BACKEND] == "sim":
         try:
             from exporter.devices.sim import SimNvml, profile_names
@@ -91,12 +93,11 @@ def _load_library(settings: Resolution, report: Report) -> Any | None:
             return None
         return SimNvml(profile, seed=settings[opt.SIM_SEED])
     try:
-        import pynvml
+        return load_pynvml()
     except ImportError:
         report.line(FAIL, "NVML", "the pynvml module is missing",
                     "install nvidia-ml-py (not the deprecated `pynvml` package)")
         return None
-    return pynvml
 
 
 def check_nvml(settings: Resolution, report: Report) -> Inventory | None:
@@ -126,7 +127,7 @@ def check_nvml(settings: Resolution, report: Report) -> Inventory | None:
             lib.nvmlShutdown()
 
 
-def _check_devices(lib: Any, report: Report) -> Inventory | None:
+def _check_devices(lib: NvmlLib, report: Report) -> Inventory | None:
     from exporter.devices.enumerate import enumerate_devices
     from exporter.devices.filter import ALL_DEVICES
 

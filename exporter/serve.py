@@ -18,6 +18,8 @@ from aiohttp import web
 from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
+from exporter.devices.nvml_api import NvmlLib, load_pynvml
+from exporter.devices.processes import ProcessReader
 from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import (
     Collectors,
@@ -30,6 +32,7 @@ from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
+from exporter.sampling.worker import DaemonExecutor
 from exporter.web.app import make_app
 
 log = logging.getLogger("exporter")
@@ -43,7 +46,7 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _load_nvml_lib(cfg: ServeConfig) -> Any:
+def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
     if cfg.backend == "sim":
         from exporter.devices.sim import SimNvml, parse_fault
 
@@ -57,9 +60,7 @@ def _load_nvml_lib(cfg: ServeConfig) -> Any:
             return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults)
         except ValueError as exc:
             raise ConfigError(f"simulated node (--sim.profile/--sim.fault): {exc}") from None
-    import pynvml
-
-    return pynvml
+    return load_pynvml()
 
 
 def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
@@ -77,23 +78,28 @@ def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
     return replace(cfg, kubernetes=k8s), server
 
 
-async def _run(cfg: ServeConfig, lib: Any, backend: NvmlBackend, collectors: Collectors,
+async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
                tmp: Path | None) -> int:
     sim_kubelet: Any = None
     if cfg.sim_kubelet:
         assert tmp is not None
         cfg, sim_kubelet = _start_sim_kubelet(cfg, backend, tmp)
+    # The one thread that calls NVML while serving: the backend's polls and the per-process
+    # reads of process attribution take turns on it.
+    poll_worker = DaemonExecutor("poll")
     source: AttributionSource | None = None
     if cfg.kubernetes.enabled:
         from exporter.k8s.source import build_source
 
-        source = build_source(cfg.kubernetes, nvml_lib=lib)
+        source = build_source(cfg.kubernetes,
+                              process_reads=ProcessReader(lib).on_thread(poll_worker))
     settings = SamplerSettings(
         interval_s=cfg.collect_interval_s,
         host=HostLabel(cfg.hostname_label, cfg.hostname),
         collectors_path=cfg.collectors,
     )
-    sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend), source)
+    sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend), source,
+                      poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
     await sampler.poll_once()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.filter import DeviceFilter
-from exporter.devices.model import Entity, Inventory, MigDevice
+from exporter.devices.model import Entity, EntityKey, Inventory, MigDevice
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_GPU_IS_LOST,
@@ -44,7 +44,8 @@ class Handles:
     """Handles for one enumeration: physical GPUs and one MIG handle per GPU instance."""
 
     gpu: dict[int, Handle] = field(default_factory=dict)
-    instance: dict[tuple[int, int], Handle] = field(default_factory=dict)
+    instance: dict[EntityKey, Handle] = field(default_factory=dict)
+    """By (GPU index, GPU instance id): the first compute instance's MIG handle."""
     mig_enabled: dict[int, bool] = field(default_factory=dict)
 
 

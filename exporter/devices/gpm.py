@@ -17,6 +17,7 @@ from typing import Any
 
 import pynvml
 
+from exporter.devices.model import EntityKey
 from exporter.devices.nvml_api import NVML_GPM_METRICS_GET_VERSION, Handle, NvmlLib
 
 MIN_SAMPLE_GAP_S = 0.1
@@ -63,9 +64,9 @@ class GpmReader:
     def __init__(self, lib: NvmlLib, clock: Callable[[], float] = time.monotonic) -> None:
         self._lib = lib
         self._clock = clock
-        self._entities: dict[tuple[int, int], _Entity] = {}
+        self._entities: dict[EntityKey, _Entity] = {}
 
-    def _entity(self, key: tuple[int, int], metric_ids: Sequence[int]) -> _Entity:
+    def _entity(self, key: EntityKey, metric_ids: Sequence[int]) -> _Entity:
         state = self._entities.get(key)
         if state is None:
             request, view = _request(metric_ids)
@@ -79,7 +80,7 @@ class GpmReader:
 
     def read(
         self,
-        key: tuple[int, int],
+        key: EntityKey,
         parent: Handle,
         gpu_instance_id: int | None,
         metric_ids: Sequence[int],

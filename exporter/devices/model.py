@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+EntityKey = tuple[int, int]
+"""(gpu index, GPU instance id or -1): how readings, XID history and attribution name an
+entity (`Entity.key`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class MigDevice:
@@ -49,7 +53,7 @@ class Entity:
         return self.gpu_instance_id is not None
 
     @property
-    def key(self) -> tuple[int, int]:
+    def key(self) -> EntityKey:
         """Stable sort and lookup key: (gpu index, GPU instance id or -1)."""
         return (self.gpu, -1 if self.gpu_instance_id is None else self.gpu_instance_id)
 
@@ -93,7 +97,7 @@ class Inventory:
 class XidCount:
     """Events of one XID code on one entity within the counting window."""
 
-    entity_key: tuple[int, int]
+    entity_key: EntityKey
     xid: int
     count: int
 
@@ -102,7 +106,7 @@ class XidCount:
 class XidTotal:
     """All events of one XID code on one entity since the exporter started."""
 
-    entity_key: tuple[int, int]
+    entity_key: EntityKey
     xid: int
     total: int
     last_seen: float
@@ -113,12 +117,12 @@ class XidTotal:
 class Readings:
     """One poll's values: field name -> value, per entity key. Missing means unavailable."""
 
-    values: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
+    values: dict[EntityKey, dict[str, float]] = field(default_factory=dict)
     xid_window: tuple[XidCount, ...] = ()
     xid_totals: tuple[XidTotal, ...] = ()
     xid_window_s: float = 0.0
     """Length of the window `xid_window` counts over."""
-    known: dict[tuple[int, int], Entity] = field(default_factory=dict)
+    known: dict[EntityKey, Entity] = field(default_factory=dict)
     """Every entity seen since start, so XID history of a GPU that fell off the bus (XID 79)
     keeps its labels after the GPU left the inventory."""
     gpm_supported: dict[int, bool] = field(default_factory=dict)

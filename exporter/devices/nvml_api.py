@@ -121,6 +121,19 @@ class NvmlLib(Protocol):
         `.dVal`, `.uiVal`, `.ulVal`, `.ullVal`, `.sllVal`, `.siVal`)."""
         ...
 
+    # Processes (per-container attribution on shared devices)
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> Handle:
+        """A GPU's or a MIG device's handle."""
+        ...
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Any]:
+        """Entries with `.pid`, `.usedGpuMemory` (bytes, None when NVML can't say) and, on
+        MIG-enabled GPUs, `.gpuInstanceId`."""
+        ...
+    def nvmlDeviceGetProcessUtilization(self, handle: Handle, timeStamp: int) -> list[Any]:
+        """Samples newer than `timeStamp` (CPU time, µs) with `.pid`, `.timeStamp` and
+        `.smUtil` (percent); raises NOT_FOUND when there are none."""
+        ...
+
     # GPM (Hopper and newer)
     def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> Any:
         """`.isSupportedDevice`."""
@@ -144,3 +157,11 @@ class NvmlLib(Protocol):
         `.computeInstanceId`."""
         ...
     def nvmlEventSetFree(self, event_set: Any) -> None: ...
+
+
+def load_pynvml() -> NvmlLib:
+    """The pynvml module, seen through the protocol; raises ImportError without it."""
+    import pynvml
+
+    lib: NvmlLib = pynvml  # pynvml carries no types: it is taken at its word
+    return lib

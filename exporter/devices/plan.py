@@ -104,11 +104,26 @@ def _picker(reader: Reader, part: str | int | None) -> Callable[[Any], Any] | No
     return None
 
 
+def _by_id(value_id: int) -> Callable[[dict[int, float]], float | None]:
+    """Picks one id's value from an answer by field or metric id; None when it is absent
+    (that entry failed)."""
+    return operator.methodcaller("get", value_id)
+
+
+def _nvlink_total(values: dict[int, float]) -> float | None:
+    """TX plus RX over all links; None unless both were read."""
+    tx = values.get(FI_NVLINK_THROUGHPUT_DATA_TX)
+    rx = values.get(FI_NVLINK_THROUGHPUT_DATA_RX)
+    return None if tx is None or rx is None else tx + rx
+
+
 @dataclass(slots=True)
 class Output:
+    """One series from one answer: which part of it, converted how."""
+
     name: str
     pick: Callable[[Any], Any] | None
-    """None: the answer itself is the value."""
+    """None: the answer itself is the value. A pick may yield None: nothing to store."""
     conv: Conv
 
 
@@ -119,18 +134,22 @@ class CallStep:
     outputs: list[Output]
 
 
+FieldRequest = tuple[int, int]
+"""(field id, scope id) as nvmlDeviceGetFieldValues takes it."""
+
+
 @dataclass(slots=True)
 class FieldValuesStep:
-    requests: list[tuple[int, int]]
-    outputs: dict[int, list[tuple[str, Conv]]]
-    nvlink: list[tuple[str, Conv]]
-    """Fields summing TX and RX throughput over all links."""
+    requests: list[FieldRequest]
+    outputs: list[Output]
+    """Each picks from the answer's values by field id."""
 
 
 @dataclass(slots=True)
 class GpmStep:
     metric_ids: list[int]
-    outputs: dict[int, list[tuple[str, Conv]]]
+    outputs: list[Output]
+    """Each picks from the answer's values by metric id."""
 
 
 @dataclass(slots=True)
@@ -155,22 +174,22 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
                 step = calls[spec.reader] = CallStep(function, make(lib, handle), [])
             step.outputs.append(Output(spec.name, _picker(spec.reader, spec.part), conv))
         elif spec.reader is Reader.FIELD_VALUES:
-            fv = plan.field_values = plan.field_values or FieldValuesStep([], {}, [])
+            fv = plan.field_values = plan.field_values or FieldValuesStep([], [])
             if spec.part == NVLINK_BANDWIDTH_PART:
                 wanted = [(FI_NVLINK_THROUGHPUT_DATA_TX, NVLINK_SCOPE_ALL_LINKS),
                           (FI_NVLINK_THROUGHPUT_DATA_RX, NVLINK_SCOPE_ALL_LINKS)]
-                fv.nvlink.append((spec.name, conv))
+                fv.outputs.append(Output(spec.name, _nvlink_total, conv))
             else:
                 assert isinstance(spec.part, int)
                 wanted = [(spec.part, 0)]
-                fv.outputs.setdefault(spec.part, []).append((spec.name, conv))
+                fv.outputs.append(Output(spec.name, _by_id(spec.part), conv))
             fv.requests.extend(w for w in wanted if w not in fv.requests)
         elif spec.reader is Reader.GPM:
             assert isinstance(spec.part, int)
-            gpm = plan.gpm = plan.gpm or GpmStep([], {})
-            if spec.part not in gpm.outputs:
+            gpm = plan.gpm = plan.gpm or GpmStep([], [])
+            if spec.part not in gpm.metric_ids:
                 gpm.metric_ids.append(spec.part)
-            gpm.outputs.setdefault(spec.part, []).append((spec.name, conv))
+            gpm.outputs.append(Output(spec.name, _by_id(spec.part), conv))
     plan.calls = list(calls.values())
     return plan
 
@@ -194,7 +213,7 @@ class FieldValue(ctypes.Structure):
 _MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
-def read_field_values(lib: NvmlLib, handle: Handle, requests: list[tuple[int, int]]
+def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldRequest]
                       ) -> tuple[dict[int, float], dict[int, int]]:
     """Values by field id, and failed ids with their per-entry return code."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from exporter.devices.errors import describe, is_nvml_error, nvml_code
-from exporter.devices.model import XidCount, XidTotal
+from exporter.devices.model import EntityKey, XidCount, XidTotal
 from exporter.devices.nvml_api import (
     NVML_ERROR_TIMEOUT,
     NVML_EVENT_TYPE_XID_CRITICAL_ERROR,
@@ -27,8 +27,6 @@ from exporter.devices.nvml_api import (
 )
 
 log = logging.getLogger(__name__)
-
-EntityKey = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)

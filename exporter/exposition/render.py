@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporter.devices.model import Entity
+from exporter.devices.model import Entity, EntityKey
 from exporter.exposition.labels import entity_labels, format_labels, pod_labels
 from exporter.fields.catalog import MetricType
 from exporter.sampling.snapshot import Snapshot
@@ -88,7 +88,7 @@ def device_families(snapshot: Snapshot) -> list[Family]:
     return families
 
 
-def _series_labels(snapshot: Snapshot) -> dict[tuple[int, int], Labels]:
+def _series_labels(snapshot: Snapshot) -> dict[EntityKey, Labels]:
     """Full label sets by entity key, in exposition order: visible entities, then those of
     GPUs that left the inventory (a GPU that fell off the bus keeps its XID history)."""
     driver: Labels = ()
@@ -108,7 +108,7 @@ def _series_labels(snapshot: Snapshot) -> dict[tuple[int, int], Labels]:
     return labels
 
 
-def _xid_window_samples(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
+def _xid_window_samples(snapshot: Snapshot, base: dict[EntityKey, Labels]
                         ) -> tuple[Sample, ...]:
     window = (("window_size_in_ms", str(int(snapshot.readings.xid_window_s * 1000))),)
     return tuple(
@@ -118,7 +118,7 @@ def _xid_window_samples(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
     )
 
 
-def _xid_total_families(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
+def _xid_total_families(snapshot: Snapshot, base: dict[EntityKey, Labels]
                         ) -> list[Family]:
     totals = [t for t in snapshot.readings.xid_totals if t.entity_key in base]
     if not totals:

@@ -1,30 +1,30 @@
 """Per-container use of shared GPUs (`--kubernetes.process-attribution`).
 
 On a time-sliced or otherwise shared device the device series can't say who uses what, so
-this reads NVML's running compute processes (framebuffer per process) and process
-utilisation samples (SM % per process), finds each process's container through
-`/proc/<pid>/cgroup` (pod UID + container runtime id; needs `hostPID: true`, since NVML
-reports host PIDs), and names the container through the API-server watch. Per-container
-framebuffer is scaled down if needed so that its sum never exceeds the device's used memory.
+this takes the device layer's per-process reads (framebuffer per process, SM % per process),
+finds each process's container through `/proc/<pid>/cgroup` (pod UID + container runtime id;
+needs `hostPID: true`, since NVML reports host PIDs), and names the container through the
+API-server watch. Per-container framebuffer is scaled down if needed so that its sum never
+exceeds the device's used memory.
 
-Runs in a worker thread (NVML and /proc are blocking), once per poll, only for shared devices.
-MIG GPU instances get framebuffer only: NVML has no per-process utilisation on MIG.
+The NVML reads run on the poll thread (see `exporter.devices.processes`); at most one is in
+flight: while one is stuck in the driver, later polls keep the last figures rather than
+queueing more. Only the /proc reads and the sums happen here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
-from exporter.devices.nvml_api import NVML_ERROR_NOT_FOUND, error_name
-from exporter.devices.plan import NVML_MEMORY_V2
+from exporter.devices.processes import EntityProcesses, ProcessReads
 
 log = logging.getLogger(__name__)
 
@@ -62,110 +62,101 @@ class ContainerUsage:
     sm_ratio: float | None
 
 
-class ProcessSampler:
-    def __init__(self, lib: Any, resolve: Resolver, proc_root: str | Path = "/proc") -> None:
-        self._lib = lib
+def attribute(found: EntityProcesses, owner: Callable[[int], ContainerKey | None]
+              ) -> tuple[list[ContainerUsage], int]:
+    """One entity's use per container, and how many of its processes are in none."""
+    unattributed = 0
+    memory: dict[ContainerKey, float] = defaultdict(float)
+    has_memory: set[ContainerKey] = set()
+    total = 0.0
+    for proc in found.running:
+        key = owner(proc.pid)
+        if key is None:
+            unattributed += 1
+        if proc.used_memory_bytes is None:
+            continue
+        total += proc.used_memory_bytes
+        if key is not None:
+            memory[key] += proc.used_memory_bytes
+            has_memory.add(key)
+    device_used = found.device_used_bytes
+    if device_used is not None and total > device_used > 0:
+        scale = device_used / total
+        memory = defaultdict(float, {k: v * scale for k, v in memory.items()})
+
+    sm: dict[ContainerKey, float] = {}
+    if found.sm_samples is not None:
+        per_pid: dict[int, list[float]] = defaultdict(list)
+        for s in found.sm_samples:
+            per_pid[s.pid].append(s.sm_util_pct)
+        for pid, values in per_pid.items():
+            key = owner(pid)
+            if key is not None:
+                sm[key] = sm.get(key, 0.0) + sum(values) / len(values) / 100.0
+
+    containers = {owner(p.pid) for p in found.running} | set(sm)
+    # No sample since the previous read means an idle container, not an unknown one.
+    idle = 0.0 if found.sm_samples is not None else None
+    usage = [
+        ContainerUsage(
+            found.entity,
+            key,
+            memory[key] if key in has_memory else None,
+            min(1.0, sm[key]) if key in sm else idle,
+        )
+        for key in sorted(k for k in containers if k is not None)
+    ]
+    return usage, unattributed
+
+
+class ProcessUsage:
+    """The last per-container use of the shared devices, refreshed once per poll."""
+
+    def __init__(self, reads: ProcessReads, resolve: Resolver,
+                 proc_root: str | Path = "/proc") -> None:
+        self._reads = reads
         self._resolve = resolve
         self._proc_root = Path(proc_root)
-        self._last_sample_us: dict[str, int] = {}
-        self._warned: set[tuple[str, str]] = set()
+        self._pending: concurrent.futures.Future[list[EntityProcesses]] | None = None
+        """The read last started; kept until done, even when the refresh awaiting it was
+        cancelled, so a read stuck in the driver is never joined by a second one."""
+        self.usage: list[ContainerUsage] = []
         self.unattributed = 0
-        """Processes on the last sampled devices that belong to no known container."""
+        """Processes on the last read devices that belong to no known container."""
 
-    def _call(self, what: str, entity: Entity, fn: Callable[[], Any]) -> Any:
-        """fn() or None; each failing (device, call) pair is logged once."""
-        try:
-            return fn()
-        except Exception as exc:
-            if is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_NOT_FOUND:
-                return []  # no samples since the last call
-            key = (entity.uuid + str(entity.gpu_instance_id), what)
-            if key not in self._warned:
-                self._warned.add(key)
-                reason = error_name(nvml_code(exc)) if is_nvml_error(exc) else repr(exc)
-                log.info("process attribution: %s on GPU %d unavailable (%s)",
-                         what, entity.gpu, reason)
-            return None
+    @property
+    def read_pending(self) -> bool:
+        return self._pending is not None and not self._pending.done()
 
-    def sample(self, entities: Sequence[Entity]) -> list[ContainerUsage]:
-        self.unattributed = 0
-        out: list[ContainerUsage] = []
-        for entity in entities:
-            out += self._sample_entity(entity)
-        return out
+    async def refresh(self, shared: Sequence[Entity]) -> None:
+        """Read the shared entities' processes; with a read still in flight, keep the last
+        figures instead."""
+        if self.read_pending:
+            return
+        if not shared:  # nothing to ask NVML about: no job for the poll thread
+            self.usage, self.unattributed = [], 0
+            return
+        pending = self._pending = self._reads(shared)
+        # Shielded: cancelling this refresh (its deadline) leaves the read to finish on the
+        # poll thread, still held in `_pending`.
+        found = await asyncio.shield(asyncio.wrap_future(pending))
+        # /proc reads block (briefly): off the event loop, which serves scrapes. No NVML
+        # call happens there.
+        self.usage, self.unattributed = await asyncio.to_thread(self._attribute, found)
 
-    def _sample_entity(self, entity: Entity) -> list[ContainerUsage]:
-        lib = self._lib
-        handle = self._call("handle", entity, lambda: lib.nvmlDeviceGetHandleByUUID(entity.uuid))
-        if handle is None:
-            return []
-        procs = self._call("running processes", entity,
-                           lambda: lib.nvmlDeviceGetComputeRunningProcesses(handle))
-        if procs is None:
-            return []
-        if entity.is_mig:
-            procs = [p for p in procs
-                     if getattr(p, "gpuInstanceId", None) == entity.gpu_instance_id]
-            mem_uuid = entity.mig_devices[0].uuid if entity.mig_devices else None
-            mem_handle = (None if mem_uuid is None else self._call(
-                "MIG handle", entity, lambda: lib.nvmlDeviceGetHandleByUUID(mem_uuid)))
-            samples: list[Any] | None = None
-        else:
-            mem_handle = handle
-            since = self._last_sample_us.get(entity.uuid, 0)
-            samples = self._call("process utilization", entity,
-                                 lambda: lib.nvmlDeviceGetProcessUtilization(handle, since))
-            if samples:
-                self._last_sample_us[entity.uuid] = max(int(s.timeStamp) for s in samples)
-        memory_info = (None if mem_handle is None else
-                       self._call("memory info", entity,
-                                  lambda: lib.nvmlDeviceGetMemoryInfo(
-                                      mem_handle, version=NVML_MEMORY_V2)))
-
+    def _attribute(self, found: list[EntityProcesses]) -> tuple[list[ContainerUsage], int]:
         owner_of: dict[int, ContainerKey | None] = {}
 
         def owner(pid: int) -> ContainerKey | None:
             if pid not in owner_of:
-                found = container_of_pid(pid, self._proc_root)
-                owner_of[pid] = None if found is None else self._resolve(*found)
+                where = container_of_pid(pid, self._proc_root)
+                owner_of[pid] = None if where is None else self._resolve(*where)
             return owner_of[pid]
 
-        memory: dict[ContainerKey, float] = defaultdict(float)
-        has_memory: set[ContainerKey] = set()
-        total = 0.0
-        for proc in procs:
-            used = getattr(proc, "usedGpuMemory", None)
-            key = owner(int(proc.pid))
-            if key is None:
-                self.unattributed += 1
-            if used is None:
-                continue
-            total += float(used)
-            if key is not None:
-                memory[key] += float(used)
-                has_memory.add(key)
-        device_used = getattr(memory_info, "used", None)
-        if device_used is not None and total > float(device_used) > 0:
-            scale = float(device_used) / total
-            memory = defaultdict(float, {k: v * scale for k, v in memory.items()})
-
-        sm: dict[ContainerKey, float] = {}
-        if samples is not None:
-            per_pid: dict[int, list[float]] = defaultdict(list)
-            for s in samples:
-                per_pid[int(s.pid)].append(float(s.smUtil))
-            for pid, values in per_pid.items():
-                key = owner(pid)
-                if key is not None:
-                    sm[key] = sm.get(key, 0.0) + sum(values) / len(values) / 100.0
-
-        containers = {owner(int(p.pid)) for p in procs} | set(sm)
-        return [
-            ContainerUsage(
-                entity,
-                key,
-                memory[key] if key in has_memory else None,
-                min(1.0, sm[key]) if key in sm else (0.0 if samples is not None else None),
-            )
-            for key in sorted(k for k in containers if k is not None)
-        ]
+        usage: list[ContainerUsage] = []
+        unattributed = 0
+        for entity_processes in found:
+            entity_usage, entity_unattributed = attribute(entity_processes, owner)
+            usage += entity_usage
+            unattributed += entity_unattributed
+        return usage, unattributed

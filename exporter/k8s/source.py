@@ -14,9 +14,10 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-from exporter.devices.model import Entity, Inventory
+from exporter.devices.model import Entity, EntityKey, Inventory
+from exporter.devices.processes import ProcessReads
 from exporter.k8s.attribution import (
     MALFORMED_ID,
     UNKNOWN_DEVICE,
@@ -34,8 +35,8 @@ from exporter.k8s.client import (
     allocations_of,
 )
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.processes import ContainerUsage, ProcessSampler
-from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource, EntityKey
+from exporter.k8s.processes import ContainerUsage, ProcessUsage
+from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
 from exporter.selfmetrics import (
     DEVICE_ID_PARSE_ERRORS,
     KUBELET_LAST_REFRESH_SUCCESS,
@@ -73,7 +74,7 @@ class KubeletSource:
         backoff: Backoff | None = None,
         metadata: PodMetadata | None = None,
         client: PodResourcesClient | None = None,
-        nvml_lib: Any = None,
+        process_reads: ProcessReads | None = None,
         proc_root: str = "/proc",
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -103,12 +104,11 @@ class KubeletSource:
         self._metadata = metadata
         self._metadata_started = False
         self._metadata_task: asyncio.Task[None] | None = None
-        self._nvml_lib = nvml_lib
+        self._process_reads = process_reads
         self._proc_root = proc_root
-        self._processes: ProcessSampler | None = None
-        self._process_thread_busy = False
+        self._processes: ProcessUsage | None = None
         self._usage: list[ContainerUsage] = []
-        if config.process_attribution and nvml_lib is None:
+        if config.process_attribution and process_reads is None:
             log.warning("--kubernetes.process-attribution needs the NVML backend; disabled")
 
     def _empty_attribution(self) -> Attribution:
@@ -232,18 +232,14 @@ class KubeletSource:
 
     async def _sample_processes(self) -> None:
         assert self._processes is not None
-        if self._process_thread_busy:  # a slow previous sample still runs: don't pile up
-            return
         owned = set(self._result.attribution.owners)
         shared: dict[EntityKey, Entity] = {}
         for _, found in self._result.resolved:
             if found.entity.key not in owned:
                 shared[found.entity.key] = found.entity
-        self._process_thread_busy = True
-        try:
-            usage = await asyncio.to_thread(self._processes.sample, list(shared.values()))
-        finally:
-            self._process_thread_busy = False
+        # With a read still stuck in the driver this keeps the last figures.
+        await self._processes.refresh(list(shared.values()))
+        usage = self._processes.usage
         if self._pod_scope is not None:
             usage = [u for u in usage if (u.container[0], u.container[1]) == self._pod_scope]
         self._usage = usage
@@ -277,7 +273,7 @@ class KubeletSource:
             return
         self._metadata_started = True
         wants_watch = bool(self.config.pod_labels) or (
-            self.config.process_attribution and self._nvml_lib is not None
+            self.config.process_attribution and self._process_reads is not None
         )
         if self._metadata is not None:
             self._use_metadata(self._metadata)
@@ -294,9 +290,9 @@ class KubeletSource:
 
     def _use_metadata(self, metadata: PodMetadata) -> None:
         metadata.start()
-        if self.config.process_attribution and self._nvml_lib is not None:
-            self._processes = ProcessSampler(
-                self._nvml_lib, metadata.container_of, self._proc_root
+        if self.config.process_attribution and self._process_reads is not None:
+            self._processes = ProcessUsage(
+                self._process_reads, metadata.container_of, self._proc_root
             )
         self._metadata = metadata
 
@@ -318,10 +314,11 @@ def _no_labels(namespace: str, pod: str) -> Labels:
     return ()
 
 
-def build_source(config: KubernetesConfig, nvml_lib: Any = None) -> AttributionSource:
+def build_source(config: KubernetesConfig, process_reads: ProcessReads | None = None
+                 ) -> AttributionSource:
     """The attribution source for these settings (the caller checks `config.enabled`).
 
-    `nvml_lib` (pynvml, or the simulated node's library) is needed only for
-    `--kubernetes.process-attribution`.
+    `process_reads` (the device layer's per-process reads, run on the poll thread) is
+    needed only for `--kubernetes.process-attribution`.
     """
-    return KubeletSource(config, nvml_lib=nvml_lib)
+    return KubeletSource(config, process_reads=process_reads)

@@ -6,11 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from exporter.devices.model import EntityKey as EntityKey
 from exporter.devices.model import Inventory
 from exporter.series import Family, Labels
-
-EntityKey = tuple[int, int]
-"""(gpu index, GPU instance id or -1), as `exporter.devices.model.Entity.key`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class Sampler(Generic[Published]):
         publish: Publisher[Published],
         attribution: AttributionSource | None = None,
         wall_clock: Callable[[], float] = time.time,
+        poll_worker: DaemonExecutor | None = None,
     ) -> None:
         self._backend = backend
         self._collectors = collectors
@@ -94,9 +95,11 @@ class Sampler(Generic[Published]):
         self._publish = publish
         self._clock = wall_clock
         # One poll thread: NVML calls serialise on the driver lock anyway, and a second poll
-        # must never start while a slow one is still inside the driver. Rendering has its own
-        # thread so that the self-metrics still move while a poll is stuck.
-        self._executor = DaemonExecutor("poll")
+        # must never start while a slow one is still inside the driver. Other poll-time NVML
+        # reads (per-process attribution) are given the same thread as `poll_worker`.
+        # Rendering has its own thread so that the self-metrics still move while a poll is
+        # stuck.
+        self._executor = poll_worker or DaemonExecutor("poll")
         self._renderer = DaemonExecutor("render")
         self._extra: list[Family] = []
         self._inflight: asyncio.Future[_DeviceResult] | None = None

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pynvml
+
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.sim import SimNvml, parse_fault
 from exporter.exposition.render import device_families, render
-from exporter.fields.catalog import CATALOG
+from exporter.fields.catalog import CATALOG, FieldSpec
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from tests.support.clock import FakeClock
 from tests.support.wait import wait_until
 
 
-def make(profile: str, *faults: str, fields=None):  # type: ignore[no-untyped-def]
+def make(profile: str, *faults: str, fields: Sequence[FieldSpec] | None = None
+         ) -> tuple[SimNvml, NvmlBackend, FakeClock]:
     clock = FakeClock(start=1_000_000.0)
     lib = SimNvml(profile, seed=3, faults=[parse_fault(f) for f in faults], clock=clock)
     specs = fields if fields is not None else load_collectors(default_collectors_path()).specs
@@ -168,5 +173,51 @@ def test_xid_79_of_a_gpu_that_falls_off_the_bus_is_kept() -> None:
         assert any(line.startswith("DCGM_FI_DEV_XID_ERRORS{") and line.endswith(" 79")
                    for line in gpu1)
         assert backend.gpus_lost_total == 1
+    finally:
+        backend.close()
+
+
+def test_a_gpu_back_at_the_first_walk_after_its_loss_is_read_again() -> None:
+    _, backend, clock = make("h100-8", "lost,gpu=1,at=2s,for=1s")
+    try:
+        assert "DCGM_FI_DEV_GPU_TEMP" in backend.poll().values[(1, -1)]
+        clock.advance(2.5)
+        assert (1, -1) not in backend.poll().values  # lost mid-poll: dropped at once
+        clock.advance(1.5)  # past the 1 s pause; the walk finds the same devices as before
+        readings = backend.poll()
+        assert [g.gpu for g in backend.inventory.gpus] == list(range(8))
+        assert "DCGM_FI_DEV_GPU_TEMP" in readings.values[(1, -1)]
+        assert backend.gpus_lost_total == 1
+    finally:
+        backend.close()
+
+
+class FlakyWalk(SimNvml):
+    """Fails the device count, as a driver in trouble can, while `failing` is set."""
+
+    failing = False
+
+    def nvmlDeviceGetCount(self) -> int:
+        if self.failing:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+        return super().nvmlDeviceGetCount()
+
+
+def test_a_failed_walk_is_followed_by_full_readings_once_it_succeeds() -> None:
+    clock = FakeClock(start=1_000_000.0)
+    lib = FlakyWalk("l4-1", clock=clock)
+    backend = NvmlBackend(lib, load_collectors(default_collectors_path()).specs, clock=clock)
+    backend.start()
+    try:
+        assert "DCGM_FI_DEV_GPU_TEMP" in backend.poll().values[(0, -1)]
+        lib.failing = True
+        clock.advance(61)  # the periodic walk
+        assert backend.poll().values == {} and not backend.up
+        assert backend.call_errors[("enumerate", "UNKNOWN")] == 1
+        lib.failing = False
+        clock.advance(1)
+        readings = backend.poll()
+        assert backend.up
+        assert "DCGM_FI_DEV_GPU_TEMP" in readings.values[(0, -1)]
     finally:
         backend.close()

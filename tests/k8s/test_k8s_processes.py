@@ -1,10 +1,11 @@
 """Per-container use of shared GPUs: NVML process list + /proc/<pid>/cgroup + the pod watch.
 
-Every part is real: the attribution source runs over the unmodified pynvml on the simulated
-`libnvidia-ml.so.1` (tests/nvmlsim), in a child interpreter because one process holds only
-one NVML library for life; the cgroup files, the kubelet (gRPC) and the API server (HTTP) run
-here and the child reaches them by path, socket and kubeconfig. The simulated clock is manual,
-so which utilisation samples each poll sees is fixed by the test, not by scheduling.
+Every part is real: the attribution source runs over the device layer's process reads on a
+poll thread, over the unmodified pynvml on the simulated `libnvidia-ml.so.1` (tests/nvmlsim),
+in a child interpreter because one process holds only one NVML library for life; the cgroup
+files, the kubelet (gRPC) and the API server (HTTP) run here and the child reaches them by
+path, socket and kubeconfig. The simulated clock is manual, so which utilisation samples each
+poll sees is fixed by the test, not by scheduling.
 """
 
 from __future__ import annotations
@@ -86,20 +87,34 @@ MIG_SCENARIO: dict[str, Any] = {
     ],
 }
 
-# In the child: the source over pynvml, one poll to start the pod watch, a bounded wait until
-# the watch knows the pods, then one poll per simulated time, each poll's families kept.
+# In the child: the source with process reads over pynvml on a poll thread, one poll to start
+# the pod watch, a bounded wait until the watch knows the pods, then one poll per simulated
+# time, each poll's families kept.
 CHILD = """
-import asyncio, json, time
+import asyncio, json, threading, time
+from exporter.devices.processes import ProcessReader
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.source import KubeletSource
+from exporter.sampling.worker import DaemonExecutor
 from tests.k8s.k8s_helpers import mig_node, plain_node
 
 params = json.loads({params!r})
 pynvml.nvmlInit()
+poll_worker = DaemonExecutor("poll")
+reader = ProcessReader(pynvml)
+read_on = set()
+unwatched_read = reader.read
+
+def read(entities):  # notes the thread each NVML read runs on
+    read_on.add(threading.current_thread().name)
+    return unwatched_read(entities)
+
+reader.read = read
+process_reads = reader.on_thread(poll_worker)
 
 async def main():
     inventory = mig_node() if params["mig"] else plain_node(2)
-    source = KubeletSource(KubernetesConfig(**params["config"]), nvml_lib=pynvml,
+    source = KubeletSource(KubernetesConfig(**params["config"]), process_reads=process_reads,
                            proc_root=params["proc_root"])
     try:
         await source.refresh(inventory)
@@ -119,8 +134,10 @@ async def main():
         out["polls"] = polls
         out["process_lists"] = [
             sim.call_count("nvmlDeviceGetComputeRunningProcesses_v3", gpu=g) for g in (0, 1)]
+        out["read_on"] = sorted(read_on)
     finally:
         await source.close()
+        poll_worker.shutdown()
 
 asyncio.run(main())
 """
@@ -175,6 +192,8 @@ class Node:
             timeout=120)
         polls = [{name: [(labels, value) for labels, value in rows]
                   for name, rows in poll.items()} for poll in result["polls"]]
+        # every per-process NVML read ran on the poll thread, none on a thread of its own
+        assert result["read_on"] == ["poll"]
         return polls, result["process_lists"]
 
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import grpc
 import pytest
 
-from exporter.devices.model import Inventory
+from exporter.devices.enumerate import enumerate_devices
+from exporter.devices.filter import ALL_DEVICES
+from exporter.devices.model import Entity, Inventory
+from exporter.devices.processes import EntityProcesses, ProcessReader
+from exporter.devices.sim import SimNvml
 from exporter.k8s.client import Backoff, PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.proto import pb
@@ -19,10 +26,12 @@ from exporter.k8s.simkubelet import (
     SimKubeletHandle,
     pod_resources,
     serve_pod_resources,
+    start_sim_kubelet,
 )
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import PodRef
-from exporter.series import Labels
+from exporter.sampling.worker import DaemonExecutor
+from exporter.series import Family, Labels
 from tests.support.clock import FakeClock
 
 from .k8s_helpers import gpu_uuid, mig_node, mig_uuid, plain_node
@@ -543,3 +552,80 @@ async def test_restarted_kubelet_is_tried_at_once_despite_back_off(socket_path: 
         await src.close()
         for handle in handles:
             handle.stop()
+
+
+# -- per-process reads ------------------------------------------------------------------------
+
+
+class StuckProcessList(SimNvml):
+    """A time-sliced node whose process-list call hangs in the driver until released."""
+
+    def __init__(self) -> None:
+        super().__init__("a100-timesliced")
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        self.entered.set()
+        self.release.wait(60)
+        return super().nvmlDeviceGetComputeRunningProcesses(handle)
+
+
+class NoPods:
+    """Pod metadata that knows no container: every process is unattributed."""
+
+    def start(self) -> None:
+        pass
+
+    def labels_for(self, namespace: str, pod: str) -> Labels:
+        return ()
+
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        return None
+
+    def families(self) -> list[Family]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_stuck_process_read_is_kept_and_never_joined_by_a_second(
+    socket_path: str,
+) -> None:
+    lib = StuckProcessList()
+    lib.nvmlInit()
+    inventory = enumerate_devices(lib, ALL_DEVICES).inventory
+    kubelet = start_sim_kubelet(socket_path, inventory, time_sliced=True)
+    poll_worker = DaemonExecutor("poll")
+    on_poll_thread = ProcessReader(lib).on_thread(poll_worker)
+    started: list[concurrent.futures.Future[list[EntityProcesses]]] = []
+
+    def process_reads(entities: Sequence[Entity]
+                      ) -> concurrent.futures.Future[list[EntityProcesses]]:
+        started.append(on_poll_thread(entities))
+        return started[-1]
+
+    config = KubernetesConfig(enabled=True, pod_resources_socket=socket_path,
+                              process_attribution=True, refresh_timeout_s=0.1)
+    source = KubeletSource(config, metadata=NoPods(), process_reads=process_reads)
+    try:
+        # The read hangs: the refresh's own deadline cancels its wait for it ...
+        await source.refresh(inventory)
+        assert lib.entered.wait(10)
+        # ... but not the read itself, which the source still holds as pending.
+        assert len(started) == 1 and not started[0].done()
+        await source.refresh(inventory)
+        assert len(started) == 1, "a second read was started while the first was stuck"
+        lib.release.set()
+        found = await asyncio.wait_for(asyncio.wrap_future(started[0]), 10)
+        assert {f.entity.key for f in found} == {g.key for g in inventory.gpus}
+        # Once the stuck read is done, the next refresh starts a fresh one and uses it.
+        await source.refresh(inventory)
+        assert len(started) == 2 and started[1].done()
+        assert scalar(source, "gpu_exporter_unattributed_gpu_processes") > 0
+    finally:
+        lib.release.set()
+        await source.close()
+        poll_worker.shutdown()
+        kubelet.stop()

@@ -34,11 +34,9 @@ STRUCTS: dict[str, str] = {
     "nvmlDeviceAttributes_t": "c_nvmlDeviceAttributes",
 }
 
-# Calls the exporter makes outside the NvmlLib protocol (per-pod process attribution, MIG
-# attributes), and the entry points pynvml itself needs.
+# Calls outside the NvmlLib protocol (MIG attributes), and the entry points pynvml itself
+# needs.
 EXTRA_CALLS = (
-    "nvmlDeviceGetComputeRunningProcesses_v3",
-    "nvmlDeviceGetProcessUtilization",
     "nvmlDeviceGetAttributes_v2",
     "nvmlErrorString",
     "nvmlInitWithFlags",

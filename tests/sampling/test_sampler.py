@@ -18,6 +18,7 @@ from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
+from exporter.sampling.worker import DaemonExecutor
 
 
 class Hangable(NvmlBackend):
@@ -25,8 +26,10 @@ class Hangable(NvmlBackend):
         super().__init__(SimNvml("h100-8"), load_collectors(default_collectors_path()).specs)
         self.release = threading.Event()
         self.release.set()
+        self.polled_on: set[str] = set()
 
     def poll(self) -> Readings:
+        self.polled_on.add(threading.current_thread().name)
         self.release.wait(30)
         return super().poll()
 
@@ -38,11 +41,12 @@ def values(sampler: Sampler[Rendered]) -> dict[tuple[str, tuple[tuple[str, str],
 
 
 def make(backend: Hangable, interval: float,
-         clock: Callable[[], float] = time.time) -> Sampler[Rendered]:
+         clock: Callable[[], float] = time.time,
+         poll_worker: DaemonExecutor | None = None) -> Sampler[Rendered]:
     settings = SamplerSettings(interval_s=interval, host=HostLabel("Hostname", "n"),
                                deadline_s=0.3)
     return Sampler(backend, load_collectors(default_collectors_path()), settings,
-                   Publisher("sim"), wall_clock=clock)
+                   Publisher("sim"), wall_clock=clock, poll_worker=poll_worker)
 
 
 async def test_a_stuck_poll_is_counted_and_published_while_old_data_stays() -> None:
@@ -96,3 +100,15 @@ async def test_close_returns_promptly_with_a_stuck_poll() -> None:
     # Bounded by its budget, not by the 30 s the driver is stuck for.
     await asyncio.wait_for(sampler.close(budget_s=1.0), 10)
     backend.release.set()
+
+
+async def test_polls_run_on_the_poll_worker_it_is_given() -> None:
+    # serve hands the same worker to the per-process reads: one thread calls NVML
+    backend = Hangable()
+    backend.start()
+    worker = DaemonExecutor("shared-poll")
+    sampler = make(backend, 1.0, poll_worker=worker)
+    await sampler.poll_once()
+    await sampler.poll_once()
+    assert backend.polled_on == {"shared-poll"}
+    await sampler.close()

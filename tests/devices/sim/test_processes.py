@@ -1,5 +1,5 @@
 """Running processes on the simulated node's time-sliced GPUs, through pynvml's call names and
-return shapes, and the process-attribution sampler reading them."""
+return shapes, and process attribution reading them through the device layer."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pytest
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.plan import NVML_MEMORY_V2
+from exporter.devices.processes import ProcessReader
 from exporter.devices.sim import SimNvml
 from exporter.devices.sim.processes import SAMPLE_PERIOD_S
-from exporter.k8s.processes import ProcessSampler
+from exporter.k8s.processes import ProcessUsage
+from exporter.sampling.worker import DaemonExecutor
 
 from .conftest import SimFactory, nvml_code
 
@@ -127,11 +129,12 @@ def test_a_lost_gpu_answers_gpu_is_lost(make_sim: SimFactory) -> None:
         assert nvml_code(call) == pynvml.NVML_ERROR_GPU_IS_LOST
 
 
-def test_the_attribution_sampler_reads_the_simulated_processes(
+async def test_process_attribution_reads_the_simulated_processes(
     make_sim: SimFactory, tmp_path: Path
 ) -> None:
-    """The real sampler over the simulated node, with real cgroup files for its PIDs (the
-    PIDs do not exist on this machine, so the demo itself cannot join them to pods)."""
+    """The device layer's process reads on a poll thread over the simulated node, joined to
+    containers with real cgroup files for its PIDs (the PIDs do not exist on this machine, so
+    the demo itself cannot join them to pods)."""
     sim, clock = make_sim("a100-timesliced")
     clock.advance(100.0)
     entities = enumerate_devices(sim, ALL_DEVICES).inventory.gpus
@@ -149,9 +152,15 @@ def test_the_attribution_sampler_reads_the_simulated_processes(
         owners[(uid, cid)] = ("inference", f"embedder-{n}", "server")
     expected_sm = {s.pid: s.smUtil / 100 for s in
                    sim.nvmlDeviceGetProcessUtilization(handle, 0)}
-    sampler = ProcessSampler(sim, lambda uid, cid: owners.get((uid, cid)), tmp_path)
-    usage = {u.container: u for u in sampler.sample([gpu])}
-    assert sampler.unattributed == 0
+    poll_worker = DaemonExecutor("poll")
+    attribution = ProcessUsage(ProcessReader(sim).on_thread(poll_worker),
+                               lambda uid, cid: owners.get((uid, cid)), tmp_path)
+    try:
+        await attribution.refresh([gpu])
+    finally:
+        poll_worker.shutdown()
+    usage = {u.container: u for u in attribution.usage}
+    assert attribution.unattributed == 0
     assert set(usage) == set(owners.values())
     device_used = sim.nvmlDeviceGetMemoryInfo(handle, version=NVML_MEMORY_V2).used
     assert sum(u.memory_bytes or 0 for u in usage.values()) <= device_used

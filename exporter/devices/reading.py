@@ -1,0 +1,262 @@
+"""Reading the enumerated devices' planned values once per poll, in the poll thread.
+
+Each GPU has a plan (and one per MIG GPU instance); three read paths fill it: plain calls,
+one nvmlDeviceGetFieldValues per entity, and GPM metrics. Every answer becomes series through
+`store`, the one convert-and-store step. A call that answers "not supported" leaves the plan
+until the next enumeration; GPU_IS_LOST ends the GPU's reads for this poll and is reported
+to the caller, which drops it from the inventory; a MIG mode that flipped, or a MIG handle
+that stopped working, marks the layout as changed so the caller walks the devices again.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.devices.accounting import CallErrors, GpuLost
+from exporter.devices.enumerate import Enumeration
+from exporter.devices.errors import is_nvml_error, nvml_code
+from exporter.devices.filter import DeviceFilter
+from exporter.devices.gpm import GpmReader
+from exporter.devices.model import Entity, EntityKey
+from exporter.devices.nvml_api import (
+    NVML_DEVICE_MIG_ENABLE,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NOT_FOUND,
+    UNSUPPORTED_CODES,
+    Handle,
+    NvmlLib,
+)
+from exporter.devices.plan import EntityPlan, Output, build_plan, read_field_values
+from exporter.fields.catalog import FieldSpec, Scope
+
+log = logging.getLogger(__name__)
+
+Values = dict[EntityKey, dict[str, float]]
+"""One poll's values: field name -> value, per entity."""
+
+_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
+_MIG_PARENT_SCOPES = {Scope.GPU}
+
+
+@dataclass(slots=True)
+class GpuWork:
+    """One GPU's poll work: its plan and those of its MIG GPU instances."""
+
+    entity: Entity
+    handle: Handle
+    mig_on: bool
+    plan: EntityPlan | None
+    """None when only MIG instances are wanted (`--devices i`)."""
+    instances: list[tuple[Entity, EntityPlan]]
+
+
+def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
+              devices: DeviceFilter) -> list[GpuWork]:
+    work = []
+    by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
+    for inst in enum.inventory.instances:
+        by_gpu[inst.gpu].append(inst)
+    for gpu in enum.inventory.gpus:
+        handle = enum.handles.gpu[gpu.gpu]
+        mig_on = enum.handles.mig_enabled.get(gpu.gpu, False)
+        scopes = _MIG_PARENT_SCOPES if mig_on else _GPU_SCOPES
+        plan = None
+        if devices.gpus:
+            plan = build_plan(lib, handle, f"GPU {gpu.gpu}",
+                              [s for s in fields if s.scope in scopes])
+        instances = []
+        for inst in by_gpu[gpu.gpu]:
+            assert inst.gpu_instance_id is not None
+            mig_handle = enum.handles.instance[(gpu.gpu, inst.gpu_instance_id)]
+            inst_plan = build_plan(
+                lib, mig_handle, f"GPU {gpu.gpu} instance {inst.gpu_instance_id}",
+                [s for s in fields if s.scope is Scope.INSTANCE])
+            instances.append((inst, inst_plan))
+        work.append(GpuWork(gpu, handle, mig_on, plan, instances))
+    return work
+
+
+def store(outputs: Iterable[Output], answer: Any, out: dict[str, float]) -> None:
+    """The series one answer yields. A part the answer lacks (a failed field or metric),
+    or a value its converter refuses (NaN, an absent sensor's reading), is left out rather
+    than exported."""
+    for o in outputs:
+        raw = answer if o.pick is None else o.pick(answer)
+        if raw is not None:
+            value = o.conv(raw)
+            if value is not None:
+                out[o.name] = value
+
+
+class DeviceReader:
+    def __init__(self, lib: NvmlLib, errors: CallErrors,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lib = lib
+        self._errors = errors
+        self._gpm = GpmReader(lib, clock)
+        self._work: list[GpuWork] = []
+        self.gpm_support: dict[int, bool] = {}
+        """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
+        self.layout_changed = False
+        """Set by a read that found the MIG layout changed; the caller clears it."""
+
+    def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
+               devices: DeviceFilter) -> None:
+        # Handles may now mean other devices: forget everything tied to the old ones.
+        self._gpm.forget()
+        self.gpm_support.clear()
+        self._work = plan_work(self._lib, enum, fields, devices)
+
+    def clear(self) -> None:
+        """No devices to read until the next `replan`; frees the GPM buffers."""
+        self._gpm.forget()
+        self._work = []
+
+    def read(self) -> tuple[Values, list[int]]:
+        """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
+        values and of later reads). Never raises for NVML errors."""
+        values: Values = {}
+        lost: list[int] = []
+        for work in self._work:
+            try:
+                self._read_gpu(work, values)
+            except GpuLost:
+                lost.append(work.entity.gpu)
+                for key in [k for k in values if k[0] == work.entity.gpu]:
+                    del values[key]
+        if lost:
+            self._work = [w for w in self._work if w.entity.gpu not in lost]
+        return values, lost
+
+    def _read_gpu(self, work: GpuWork, out: Values) -> None:
+        if work.plan is not None:
+            out[work.entity.key] = self._read(work.entity, work.handle, None, work.plan)
+        if self._mig_mode_changed(work):
+            self.layout_changed = True
+            return
+        for inst, plan in work.instances:
+            out[inst.key] = self._read(inst, work.handle, inst.gpu_instance_id, plan)
+
+    def _mig_mode_changed(self, work: GpuWork) -> bool:
+        try:
+            current = self._lib.nvmlDeviceGetMigMode(work.handle)[0] == NVML_DEVICE_MIG_ENABLE
+        except Exception as exc:
+            if is_nvml_error(exc) and nvml_code(exc) in UNSUPPORTED_CODES:
+                return False
+            self._errors.check_lost(exc, "nvmlDeviceGetMigMode")
+            return False
+        if current != work.mig_on:
+            log.info("MIG mode of GPU %d changed; re-enumerating", work.entity.gpu)
+            return True
+        return False
+
+    def _read(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
+              plan: EntityPlan) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for step in plan.calls:
+            try:
+                answer = step.call()
+            except Exception as exc:
+                if self._call_failed(plan, step.function, exc):
+                    plan.calls = [s for s in plan.calls if s is not step]
+                continue
+            store(step.outputs, answer, out)
+        if plan.field_values is not None:
+            self._read_field_values(plan, out)
+        if plan.gpm is not None:
+            self._read_gpm(entity, parent, gpu_instance_id, plan, out)
+        return out
+
+    # --- nvmlDeviceGetFieldValues ---------------------------------------------------------
+
+    def _read_field_values(self, plan: EntityPlan, out: dict[str, float]) -> None:
+        fv = plan.field_values
+        assert fv is not None
+        try:
+            values, failed = read_field_values(self._lib, plan.handle, fv.requests)
+        except Exception as exc:
+            if self._call_failed(plan, "nvmlDeviceGetFieldValues", exc):
+                plan.field_values = None
+            return
+        if failed:
+            self._field_values_failed(plan, failed)
+        store(fv.outputs, values, out)
+
+    def _field_values_failed(self, plan: EntityPlan, failed: dict[int, int]) -> None:
+        fv = plan.field_values
+        assert fv is not None
+        for field_id, code in failed.items():
+            if code == NVML_ERROR_GPU_IS_LOST:
+                raise GpuLost()
+            if code in UNSUPPORTED_CODES:
+                self._errors.note_unsupported(plan.uid, f"field {field_id}",
+                                              "nvmlDeviceGetFieldValues", code)
+                fv.requests = [r for r in fv.requests if r[0] != field_id]
+            else:
+                self._errors.count("nvmlDeviceGetFieldValues", code)
+        if not fv.requests:
+            plan.field_values = None
+
+    # --- GPM --------------------------------------------------------------------------------
+
+    def _read_gpm(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
+                  plan: EntityPlan, out: dict[str, float]) -> None:
+        gpm = plan.gpm
+        assert gpm is not None
+        supported = self.gpm_support.get(entity.gpu)
+        if supported is None:
+            supported = self._query_gpm_support(entity, parent)
+        if not supported:
+            plan.gpm = None
+            return
+        try:
+            values, failed = self._gpm.read(entity.key, parent, gpu_instance_id, gpm.metric_ids)
+        except Exception as exc:
+            if self._call_failed(plan, "nvmlGpmMetricsGet", exc):
+                plan.gpm = None
+            return
+        for metric_id, code in failed.items():
+            if code in UNSUPPORTED_CODES:
+                # e.g. NVLink rates of a MIG instance: asked once, then left out.
+                self._errors.note_unsupported(plan.uid, f"GPM metric {metric_id}",
+                                              "nvmlGpmMetricsGet", code)
+                gpm.metric_ids = [m for m in gpm.metric_ids if m != metric_id]
+            else:
+                self._errors.count("nvmlGpmMetricsGet", code)
+        store(gpm.outputs, values, out)
+
+    def _query_gpm_support(self, entity: Entity, parent: Handle) -> bool:
+        try:
+            supported = bool(self._lib.nvmlGpmQueryDeviceSupport(parent).isSupportedDevice)
+        except Exception as exc:
+            self._errors.check_lost(exc, "nvmlGpmQueryDeviceSupport")
+            supported = False
+        self.gpm_support[entity.gpu] = supported
+        if not supported:
+            log.warning("GPU %d (%s) has no GPM support: DCGM_FI_PROF_* fields are not "
+                        "exported for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
+        return supported
+
+    # --- errors -------------------------------------------------------------------------------
+
+    def _call_failed(self, plan: EntityPlan, function: str, exc: Exception) -> bool:
+        """Account for a failed call; True when it should leave the plan (unsupported)."""
+        if not is_nvml_error(exc):
+            log.error("unexpected error from %s on %s: %r", function, plan.uid, exc)
+            self._errors.count_exception(function)
+            return False
+        code = nvml_code(exc)
+        if code in UNSUPPORTED_CODES:
+            self._errors.note_unsupported(plan.uid, function, function, code)
+            return True
+        if code in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND):
+            # A MIG handle whose instance was destroyed: the layout changed under us.
+            self.layout_changed = True
+        self._errors.check_lost(exc, function)
+        return False
