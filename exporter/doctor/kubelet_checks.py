@@ -1,170 +1,20 @@
-"""`gpu-exporter doctor`: what stands between this node and labelled GPU metrics.
-
-Each check prints one line — its verdict, what it found and, when something is wrong, the fix —
-in the order a problem would hide the next one: NVML, the GPUs it shows, the kubelet's
-pod-resources socket, the resource names and device ids the kubelet reports, and (when pod
-labels are asked for) the API server. Exit status 1 when any check failed, else 0.
-"""
+"""Doctor's Kubernetes checks: the pod-resources socket, what the kubelet reports, the API
+server."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import stat
-import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
-from exporter.config import kubernetes_config
-from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Inventory
-from exporter.devices.nvml_api import (
-    NVML_ERROR_DRIVER_NOT_LOADED,
-    NVML_ERROR_LIB_RM_VERSION_MISMATCH,
-    NVML_ERROR_LIBRARY_NOT_FOUND,
-    NVML_ERROR_NO_PERMISSION,
-    NvmlLib,
-    error_name,
-    load_pynvml,
-)
+from exporter.doctor.report import FAIL, INFO, OK, WARN, Report
 from exporter.k8s.config import KubernetesConfig
-from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
-from exporter.options import serve_table as opt
-
-OK, INFO, WARN, FAIL = "OK", "INFO", "WARN", "FAIL"
-
-_NVML_FIXES = {
-    NVML_ERROR_LIBRARY_NOT_FOUND: (
-        "libnvidia-ml.so.1 is not visible in this container",
-        "run with the NVIDIA container runtime (runtimeClassName: nvidia where it isn't the "
-        "default) and NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=utility; on a "
-        "machine without GPUs use --backend sim",
-    ),
-    NVML_ERROR_DRIVER_NOT_LOADED: (
-        "the NVIDIA kernel driver is not loaded on this host",
-        "check the driver (GPU Operator driver pod, or `lsmod | grep nvidia` on the node); "
-        "without GPUs use --backend sim",
-    ),
-    NVML_ERROR_NO_PERMISSION: (
-        "no permission to open the GPU device nodes",
-        "run as uid 0 with the NVIDIA runtime injecting /dev/nvidia* (no capabilities needed)",
-    ),
-    NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
-        "the user-space NVML library and the kernel driver have different versions",
-        "the driver was upgraded without reloading it: drain and reboot the node",
-    ),
-}
 
 
-@dataclass
-class Report:
-    out: TextIO
-    verdicts: Counter[str] = field(default_factory=Counter)
-
-    def line(self, verdict: str, check: str, found: str, fix: str | None = None) -> None:
-        self.verdicts[verdict] += 1
-        text = f"[{verdict:>4}] {check}: {found}"
-        if fix:
-            text += f" -> fix: {fix}"
-        print(text, file=self.out, flush=True)
-
-    @property
-    def failed(self) -> bool:
-        return self.verdicts[FAIL] > 0
-
-
-# -- NVML -------------------------------------------------------------------------------------
-
-
-def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
-    if settings[opt.BACKEND] == "sim":
-        try:
-            from exporter.devices.sim import SimNvml, profile_names
-        except ImportError as exc:
-            report.line(FAIL, "NVML", f"the simulated node is not available ({exc})")
-            return None
-        profile = settings[opt.SIM_PROFILE]
-        if profile not in profile_names():
-            report.line(FAIL, "NVML", f"unknown --sim.profile {profile!r}",
-                        "one of " + ", ".join(profile_names()))
-            return None
-        return SimNvml(profile, seed=settings[opt.SIM_SEED])
-    try:
-        return load_pynvml()
-    except ImportError:
-        report.line(FAIL, "NVML", "the pynvml module is missing",
-                    "install nvidia-ml-py (not the deprecated `pynvml` package)")
-        return None
-
-
-def check_nvml(settings: Resolution, report: Report) -> Inventory | None:
-    """NVML loadable, driver version, GPUs and MIG instances; the inventory when all worked."""
-    lib = _load_library(settings, report)
-    if lib is None:
-        return None
-    what = (f"simulated node {settings[opt.SIM_PROFILE]!r}" if settings[opt.BACKEND] == "sim"
-            else "libnvidia-ml.so.1")
-    try:
-        lib.nvmlInit()
-    except Exception as exc:
-        if not is_nvml_error(exc):
-            report.line(FAIL, "NVML", f"nvmlInit failed unexpectedly: {exc!r}")
-            return None
-        code = nvml_code(exc)
-        found, fix = _NVML_FIXES.get(
-            code, (f"nvmlInit failed with {error_name(code)}", "see the driver logs (dmesg)")
-        )
-        report.line(FAIL, "NVML", f"{found} ({error_name(code)})", fix)
-        return None
-    report.line(OK, "NVML", f"loaded {what}")
-    try:
-        return _check_devices(lib, report)
-    finally:
-        with contextlib.suppress(Exception):  # nothing useful to add to the report
-            lib.nvmlShutdown()
-
-
-def _check_devices(lib: NvmlLib, report: Report) -> Inventory | None:
-    from exporter.devices.enumerate import enumerate_devices
-    from exporter.devices.filter import ALL_DEVICES
-
-    try:
-        driver = lib.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
-        report.line(OK, "driver", f"version {driver}")
-    except Exception as exc:
-        report.line(WARN, "driver", f"version unreadable ({exc})")
-    try:
-        inventory = enumerate_devices(lib, ALL_DEVICES).inventory
-    except Exception as exc:
-        report.line(FAIL, "GPUs", f"enumeration failed: {exc}",
-                    "check `nvidia-smi` on the node; a GPU that fell off the bus needs a reset")
-        return None
-    if not inventory.gpus:
-        report.line(FAIL, "GPUs", "NVML shows no GPUs",
-                    "set NVIDIA_VISIBLE_DEVICES=all for the exporter (a container sees only the "
-                    "GPUs injected into it), and don't request nvidia.com/gpu for it")
-        return inventory
-    models = Counter(g.model for g in inventory.gpus)
-    report.line(OK, "GPUs", f"{len(inventory.gpus)} visible: "
-                + ", ".join(f"{n}x {m}" for m, n in sorted(models.items())))
-    mig_gpus = sorted({i.gpu for i in inventory.instances})
-    if mig_gpus:
-        devices = sum(len(i.mig_devices) for i in inventory.instances)
-        report.line(OK, "MIG", f"{len(inventory.instances)} GPU instances ({devices} MIG devices) "
-                    f"on GPU {', '.join(map(str, mig_gpus))}")
-    else:
-        report.line(INFO, "MIG", "no MIG instances (no GPU in MIG mode)")
-    return inventory
-
-
-# -- kubelet ---------------------------------------------------------------------------------
-
-
-def _check_socket(path: str, report: Report) -> bool:
+def check_socket(path: str, report: Report) -> bool:
     directory = os.path.dirname(path) or "."
     try:
         st = os.stat(path)
@@ -218,7 +68,7 @@ _GRPC_FIXES = {
 }
 
 
-async def _kubelet_checks(
+async def kubelet_checks(
     config: KubernetesConfig, inventory: Inventory | None, timeout_s: float, report: Report
 ) -> None:
     from exporter.k8s.attribution import (
@@ -352,51 +202,7 @@ def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: R
         from exporter.k8s.enrich import check_access
     except ImportError as exc:
         report.line(FAIL, "API server", f"the kubernetes client is missing ({exc})",
-                    "pip install 'gpu-exporter[kubernetes]'")
+                    "reinstall gpu-exporter: the kubernetes client is one of its dependencies")
         return
     ok, message = check_access(config, kubeconfig=kubeconfig)
     report.line(OK if ok else FAIL, "API server", message)
-
-
-# -- entry ------------------------------------------------------------------------------------
-
-
-DESCRIPTION = ("Check NVML, the GPUs, the kubelet pod-resources API and the API server; one "
-               "line per check with the fix. Takes serve's flags and variables for what it "
-               "checks. Exit status 1 if any check failed.")
-
-
-def report_settings(settings: Resolution, report: Report) -> None:
-    """One line per option not at its default, naming where its value came from: what the
-    checks below ran with (and, in the exporter's pod, what serve runs with)."""
-    for setting in settings.changed():
-        report.line(INFO, "setting", setting.describe())
-    for warning in settings.warnings():
-        report.line(WARN, "setting", warning)
-
-
-def main(argv: list[str], out: TextIO | None = None) -> int:
-    report = Report(out or sys.stdout)
-    try:
-        settings = parse_command_line("doctor", argv, os.environ,
-                                      build_parser("doctor", description=DESCRIPTION))
-    except ConfigError as exc:
-        report.line(FAIL, "setting", str(exc))
-    else:
-        report_settings(settings, report)
-        _run_checks(settings, report)
-    summary = ", ".join(f"{n} {v}" for v, n in sorted(report.verdicts.items()))
-    print(f"doctor: {summary}; {'some checks failed' if report.failed else 'all checks passed'}",
-          file=report.out)
-    return 1 if report.failed else 0
-
-
-def _run_checks(settings: Resolution, report: Report) -> None:
-    inventory = check_nvml(settings, report)
-    if settings[opt.SKIP_KUBERNETES]:
-        return
-    config = kubernetes_config(settings, enabled=True)
-    if _check_socket(config.pod_resources_socket, report):
-        asyncio.run(_kubelet_checks(config, inventory, settings[opt.KUBELET_TIMEOUT], report))
-    if config.pod_labels:
-        check_enrichment(config, settings[opt.KUBECONFIG], report)
