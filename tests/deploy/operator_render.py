@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from exporter import __version__
+
 Obj = dict[str, Any]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +41,7 @@ DOCKERFILE = REPO_ROOT / "Dockerfile"
 
 # The one change a user makes to the ClusterPolicy to run this exporter.
 OUR_IMAGE = {"repository": "registry.example.com/platform", "image": "gpu-exporter",
-             "version": "0.1.0"}
+             "version": __version__}
 
 # Constants of the operator (controllers/object_controls.go, api/nvidia/v1).
 REMOTE_ENGINE_ENV = "DCGM_REMOTE_HOSTENGINE_INFO"

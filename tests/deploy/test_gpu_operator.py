@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter import __version__
 from exporter.fields.catalog import MetricType
 from exporter.fields.csv import parse_collectors
 from tests.nvmlsim.build import BuildError, build_library
@@ -158,7 +159,7 @@ def _container(daemonset: Obj) -> Obj:
 def test_the_chart_default_renders_a_container_with_no_args_and_four_env_vars() -> None:
     daemonset = render_exporter_daemonset(DEFAULT)
     container = _container(daemonset)
-    assert container["image"] == "registry.example.com/platform/gpu-exporter:0.1.0"
+    assert container["image"] == f"registry.example.com/platform/gpu-exporter:{__version__}"
     assert "args" not in container and "command" not in container
     assert [e["name"] for e in container["env"]] == [
         "DCGM_EXPORTER_LISTEN", "DCGM_EXPORTER_KUBERNETES", "DCGM_EXPORTER_COLLECTORS",

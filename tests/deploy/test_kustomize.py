@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from exporter import __version__
+
 from ._manifests import (
     ALL_CHECKS,
     DEPLOY_DIR,
@@ -85,7 +87,7 @@ def test_rendered_image_is_the_placeholder(rendered: tuple[str, list[Obj]]) -> N
         if wl.get("kind") in ("DaemonSet", "Deployment")
         for c, _ in exporter_containers(wl)
     }
-    assert images == {f"{EXPORTER_IMAGE}:0.1.0"}
+    assert images == {f"{EXPORTER_IMAGE}:{__version__}"}
 
 
 def test_plain_daemonset_has_no_api_access() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from exporter import __version__
+
 from ._manifests import (
     ALL_CHECKS,
     DEPLOY_DIR,
@@ -77,8 +79,9 @@ def test_every_exporter_uses_the_placeholder_image_named_in_the_readme() -> None
         if wl.get("kind") in ("DaemonSet", "Deployment")
         for c, _ in exporter_containers(wl)
     }
-    assert images == {f"{EXPORTER_IMAGE}:0.1.0"}
-    assert f"{EXPORTER_IMAGE}:0.1.0" in (DEPLOY_DIR / "README.md").read_text(encoding="utf-8")
+    assert images == {f"{EXPORTER_IMAGE}:{__version__}"}
+    readme = (DEPLOY_DIR / "README.md").read_text(encoding="utf-8")
+    assert f"{EXPORTER_IMAGE}:{__version__}" in readme
 
 
 # ----------------------------------------------------------------- schema validation
