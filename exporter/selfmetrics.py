@@ -17,9 +17,10 @@ from exporter.series import Family, Labels, Sample
 
 SelfMetricType = Literal["gauge", "counter"]
 
-POD_ENRICHMENT = ("pod_uid", "label_*")
-"""What `--kubernetes.pod-labels` appends after `pod`/`namespace`/`container` labels: the
-pod's UID, then one `label_<key>` per allow-listed pod label (`*` ends a name prefix)."""
+POD_ENRICHMENT = ("pod_uid", "label_*", "*")
+"""What pod enrichment appends after `pod`/`namespace`/`container` labels: the pod's UID,
+then one `label_<key>` per pod label `--kubernetes.pod-labels` selects, or the sanitised key
+itself with dcgm-exporter's pod labels (`*` ends a name prefix; a bare `*` is any name)."""
 
 
 class LabelMismatch(ValueError):
@@ -99,6 +100,8 @@ class SelfMetric:
         return all(self._is_extra(name) for name in names[position:])
 
     def _is_extra(self, name: str) -> bool:
+        if name in self.labels:  # a declared label out of place is never an extra one
+            return False
         return any(name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1]))
                    for pattern in self.extra)
 
@@ -224,10 +227,20 @@ UNATTRIBUTED_GPU_PROCESSES = SelfMetric(
 KUBERNETES_API_UP = SelfMetric(
     "gpu_exporter_kubernetes_api_up", "gauge",
     "1 while the pod watch on the API server (for pod labels) is established.",
-    note="With `--kubernetes.pod-labels` or `--kubernetes.process-attribution`.")
+    note="With `--kubernetes.pod-labels`, `--kubernetes-enable-pod-labels`, "
+         "`--kubernetes-enable-pod-uid` or `--kubernetes.process-attribution`.")
 KUBERNETES_API_ERRORS = SelfMetric(
     "gpu_exporter_kubernetes_api_errors", "counter",
     "Failed list/watch requests to the API server.")
+POD_LABELS_DROPPED = SelfMetric(
+    "gpu_exporter_pod_labels_dropped", "counter",
+    "Distinct pod label keys not copied onto series because their label name is one of "
+    "the series' own labels (reserved) or another key's of the same pod (duplicate); each "
+    "is logged once.",
+    labels=("reason",),
+    note="While pod labels are copied. `reason`: reserved (`gpu`, `pod`, `hostname`, "
+         "`DCGM_*`, ...), duplicate (`a.b` and `a-b` both become `a_b`; the first in "
+         "sort order wins).")
 
 REGISTRY: tuple[SelfMetric, ...] = (
     BUILD_INFO, NVML_UP, COLLECT_INTERVAL, POLL_DURATION, LAST_POLL_SUCCESS, POLL_ERRORS,
@@ -235,7 +248,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     GPM_SUPPORTED, XID_ERRORS, XID_LAST_SEEN,
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
-    UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS,
+    UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS, POD_LABELS_DROPPED,
 )
 """Every self-metric, in the order docs/metrics.md lists them."""
 

@@ -78,8 +78,9 @@ def device_families(snapshot: Snapshot) -> list[Family]:
         else:
             samples = tuple(
                 Sample(entity_labels, v)
-                for key, entity_labels in labels.items()
+                for key, label_sets in labels.items()
                 if (v := values.get(key, {}).get(spec.name)) is not None
+                for entity_labels in label_sets
             )
         if samples:
             families.append(Family(spec.name, _FIELD_FAMILY_TYPE[enabled.type], enabled.help,
@@ -88,46 +89,50 @@ def device_families(snapshot: Snapshot) -> list[Family]:
     return families
 
 
-def _series_labels(snapshot: Snapshot) -> dict[EntityKey, Labels]:
+def _series_labels(snapshot: Snapshot) -> dict[EntityKey, tuple[Labels, ...]]:
     """Full label sets by entity key, in exposition order: visible entities, then those of
-    GPUs that left the inventory (a GPU that fell off the bus keeps its XID history)."""
+    GPUs that left the inventory (a GPU that fell off the bus keeps its XID history). An
+    entity has one label set, or with virtual GPUs one per pod sharing it."""
     driver: Labels = ()
     if "DCGM_FI_DRIVER_VERSION" in snapshot.collectors.names and \
             snapshot.inventory.driver_version is not None:
         driver = (("DCGM_FI_DRIVER_VERSION", snapshot.inventory.driver_version),)
     owners = snapshot.attribution.owners
-    labels = {
-        e.key: entity_labels(e, snapshot.host) + driver + pod_labels(owners.get(e.key))
-        for e in visible_entities(snapshot)
-    }
+    sharers = snapshot.attribution.sharers
+    labels: dict[tuple[int, int], tuple[Labels, ...]] = {}
+    for e in visible_entities(snapshot):
+        base = entity_labels(e, snapshot.host) + driver
+        refs = sharers.get(e.key) or (owners.get(e.key),)
+        labels[e.key] = tuple(base + pod_labels(ref) for ref in refs)
     visible = snapshot.attribution.visible
     present = {g.gpu for g in snapshot.inventory.gpus}
     for key, entity in sorted(snapshot.readings.known.items()):
         if key[0] not in present and (visible is None or key in visible):
-            labels[key] = entity_labels(entity, snapshot.host) + driver
+            labels[key] = (entity_labels(entity, snapshot.host) + driver,)
     return labels
 
 
-def _xid_window_samples(snapshot: Snapshot, base: dict[EntityKey, Labels]
+def _xid_window_samples(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]
                         ) -> tuple[Sample, ...]:
     window = (("window_size_in_ms", str(int(snapshot.readings.xid_window_s * 1000))),)
     return tuple(
-        Sample(base[c.entity_key] + (("xid", str(c.xid)),) + window, float(c.count))
+        Sample((*labels, ("xid", str(c.xid)), *window), float(c.count))
         for c in snapshot.readings.xid_window
-        if c.entity_key in base
+        for labels in base.get(c.entity_key, ())
     )
 
 
-def _xid_total_families(snapshot: Snapshot, base: dict[EntityKey, Labels]
+def _xid_total_families(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]
                         ) -> list[Family]:
-    totals = [t for t in snapshot.readings.xid_totals if t.entity_key in base]
+    totals = [(t, labels) for t in snapshot.readings.xid_totals
+              for labels in base.get(t.entity_key, ())]
     if not totals:
         return []
     return [
-        XID_ERRORS.family(XID_ERRORS.device_sample(base[t.entity_key], float(t.total),
-                                                   xid=str(t.xid)) for t in totals),
-        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(base[t.entity_key], t.last_seen,
-                                                         xid=str(t.xid)) for t in totals),
+        XID_ERRORS.family(XID_ERRORS.device_sample(labels, float(t.total), xid=str(t.xid))
+                          for t, labels in totals),
+        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(labels, t.last_seen, xid=str(t.xid))
+                             for t, labels in totals),
     ]
 
 

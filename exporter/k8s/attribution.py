@@ -9,6 +9,14 @@ Rules (what the exposition layer sees through `Attribution` and the allocation r
   instance whose compute instances are held by different containers is *shared*: its series
   stay unlabelled (never one copy per pod) and each holder gets one
   `gpu_exporter_pod_gpu_allocation` row, which PromQL joins on `gpu`/`UUID`/`GPU_I_ID`.
+- With virtual GPUs (dcgm-exporter's `--kubernetes-virtual-gpus`, opt-in) a shared device's
+  series are instead repeated once per holder (`Attribution.sharers`): that holder's `pod`,
+  `namespace`, `container`, and `vgpu` (the replica id, when the device id carries one). The
+  values stay the whole device's: every copy shows the GPU's full power or utilisation.
+  The allocation rows are still emitted.
+- Whole GPUs are matched by UUID (`GPU-…`) or by index (GKE's `nvidia<N>`, against the
+  `device` label `nvidia<index>`, as dcgm-exporter does) whatever `gpu_id_type` says;
+  dcgm-exporter matches only the form it names. An id of the other form is logged once.
 - With `--scope pod` only this pod's allocations are looked at. The visible entities are the
   whole GPUs and MIG GPU instances allocated to it. The parent GPU of an allocated MIG
   instance is *not* visible: its power, clocks and temperatures are the whole card's, shaped
@@ -19,14 +27,17 @@ Rules (what the exposition layer sees through `Attribution` and the allocation r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from exporter.devices.model import Entity, Inventory, MigDevice
-from exporter.k8s.config import DEFAULT_RESOURCE_NAMES
+from exporter.k8s.config import DEFAULT_RESOURCE_NAMES, GpuIdType
 from exporter.k8s.device_ids import DeviceId, DeviceIdError, DeviceKind, parse_device_id
 from exporter.k8s.types import Attribution, EntityKey, PodRef
 from exporter.series import Labels
+
+log = logging.getLogger(__name__)
 
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
@@ -63,9 +74,11 @@ class DeviceResolver:
     """Finds the entity a parsed id points at; MIG lookups (hits and misses) are cached until
     the inventory changes, so an unknown id costs one scan per re-enumeration, not per poll."""
 
-    def __init__(self) -> None:
+    def __init__(self, gpu_id_type: GpuIdType = "uid") -> None:
         self._inventory: Inventory | None = None
         self._mig_cache: dict[str, tuple[Entity, MigDevice] | None] = {}
+        self._gpu_id_type = gpu_id_type
+        self._other_form_logged = False
 
     def _sync(self, inventory: Inventory) -> None:
         if inventory is not self._inventory:
@@ -78,10 +91,23 @@ class DeviceResolver:
             self._mig_cache[uuid] = inventory.mig_owner(uuid)
         return self._mig_cache[uuid]
 
+    def _note_other_form(self, dev: DeviceId) -> None:
+        """Logs once that whole GPUs come under the id form `gpu_id_type` does not name
+        (dcgm-exporter would leave those pods unlabelled; MIG ids it matches in both)."""
+        if self._other_form_logged:
+            return
+        self._other_form_logged = True
+        wanted = "GPU-<uuid>" if self._gpu_id_type == "uid" else "nvidia<N>"
+        log.info("the kubelet reports whole GPUs as %r while the GPU id type %r expects "
+                 "%s ids; matched anyway (dcgm-exporter would not attribute them)",
+                 dev.raw, self._gpu_id_type, wanted)
+
     def resolve(self, dev: DeviceId, inventory: Inventory) -> Resolved | None:
         self._sync(inventory)
         if dev.kind is DeviceKind.GPU_UUID:
             gpu = inventory.by_uuid(dev.uuid or "")
+            if gpu is not None and self._gpu_id_type == "device-name":
+                self._note_other_form(dev)
             return None if gpu is None else Resolved(gpu, None, dev.replica)
         if dev.kind is DeviceKind.MIG_UUID:
             found = self._mig_owner(inventory, dev.uuid or "")
@@ -105,6 +131,8 @@ class DeviceResolver:
             inst = inventory.instance(dev.gpu_index, dev.gpu_instance_id)
             return None if inst is None else Resolved(inst, None, dev.replica)
         gpu = inventory.by_index(dev.gpu_index)
+        if gpu is not None and self._gpu_id_type == "uid":
+            self._note_other_form(dev)
         return None if gpu is None else Resolved(gpu, None, dev.replica)
 
 
@@ -153,11 +181,13 @@ def attribute(
     extra_resource_names: Iterable[str] = (),
     pod_scope: tuple[str, str] | None = None,
     extra_labels: Callable[[str, str], Labels] = _no_extra,
+    virtual_gpus: bool = False,
 ) -> AttributionResult:
     """Decide owners, shared-device rows and what could not be attributed.
 
     `pod_scope` is (namespace, pod): only that pod's allocations count, and the result's
-    `visible` lists its entities (empty when it holds none).
+    `visible` lists its entities (empty when it holds none). `virtual_gpus`: shared devices
+    also get one `PodRef` per holder in `sharers`.
     """
     extra_names = frozenset(extra_resource_names)
     holdings: dict[EntityKey, _Holding] = {}
@@ -192,6 +222,7 @@ def attribute(
         holding.rows.add((alloc, found.replica))
 
     owners: dict[EntityKey, PodRef] = {}
+    sharers: dict[EntityKey, tuple[PodRef, ...]] = {}
     rows: set[Labels] = set()
     for key, holding in holdings.items():
         if _exclusive(holding, pod_scope is not None):
@@ -200,10 +231,12 @@ def attribute(
             continue
         for alloc, replica in holding.rows:
             rows.add(_row_labels(holding.entity, alloc, replica, extra_labels))
+        if virtual_gpus:
+            sharers[key] = _sharer_refs(holding, extra_labels)
 
     visible = frozenset(holdings) if pod_scope is not None else None
     return AttributionResult(
-        Attribution(owners=owners, visible=visible),
+        Attribution(owners=owners, visible=visible, sharers=sharers),
         tuple(sorted(rows)),
         tuple(unattributed),
         tuple(parse_errors),
@@ -218,6 +251,31 @@ def _exclusive(holding: _Holding, pod_scope: bool) -> bool:
         every_ci = {m.compute_instance_id for m in holding.entity.mig_devices}
         return every_ci <= holding.compute_instances
     return True
+
+
+def _sharer_refs(holding: _Holding, extra_labels: Callable[[str, str], Labels]
+                 ) -> tuple[PodRef, ...]:
+    """One reference per (container, replica): a container holding one replica under two
+    resource names, or two compute instances of one GPU instance, is one copy, so no two
+    copies of a series share a label set."""
+    holders = sorted({(a.namespace, a.pod, a.container, -1 if r is None else r)
+                      for a, r in holding.rows})
+    return tuple(
+        PodRef(pod, namespace, container,
+               _with_vgpu(extra_labels(namespace, pod), None if replica < 0 else replica))
+        for namespace, pod, container, replica in holders
+    )
+
+
+def _with_vgpu(extra: Labels, replica: int | None) -> Labels:
+    """dcgm-exporter's `vgpu` label (the replica id), placed after `pod_uid` as upstream
+    orders its labels."""
+    if replica is None:
+        return extra
+    vgpu = (("vgpu", str(replica)),)
+    if extra and extra[0][0] == "pod_uid":
+        return extra[:1] + vgpu + extra[1:]
+    return vgpu + extra
 
 
 def _row_labels(

@@ -10,6 +10,9 @@ DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 """Always accepted; `nvidia.com/mig-*` is accepted by prefix."""
 
 Scope = Literal["node", "pod"]
+GpuIdType = Literal["uid", "device-name"]
+"""dcgm-exporter's `--kubernetes-gpu-id-type`: which kubelet device ids name a whole GPU,
+`GPU-<uuid>` (NVIDIA's device plugin) or `nvidia<N>` (GKE's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +29,8 @@ class KubernetesConfig:
     pod_namespace: str | None = None
     node_name: str | None = None
     pod_labels: str | None = None
-    """Allow-list regex of pod label keys copied onto series (needs the API server)."""
+    """Allow-list regex of pod label keys copied onto series as `label_<key>`, with `pod_uid`
+    (needs the API server)."""
     process_attribution: bool = False
     """Per-container framebuffer and SM use on shared GPUs from NVML's process list."""
     refresh_timeout_s: float = 2.0
@@ -34,3 +38,24 @@ class KubernetesConfig:
     allocations_max_age_s: float = 120.0
     """While the kubelet cannot be reached, the last allocations keep labelling series for
     this long; after that they are dropped rather than shown stale."""
+    gpu_id_type: GpuIdType = "uid"
+    """The device ids the operator expects the kubelet to report for whole GPUs. Both forms
+    are matched whatever this says (dcgm-exporter matches only the named one and leaves
+    pods holding the other form unlabelled); an id of the other form is logged once."""
+    enable_pod_labels: bool = False
+    """dcgm-exporter's pod labels: every pod label (or those `pod_label_allowlist` selects)
+    copied onto series under its sanitised key, without a prefix (needs the API server)."""
+    enable_pod_uid: bool = False
+    """dcgm-exporter's `pod_uid` label (needs the API server)."""
+    pod_label_allowlist: tuple[str, ...] = ()
+    """Regexes selecting the pod label keys `enable_pod_labels` copies (a key is copied when
+    any of them matches anywhere in it); empty: every label."""
+    virtual_gpus: bool = False
+    """dcgm-exporter's `--kubernetes-virtual-gpus`: the series of a GPU shared through
+    time-slicing/MPS replicas (or by several containers) are repeated once per holder, with
+    its `pod`/`namespace`/`container` and `vgpu` (the replica id)."""
+
+    @property
+    def wants_pod_metadata(self) -> bool:
+        """Whether series need labels from the API server's pod objects."""
+        return bool(self.pod_labels) or self.enable_pod_labels or self.enable_pod_uid

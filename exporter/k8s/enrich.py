@@ -1,8 +1,10 @@
 """Pod UID and allow-listed pod labels from the Kubernetes API server.
 
-Imported only when `--kubernetes.pod-labels` is set, so the `kubernetes` package stays out of
-every other code path. One list + watch of this node's pods runs in a background thread and
-keeps an in-memory map; scrapes and polls only read that map (never a request per scrape).
+Imported only when series need pod metadata (`--kubernetes.pod-labels`, dcgm-exporter's
+pod labels or pod UID) or process attribution needs pod UIDs, so the `kubernetes` package
+stays out of every other code path. One list + watch of this node's pods runs in a
+background thread and keeps an in-memory map; scrapes and polls only read that map (never a
+request per scrape).
 
 Required RBAC (a ClusterRole bound to the exporter's ServiceAccount):
 
@@ -14,10 +16,11 @@ Required RBAC (a ClusterRole bound to the exporter's ServiceAccount):
 With `--scope pod` only the sidecar's own pod is watched (`metadata.name=$POD_NAME` in
 `$POD_NAMESPACE`), so a namespaced Role with the same rule is enough.
 
-Labels added to series of attributed devices (after `pod`, and on allocation rows):
-`pod_uid`, then `label_<key>` for each pod label key fully matching the allow-list regex,
-the key sanitised to `[a-zA-Z0-9_]` (every other character becomes `_`), sorted by name; when
-two keys sanitise to the same name the first in sort order wins.
+Labels added to series of attributed devices (after `pod`, and on allocation rows): see
+`exporter.k8s.pod_labels` (`pod_uid`, `label_<key>` with `--kubernetes.pod-labels`, the bare
+sanitised key with dcgm-exporter's pod labels). A pod label whose name would replace one of
+the series' own labels is dropped, logged once and counted in
+`gpu_exporter_pod_labels_dropped_total`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,27 +39,15 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from exporter.k8s.config import KubernetesConfig
-from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP
+from exporter.k8s.pod_labels import DUPLICATE, RESERVED, DroppedLabel, PodLabelRules
+from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP, POD_LABELS_DROPPED
 from exporter.series import Family, Labels
 
 log = logging.getLogger(__name__)
 
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
-
-
-def sanitise_label_key(key: str) -> str:
-    return "label_" + _UNSAFE.sub("_", key)
-
-
-def pod_labels(uid: str, labels: Mapping[str, str], allow: re.Pattern[str]) -> Labels:
-    out: dict[str, str] = {}
-    for key in sorted(labels):
-        if not allow.fullmatch(key):
-            continue
-        out.setdefault(sanitise_label_key(key), labels[key])
-    pairs: list[tuple[str, str]] = [("pod_uid", uid)] if uid else []
-    pairs += [(name, value) for name, value in sorted(out.items()) if value != ""]
-    return tuple(pairs)
+_DROPPED_MEMORY = 4096
+"""Distinct dropped pod label keys remembered (so each is logged once); bounded because
+label keys are chosen by every tenant of the cluster."""
 
 
 def api_client(kubeconfig: str | None = None) -> Any:
@@ -100,24 +90,24 @@ class PodMetadataWatcher:
     def __init__(
         self,
         api: Any,
-        allow: re.Pattern[str],
+        rules: PodLabelRules,
         *,
         node_name: str | None = None,
         pod: tuple[str, str] | None = None,
         watch_timeout_s: int = 300,
         retry_s: float = 5.0,
-        label_series: bool = True,
     ) -> None:
         if node_name is None and pod is None:
             raise ValueError("enrichment needs NODE_NAME (or, with --scope pod, POD_NAME)")
         self._core = k8s_client.CoreV1Api(api)
         self._api = api
-        self._allow = allow
+        self._rules = rules
         self._node_name = node_name
         self._pod = pod
         self._watch_timeout_s = watch_timeout_s
         self._retry_s = retry_s
-        self._label_series = label_series
+        self._dropped_seen: set[tuple[str, str]] = set()
+        self._dropped: dict[str, int] = {RESERVED: 0, DUPLICATE: 0}
         self._pods: dict[tuple[str, str], PodRecord] = {}
         self._by_uid: dict[str, tuple[str, str]] = {}
         self._stop = threading.Event()
@@ -132,13 +122,13 @@ class PodMetadataWatcher:
     def from_config(
         cls, config: KubernetesConfig, *, kubeconfig: str | None = None
     ) -> PodMetadataWatcher:
-        allow = re.compile(config.pod_labels or "")
         pod = None
         if config.scope == "pod" and config.pod_name and config.pod_namespace:
             pod = (config.pod_namespace, config.pod_name)
-        # Process attribution alone uses the watch for UIDs and container ids only.
-        return cls(api_client(kubeconfig), allow, node_name=config.node_name, pod=pod,
-                   label_series=bool(config.pod_labels))
+        # Process attribution alone uses the watch for UIDs and container ids only: the rules
+        # then add nothing to series.
+        return cls(api_client(kubeconfig), PodLabelRules.from_config(config),
+                   node_name=config.node_name, pod=pod)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -156,10 +146,15 @@ class PodMetadataWatcher:
         return None if name is None else (key[0], key[1], name)
 
     def families(self) -> list[Family]:
-        return [
+        families = [
             KUBERNETES_API_UP.single(1.0 if self._up else 0.0),
             KUBERNETES_API_ERRORS.single(float(self._errors)),
         ]
+        if self._rules.copies_labels:
+            families.append(POD_LABELS_DROPPED.family(
+                POD_LABELS_DROPPED.sample(float(n), reason=reason)
+                for reason, n in sorted(self._dropped.items())))
+        return families
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -218,9 +213,25 @@ class PodMetadataWatcher:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         uid = str(meta.get("uid", ""))
-        labels = pod_labels(uid, meta.get("labels") or {}, self._allow)
+        labels, dropped = self._rules.apply(uid, meta.get("labels") or {})
+        if dropped:
+            self._note_dropped(key, dropped)
         containers = _container_ids(obj.get("status") or {})
-        return key, PodRecord(labels if self._label_series else (), uid, containers)
+        return key, PodRecord(labels, uid, containers)
+
+    def _note_dropped(self, pod: tuple[str, str], dropped: tuple[DroppedLabel, ...]) -> None:
+        """Counts and logs each dropped key once (per reason), whichever pods carry it."""
+        for d in dropped:
+            if (d.key, d.reason) in self._dropped_seen:
+                continue
+            if len(self._dropped_seen) >= _DROPPED_MEMORY:
+                self._dropped_seen.clear()
+            self._dropped_seen.add((d.key, d.reason))
+            self._dropped[d.reason] += 1
+            why = ("is one of the series' own labels" if d.reason == RESERVED
+                   else "is taken by another label of the pod")
+            log.warning("pod label %r (first seen on %s/%s) not copied: its name %r %s",
+                        d.key, pod[0], pod[1], d.name, why)
 
     def _apply(self, event: Mapping[str, Any]) -> str | None:
         obj = event.get("object") or {}

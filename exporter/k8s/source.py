@@ -83,7 +83,7 @@ class KubeletSource:
             config.pod_resources_socket, timeout_s=config.refresh_timeout_s, backoff=backoff
         )
         self._wall_clock = wall_clock
-        self._resolver = DeviceResolver()
+        self._resolver = DeviceResolver(config.gpu_id_type)
         self._pod_scope: tuple[str, str] | None = None
         self._scope_misconfigured = False
         if config.scope == "pod":
@@ -216,6 +216,7 @@ class KubeletSource:
             extra_resource_names=self.config.resource_names,
             pod_scope=self._pod_scope,
             extra_labels=extra,
+            virtual_gpus=self.config.virtual_gpus,
         )
         for alloc, err in result.parse_errors:
             if alloc not in self._malformed_seen:
@@ -272,7 +273,7 @@ class KubeletSource:
         if self._metadata_started:
             return
         self._metadata_started = True
-        wants_watch = bool(self.config.pod_labels) or (
+        wants_watch = self.config.wants_pod_metadata or (
             self.config.process_attribution and self._process_reads is not None
         )
         if self._metadata is not None:

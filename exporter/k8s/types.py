@@ -28,6 +28,9 @@ class Attribution:
     """Entities held by exactly one container: their device series carry its labels."""
     visible: frozenset[EntityKey] | None = None
     """With `--scope pod`: the only entities that may appear anywhere. None: all."""
+    sharers: Mapping[EntityKey, tuple[PodRef, ...]] = field(default_factory=dict)
+    """With virtual GPUs: entities shared by several holders, whose device series are repeated
+    once per holder with its labels (`vgpu` in `extra`); never also in `owners`."""
 
 
 NO_ATTRIBUTION = Attribution()

@@ -79,8 +79,9 @@ def test_optional_and_enrichment_labels() -> None:
         Sample(row, 1.0),
         Sample((*row[:2], ("GPU_I_ID", "3"), *row[2:], ("replica", "1")), 1.0),
         Sample((*row, ("pod_uid", "u"), ("label_team", "ml")), 1.0),
+        Sample((*row, ("pod_uid", "u"), ("team", "ml")), 1.0),  # dcgm-exporter's naming
     ])
-    for wrong in (row[1:], (*row, ("team", "ml")), (*row, ("replica", "1"), ("gpu", "0"))):
+    for wrong in (row[1:], (*row, ("replica", "1"), ("gpu", "0")), (*row, ("pod", "q"))):
         with pytest.raises(LabelMismatch):
             POD_GPU_ALLOCATION.family([Sample(wrong, 1.0)])
 

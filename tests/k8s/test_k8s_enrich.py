@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.devices.nvml import NvmlBackend
+from exporter.devices.sim import SimNvml
+from exporter.exposition.selfmetrics import Publisher
+from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.enrich import PodMetadataWatcher, check_access, pod_labels, sanitise_label_key
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
+from exporter.k8s.enrich import PodMetadataWatcher, check_access
+from exporter.k8s.pod_labels import PodLabelRules
+from exporter.k8s.simkubelet import (
+    SimKubeletHandle,
+    plan_allocations,
+    pod_resources,
+    start_sim_kubelet,
+)
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import PodRef
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
 from tests.support.apiserver import FakeApiServer, pod
 from tests.support.wait import wait_until
 
@@ -34,16 +46,19 @@ OTHER_NODE = pod("inference", "llm-9", "uid-llm-9", {"role": "decode"}, node="no
 
 
 def test_label_names_are_sanitised_and_filtered() -> None:
-    allow = re.compile(r"team|role|app\.kubernetes\.io/.*|a-b|a\.b")
+    rules = PodLabelRules.from_config(KubernetesConfig(
+        pod_labels=r"team|role|app\.kubernetes\.io/.*|a-b|a\.b|example\.com/queue"))
     labels = {"team": "ml", "role": "", "app.kubernetes.io/name": "llm", "secret": "x",
-              "a-b": "1", "a.b": "2"}
-    assert pod_labels("u", labels, allow) == (
+              "a-b": "1", "a.b": "2", "example.com/queue": "q"}
+    copied, dropped = rules.apply("u", labels)
+    assert copied == (
         ("pod_uid", "u"),
         ("label_a_b", "1"),  # "a-b" sorts first; "a.b" would collide and is dropped
         ("label_app_kubernetes_io_name", "llm"),
+        ("label_example_com_queue", "q"),
         ("label_team", "ml"),
     )
-    assert sanitise_label_key("example.com/queue") == "label_example_com_queue"
+    assert [(d.key, d.reason) for d in dropped] == [("a.b", "duplicate")]
 
 
 def test_watch_follows_pods_of_this_node(api: FakeApiServer, kubeconfig: str) -> None:
@@ -140,3 +155,99 @@ def test_check_access_explains_rbac_and_reachability(
     dead._server.server_close()
     ok, message = check_access(config, kubeconfig=dead_config)
     assert not ok and "unreachable" in message
+
+
+Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parsed(text: str) -> Series:
+    """Every sample of the exposition; fails when two series of a family share a label set
+    (Prometheus would reject the whole scrape)."""
+    series: Series = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in series, f"duplicate series {key}"
+            series[key] = s.value
+    return series
+
+
+def of(series: Series, name: str, **match: str) -> list[dict[str, str]]:
+    return [dict(labels) for (n, labels), _ in series.items()
+            if n == name and all(dict(labels).get(k) == v for k, v in match.items())]
+
+
+async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
+    api: FakeApiServer, kubeconfig: str, socket_path: str
+) -> None:
+    """The simulated H200 node with the demo's allocations, polled by the real sampler with
+    dcgm-exporter's pod labels, pod UID and virtual GPUs."""
+    collectors = load_collectors(default_collectors_path())
+    backend = NvmlBackend(SimNvml("h200-mig", seed=7), collectors.specs)
+    backend.start()
+    backend.poll()  # enumerates the devices
+    inventory = backend.inventory
+    labels = {"app.kubernetes.io/name": "llm", "llm-d.ai/role": "decode", "pod": "forged",
+              "team": "ml"}
+    api.state.pods = [pod(p.namespace, p.name, f"uid-{p.name}", labels)
+                      for p in plan_allocations(inventory)]
+    kubelet = start_sim_kubelet(socket_path, inventory)
+    config = KubernetesConfig(
+        enabled=True, pod_resources_socket=socket_path, node_name="node-a",
+        enable_pod_labels=True, enable_pod_uid=True, virtual_gpus=True,
+        pod_label_allowlist=(r"^app\.kubernetes\.io/", "llm-d", "^pod$"))
+    source = KubeletSource(config)
+    sampler = Sampler(backend, collectors,
+                      SamplerSettings(interval_s=1.0, host=HostLabel("Hostname", "node-a")),
+                      Publisher("sim"), attribution=source)
+    try:
+        await sampler.poll_once()
+        assert await source.wait_metadata(30)
+        metadata = source._metadata
+        assert metadata is not None
+        wait_until(lambda: metadata.labels_for("research", "notebook-bob-0") != ())
+        await sampler.poll_once()
+        series = parsed(sampler.current.text.decode())
+
+        util = "DCGM_FI_DEV_GPU_UTIL"
+        # GPU 7 is time-sliced between three notebooks: one copy each, with its replica id.
+        shared = of(series, util, gpu="7")
+        assert sorted((s["pod"], s["vgpu"], s["pod_uid"]) for s in shared) == [
+            ("notebook-alice-0", "0", "uid-notebook-alice-0"),
+            ("notebook-bob-0", "1", "uid-notebook-bob-0"),
+            ("notebook-carol-0", "2", "uid-notebook-carol-0"),
+        ]
+        for s in shared:
+            assert s["namespace"] == "research" and s["container"] == "notebook"
+            assert s["app_kubernetes_io_name"] == "llm" and s["llm_d_ai_role"] == "decode"
+            assert "team" not in s and "label_team" not in s
+        # An exclusive GPU: one series, its pod's labels, no vgpu; an idle one: unlabelled.
+        (exclusive,) = of(series, util, gpu="2")
+        assert exclusive["namespace"] == "inference" and "vgpu" not in exclusive
+        assert exclusive["pod_uid"] == f"uid-{exclusive['pod']}"
+        assert exclusive["llm_d_ai_role"] == "decode"
+        (idle,) = of(series, util, gpu="6")
+        assert "pod" not in idle and "pod_uid" not in idle
+        # The 3g.71gb instance whose two compute instances are two pods': two copies.
+        split = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
+        assert len({s["pod"] for s in split}) == 2 == len(split)
+        assert all("vgpu" not in s for s in split)
+        # The pod label named `pod` never replaced the pod's name; it was counted once.
+        assert "forged" not in {s.get("pod") for s in of(series, util)}
+        dropped = {dict(labels)["reason"]: v for (n, labels), v in series.items()
+                   if n == "gpu_exporter_pod_labels_dropped_total"}
+        assert dropped == {"reserved": 1.0, "duplicate": 0.0}
+
+        # A label change arrives through the watch, without a new list.
+        changed = pod("research", "notebook-bob-0", "uid-notebook-bob-0",
+                      {**labels, "llm-d.ai/role": "prefill"})
+        api.state.push("MODIFIED", changed)
+        wait_until(lambda: ("llm_d_ai_role", "prefill")
+                   in metadata.labels_for("research", "notebook-bob-0"))
+        await sampler.poll_once()
+        (bob,) = of(parsed(sampler.current.text.decode()), util, pod="notebook-bob-0")
+        assert bob["llm_d_ai_role"] == "prefill" and bob["vgpu"] == "1"
+        assert len(api.state.lists()) == 1
+    finally:
+        await sampler.close()
+        kubelet.stop()

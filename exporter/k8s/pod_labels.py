@@ -1,0 +1,169 @@
+"""How a pod's UID and Kubernetes labels become labels of the series attributed to it.
+
+Two ways of copying pod labels, which may be combined:
+
+- ours, `--kubernetes.pod-labels REGEX`: `pod_uid`, then `label_<key>` for every key the
+  regex matches in full;
+- dcgm-exporter's, `enable_pod_labels` (with `pod_label_allowlist`) and `enable_pod_uid`: the
+  key itself as the label name (`llm-d.ai/role` -> `llm_d_ai_role`), for every key any
+  allow-list regex matches anywhere in it (all keys when the list is empty), and `pod_uid`.
+
+Keys are sanitised as dcgm-exporter does, every character outside `[a-zA-Z0-9_]` becoming
+`_`; an unprefixed name that would start with a digit (`3scale.net/tier`) gets a leading `_`,
+since Prometheus rejects such a name and with it the whole scrape. Values are copied as they
+are (the exposition escapes them); an empty value is left out, as Prometheus reads an empty
+label as an absent one.
+
+A pod label never replaces one of the series' own labels: a name in `RESERVED_NAMES` or
+starting with a `RESERVED_PREFIXES` entry is dropped, and so is a name a key earlier in sort
+order already took (`a.b` and `a-b` both sanitise to `a_b`). The caller reports each drop.
+
+This module is pure (no `kubernetes` import): the API-server watch in `exporter.k8s.enrich`
+applies it to every pod it sees, once per pod event, never per scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from exporter.k8s.config import KubernetesConfig
+from exporter.series import Labels
+
+log = logging.getLogger(__name__)
+
+RESERVED_NAMES = frozenset({
+    # A device series' own labels, in dcgm-exporter's order (exporter/exposition/labels.py).
+    "gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID",
+    "Hostname", "hostname",
+    # What attribution adds: pod, UID, replica id with virtual GPUs.
+    "container", "namespace", "pod", "pod_uid", "vgpu",
+    # dcgm-exporter 1.x names (`--use-old-namespace`) and its HPC job label.
+    "uuid", "container_name", "pod_namespace", "pod_name", "hpc_job",
+    # Labels of the families pod labels also go on: allocation rows, XID counts.
+    "resource", "replica", "xid", "window_size_in_ms",
+    # Histogram and summary fields (a collectors file may declare one).
+    "le", "quantile",
+})
+"""Label names a pod label may not take."""
+RESERVED_PREFIXES = ("DCGM_", "dra_", "__")
+"""`label`-type fields are named after their DCGM field (`DCGM_FI_DRIVER_VERSION`);
+dcgm-exporter's DRA labels are `dra_*`; Prometheus keeps `__*` for itself."""
+
+RESERVED = "reserved"
+"""Drop reason: the name is one of the series' own labels."""
+DUPLICATE = "duplicate"
+"""Drop reason: another key of the same pod sanitised to the same name first."""
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def sanitise_label_name(key: str) -> str:
+    """A pod label key as a label name: `[^a-zA-Z0-9_]` -> `_` (dcgm-exporter's rule)."""
+    return _UNSAFE.sub("_", key)
+
+
+def is_reserved(name: str) -> bool:
+    return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
+
+
+KeyFilter = Callable[[str], bool]
+
+
+def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
+    """dcgm-exporter's `--kubernetes-pod-label-allowlist-regex`: a key passes when any pattern
+    matches anywhere in it (not anchored). A pattern that does not compile is logged and
+    skipped; with no usable pattern (none given, or none compiled) every key passes, as
+    upstream does. Patterns are Python regexes; RE2's common syntax means the same."""
+    compiled: list[re.Pattern[str]] = []
+    given = list(patterns)
+    for pattern in given:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            log.warning("pod label allow-list pattern %r skipped: %s", pattern, exc)
+    if given and not compiled:
+        log.warning("no pod label allow-list pattern compiled: copying every pod label")
+    if not compiled:
+        return lambda key: True
+    return lambda key: any(p.search(key) for p in compiled)
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedLabel:
+    key: str
+    """The pod label key, as on the pod."""
+    name: str
+    """The label name it would have had."""
+    reason: str
+    """RESERVED or DUPLICATE."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    prefix: str
+    selects: KeyFilter
+
+
+class PodLabelRules:
+    """Which of a pod's labels go onto its series, and under which names."""
+
+    def __init__(
+        self,
+        *,
+        uid: bool = False,
+        prefixed: str | None = None,
+        unprefixed: KeyFilter | None = None,
+    ) -> None:
+        """`prefixed`: our regex (keys matching it in full become `label_<key>`);
+        `unprefixed`: dcgm-exporter's key filter (keys passing it keep their name)."""
+        self.uid = uid
+        copies: list[_Copy] = []
+        if prefixed:
+            allow = re.compile(prefixed)
+            copies.append(_Copy("label_", lambda key: allow.fullmatch(key) is not None))
+        if unprefixed is not None:
+            copies.append(_Copy("", unprefixed))
+        self._copies = tuple(copies)
+
+    @classmethod
+    def from_config(cls, config: KubernetesConfig) -> PodLabelRules:
+        return cls(
+            uid=bool(config.pod_labels) or config.enable_pod_uid,
+            prefixed=config.pod_labels,
+            unprefixed=(allowlist_filter(config.pod_label_allowlist)
+                        if config.enable_pod_labels else None),
+        )
+
+    @property
+    def copies_labels(self) -> bool:
+        return bool(self._copies)
+
+    @property
+    def labels_anything(self) -> bool:
+        return self.uid or self.copies_labels
+
+    def apply(self, uid: str, pod_labels: Mapping[str, str]
+              ) -> tuple[Labels, tuple[DroppedLabel, ...]]:
+        """(the labels to add after `pod`: `pod_uid` then the copied labels sorted by name,
+        the pod labels left out because of their name)."""
+        taken: dict[str, str] = {}
+        dropped: list[DroppedLabel] = []
+        for copy in self._copies:
+            for key in sorted(pod_labels):
+                if not copy.selects(key):
+                    continue
+                name = copy.prefix + sanitise_label_name(key)
+                if not copy.prefix and name[:1].isdigit():
+                    name = "_" + name
+                if is_reserved(name):
+                    dropped.append(DroppedLabel(key, name, RESERVED))
+                elif name in taken:
+                    dropped.append(DroppedLabel(key, name, DUPLICATE))
+                else:
+                    taken[name] = pod_labels[key]
+        pairs: list[tuple[str, str]] = [("pod_uid", uid)] if self.uid and uid else []
+        pairs += [(name, value) for name, value in sorted(taken.items()) if value != ""]
+        return tuple(pairs), tuple(dropped)
