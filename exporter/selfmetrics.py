@@ -21,6 +21,10 @@ POD_ENRICHMENT = ("pod_uid", "label_*", "*")
 """What pod enrichment appends after `pod`/`namespace`/`container` labels: the pod's UID,
 then one `label_<key>` per pod label `--kubernetes.pod-labels` selects, or the sanitised key
 itself with dcgm-exporter's pod labels (`*` ends a name prefix; a bare `*` is any name)."""
+DRA_CLAIM = ("dra_*",)
+"""What follows on a device claimed through DRA: dcgm-exporter's `dra_claim_name`,
+`dra_claim_namespace`, `dra_driver_name`, `dra_pool_name`, `dra_device_name`, on MIG
+`dra_mig_profile` and `dra_mig_device_uuid`, and on allocation rows `dra_share_id`."""
 
 
 class LabelMismatch(ValueError):
@@ -203,8 +207,11 @@ POD_GPU_ALLOCATION = SelfMetric(
     "1 for each container holding a shared GPU or MIG instance (time-sliced "
     "replicas, several containers); join device metrics on gpu/UUID/GPU_I_ID.",
     labels=("gpu", "UUID", "GPU_I_ID", "pod", "namespace", "container", "resource", "replica"),
-    optional=frozenset({"GPU_I_ID", "replica"}), extra=POD_ENRICHMENT,
-    note="`replica`: the time-slicing replica index, when the device id carries one.")
+    optional=frozenset({"GPU_I_ID", "replica"}), extra=POD_ENRICHMENT + DRA_CLAIM,
+    note="`replica`: the time-slicing replica index, when the device id carries one. "
+         "`resource`: the resource name, or `gpu.nvidia.com` for a device claimed through "
+         "DRA, whose row also carries the claim's `dra_*` labels (`dra_share_id` when the "
+         "device is allocated under a share id).")
 POD_GPU_MEMORY_USED = SelfMetric(
     "gpu_exporter_pod_gpu_memory_used_bytes", "gauge",
     "Framebuffer used by a container's processes on a shared GPU or MIG "
@@ -241,6 +248,23 @@ POD_LABELS_DROPPED = SelfMetric(
     note="While pod labels are copied. `reason`: reserved (`gpu`, `pod`, `hostname`, "
          "`DCGM_*`, ...), duplicate (`a.b` and `a-b` both become `a_b`; the first in "
          "sort order wins).")
+DRA_SLICE_WATCH_UP = SelfMetric(
+    "gpu_exporter_dra_resource_slice_watch_up", "gauge",
+    "1 while the watch of this node's ResourceSlices (DRA driver gpu.nvidia.com) "
+    "is established.",
+    note="With `KUBERNETES_ENABLE_DRA` / `--kubernetes-enable-dra`.")
+DRA_SLICE_WATCH_ERRORS = SelfMetric(
+    "gpu_exporter_dra_resource_slice_watch_errors", "counter",
+    "Failed list/watch requests for this node's ResourceSlices.",
+    note="With `KUBERNETES_ENABLE_DRA` / `--kubernetes-enable-dra`.")
+DRA_UNRESOLVED_DEVICES = SelfMetric(
+    "gpu_exporter_dra_unresolved_devices", "gauge",
+    "Devices of driver gpu.nvidia.com claimed by containers that could not be mapped "
+    "to a GPU or MIG device (no_resource_slice: no ResourceSlice seen names it; "
+    "no_uuid: its slice gives no uuid).",
+    labels=("reason",),
+    note="With `KUBERNETES_ENABLE_DRA`. Their series stay unlabelled. `no_uuid` is a "
+         "dynamic-MIG offer or a vfio device.")
 
 REGISTRY: tuple[SelfMetric, ...] = (
     BUILD_INFO, NVML_UP, COLLECT_INTERVAL, POLL_DURATION, LAST_POLL_SUCCESS, POLL_ERRORS,
@@ -249,6 +273,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
     UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS, POD_LABELS_DROPPED,
+    DRA_SLICE_WATCH_UP, DRA_SLICE_WATCH_ERRORS, DRA_UNRESOLVED_DEVICES,
 )
 """Every self-metric, in the order docs/metrics.md lists them."""
 

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -34,6 +34,9 @@ from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
 from exporter.web.app import make_app
+
+if TYPE_CHECKING:
+    from exporter.k8s.configmap import ConfigMapCollectors
 
 log = logging.getLogger("exporter")
 
@@ -76,6 +79,15 @@ def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
     log.info("simulated kubelet serving pod allocations on %s", socket_path)
     k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
     return replace(cfg, kubernetes=k8s), server
+
+
+def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors | None:
+    """The ConfigMap follower (`-m <ns>:<name>`), or None."""
+    if cfg.kubernetes.configmap is None:
+        return None
+    from exporter.k8s.configmap import ConfigMapCollectors
+
+    return ConfigMapCollectors.open(cfg.kubernetes.configmap, fallback)
 
 
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
@@ -145,10 +157,15 @@ def main(argv: Sequence[str]) -> int:
     setup_logging(cfg.log_format, cfg.log_level)
     for warning in cfg.startup_warnings:
         log.warning("%s", warning)
+    collectors_path = cfg.collectors or default_collectors_path()
+    configmap = _follow_configmap(cfg, collectors_path)
     try:
-        collectors = load_collectors(cfg.collectors or default_collectors_path())
+        collectors = (configmap.load_initial() if configmap is not None
+                      else load_collectors(collectors_path))
     except CollectorsError as exc:
         return _fail(str(exc))
+    if configmap is not None:  # the sampler follows the ConfigMap through this path
+        cfg = replace(cfg, collectors=configmap.path)
     for warning in collectors.warnings:
         log.warning("%s", warning)
     if cfg.sim_kubelet and cfg.backend != "sim":
@@ -170,3 +187,6 @@ def main(argv: Sequence[str]) -> int:
             return asyncio.run(_run(cfg, lib, backend, collectors, Path(tmp)))
     except KeyboardInterrupt:
         return 130
+    finally:
+        if configmap is not None:
+            configmap.close()

@@ -51,6 +51,15 @@ def api() -> Iterator[FakeApiServer]:
         server.stop()
 
 
+@pytest.fixture
+def kubeconfig(api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A kubeconfig pointing at the fake API server, set as $KUBECONFIG for the test."""
+    path = api.write_kubeconfig(tmp_path / "kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def nvmlsim_lib() -> Path:
     """Directory holding the simulated `libnvidia-ml.so.1`, built once per session."""

@@ -17,6 +17,10 @@ Rules (what the exposition layer sees through `Attribution` and the allocation r
 - Whole GPUs are matched by UUID (`GPU-…`) or by index (GKE's `nvidia<N>`, against the
   `device` label `nvidia<index>`, as dcgm-exporter does) whatever `gpu_id_type` says;
   dcgm-exporter matches only the form it names. An id of the other form is logged once.
+- A device claimed through DRA (driver `gpu.nvidia.com`) arrives here already resolved to its
+  UUID (`exporter.k8s.dra`) and follows the same rules; a `share_id` makes it shared like a
+  replica suffix. Its claim's `dra_*` labels follow the pod's labels on its series (when
+  exclusive) or on its allocation row.
 - With `--scope pod` only this pod's allocations are looked at. The visible entities are the
   whole GPUs and MIG GPU instances allocated to it. The parent GPU of an allocated MIG
   instance is *not* visible: its power, clocks and temperatures are the whole card's, shaped
@@ -50,7 +54,12 @@ class Allocation:
     pod: str
     container: str
     resource: str
+    """The device plugin's resource name; for DRA the driver name."""
     device_id: str
+    share_id: str = ""
+    """DRA: the ClaimResource's share id (one device allocated to several claims at once)."""
+    claim_labels: Labels = ()
+    """DRA: the claim's `dra_*` labels (dcgm-exporter's names); empty for the device plugin."""
 
 
 def resource_accepted(resource: str, extra_names: Iterable[str] = ()) -> bool:
@@ -196,7 +205,7 @@ def attribute(
     resolved_list: list[tuple[Allocation, Resolved]] = []
 
     for alloc in sorted(set(allocations)):
-        if not resource_accepted(alloc.resource, extra_names):
+        if not (alloc.claim_labels or resource_accepted(alloc.resource, extra_names)):
             continue
         if pod_scope is not None and (alloc.namespace, alloc.pod) != pod_scope:
             continue
@@ -214,7 +223,7 @@ def attribute(
         resolved_list.append((alloc, found))
         holding = holdings.setdefault(found.entity.key, _Holding(found.entity))
         holding.holders.add((alloc.namespace, alloc.pod, alloc.container))
-        holding.replicas |= found.replica is not None
+        holding.replicas |= found.replica is not None or alloc.share_id != ""
         if found.mig is not None:
             holding.compute_instances.add(found.mig.compute_instance_id)
         elif found.entity.is_mig:
@@ -227,7 +236,10 @@ def attribute(
     for key, holding in holdings.items():
         if _exclusive(holding, pod_scope is not None):
             namespace, pod, container = next(iter(holding.holders))
-            owners[key] = PodRef(pod, namespace, container, extra_labels(namespace, pod))
+            # One holder, perhaps through several claims: the first claim's labels.
+            claim = min(alloc for alloc, _ in holding.rows).claim_labels
+            owners[key] = PodRef(pod, namespace, container,
+                                 (*extra_labels(namespace, pod), *claim))
             continue
         for alloc, replica in holding.rows:
             rows.add(_row_labels(holding.entity, alloc, replica, extra_labels))
@@ -295,4 +307,4 @@ def _row_labels(
     ]
     if replica is not None:
         labels.append(("replica", str(replica)))
-    return (*labels, *extra_labels(alloc.namespace, alloc.pod))
+    return (*labels, *extra_labels(alloc.namespace, alloc.pod), *alloc.claim_labels)

@@ -1,6 +1,7 @@
 """A kubelet stand-in: a real gRPC server speaking pod-resources v1 on a unix socket.
 
-Used by the tests (which drive its knobs: pods, failures, Get disabled) and by the demo's
+Used by the tests (which drive its knobs: pods, failures, Get disabled, DRA claims) and by
+the demo's
 `--sim.kubelet`, where `start_sim_kubelet(path, inventory)` hands the simulated node's devices
 to pods the way a busy inference node looks: whole GPUs to an inference Deployment, MIG
 devices under `nvidia.com/mig-<profile>`, and time-sliced replicas `::N` of one GPU to several
@@ -26,6 +27,25 @@ from exporter.k8s.proto import ContainerDevices, PodResources, pb, pb_grpc
 DeviceGrant = tuple[str, Sequence[str]]
 """(resource name, device ids) held by one container."""
 
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDevice:
+    """One device of a DRA claim, as the kubelet reports it (`ClaimResource`)."""
+
+    pool: str
+    device: str
+    driver: str = "gpu.nvidia.com"
+    share_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimGrant:
+    """A ResourceClaim a container uses, with the devices allocated to it."""
+
+    namespace: str
+    name: str
+    devices: Sequence[ClaimedDevice]
+
 GET_ENABLED = "enabled"
 GET_DISABLED = "disabled"
 """Like kubelets < 1.34 with the feature gate off: UNKNOWN "PodResources API Get method
@@ -34,9 +54,28 @@ GET_UNIMPLEMENTED = "unimplemented"
 """Like kubelets that predate Get."""
 
 
+def _claim_resource(device: ClaimedDevice) -> Any:
+    resource = pb.ClaimResource(
+        driver_name=device.driver,
+        pool_name=device.pool,
+        device_name=device.device,
+        cdi_devices=[pb.CDIDevice(name=f"k8s.{device.driver}/device={device.device}")],
+    )
+    if device.share_id is not None:
+        resource.share_id = device.share_id
+    return resource
+
+
 def pod_resources(
-    namespace: str, name: str, containers: Mapping[str, Iterable[DeviceGrant]]
+    namespace: str,
+    name: str,
+    containers: Mapping[str, Iterable[DeviceGrant]],
+    claims: Mapping[str, Iterable[ClaimGrant]] | None = None,
 ) -> PodResources:
+    """A pod's answer: device-plugin grants per container, and DRA claims per container
+    (`claims` may name containers that hold no device-plugin grant)."""
+    claims = claims or {}
+    names = list(containers) + [c for c in claims if c not in containers]
     return pb.PodResources(
         name=name,
         namespace=namespace,
@@ -45,10 +84,18 @@ def pod_resources(
                 name=container,
                 devices=[
                     pb.ContainerDevices(resource_name=res, device_ids=list(ids))
-                    for res, ids in grants
+                    for res, ids in containers.get(container, ())
+                ],
+                dynamic_resources=[
+                    pb.DynamicResource(
+                        claim_name=claim.name,
+                        claim_namespace=claim.namespace,
+                        claim_resources=[_claim_resource(d) for d in claim.devices],
+                    )
+                    for claim in claims.get(container, ())
                 ],
             )
-            for container, grants in containers.items()
+            for container in names
         ],
     )
 

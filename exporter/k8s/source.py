@@ -35,7 +35,9 @@ from exporter.k8s.client import (
     allocations_of,
 )
 from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.dra import DraClaims
 from exporter.k8s.processes import ContainerUsage, ProcessUsage
+from exporter.k8s.proto import PodResources
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
 from exporter.selfmetrics import (
     DEVICE_ID_PARSE_ERRORS,
@@ -77,8 +79,11 @@ class KubeletSource:
         process_reads: ProcessReads | None = None,
         proc_root: str = "/proc",
         wall_clock: Callable[[], float] = time.time,
+        dra: DraClaims | None = None,
     ) -> None:
         self.config = config
+        self._dra = dra if dra is not None else (
+            DraClaims.from_config(config) if config.dra else None)
         self.client = client or PodResourcesClient(
             config.pod_resources_socket, timeout_s=config.refresh_timeout_s, backoff=backoff
         )
@@ -155,10 +160,14 @@ class KubeletSource:
             families += self._metadata.families()
         if self._processes is not None:
             families += self._usage_families()
+        if self._dra is not None:
+            families += self._dra.families()
         return families
 
     async def close(self) -> None:
         await self.client.close()
+        if self._dra is not None:
+            await asyncio.to_thread(self._dra.close)
         if self._metadata_task is not None:
             if not self._metadata_task.done():
                 self._metadata_task.cancel()
@@ -173,6 +182,8 @@ class KubeletSource:
         if self._scope_misconfigured:
             return
         self._start_metadata()
+        if self._dra is not None:
+            self._dra.start()  # once; the ResourceSlice watch runs in its own thread
         try:
             pods = await self.client.fetch(self._pod_scope)
         except BackingOff:
@@ -184,7 +195,7 @@ class KubeletSource:
                 log.info("kubelet pod-resources API answers again")
             # A large node's answer takes tens of ms to flatten: not on the event loop,
             # where scrapes are served.
-            self._allocations = await asyncio.to_thread(allocations_of, pods, self._accepts)
+            self._allocations = await asyncio.to_thread(self._flatten, pods)
             self._up = True
             self._last_success = self._wall_clock()
         if self._allocations is not None and self._last_success is not None and \
@@ -197,6 +208,12 @@ class KubeletSource:
             self._result = self._join(self._allocations, inventory)
         if self._processes is not None:
             await self._sample_processes()
+
+    def _flatten(self, pods: list[PodResources]) -> list[Allocation]:
+        allocations = allocations_of(pods, self._accepts)
+        if self._dra is not None:
+            allocations += self._dra.allocations(pods)
+        return allocations
 
     def _accepts(self, resource: str) -> bool:
         return resource_accepted(resource, self.config.resource_names)

@@ -157,7 +157,8 @@ def test_every_emitted_self_metric_is_declared_and_documented(
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
     }))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    env = {"KUBECONFIG": str(kubeconfig), "NODE_NAME": "node-a"}
+    # DRA on too: the ResourceSlice watch fails the same way and reports it.
+    env = {"KUBECONFIG": str(kubeconfig), "NODE_NAME": "node-a", "KUBERNETES_ENABLE_DRA": "true"}
     processes = {
         profile: exporter(["--backend", "sim", "--sim.profile", profile, "--sim.kubelet",
                            "-c", "200ms", "-f", str(default_collectors_path()),

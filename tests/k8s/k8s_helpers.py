@@ -61,3 +61,41 @@ def mig_node() -> Inventory:
         ),
         driver_version="590.48.01",
     )
+
+
+# -- NVIDIA's DRA driver (gpu.nvidia.com): ResourceSlice devices ------------------------------
+
+
+def slice_gpu(minor: int) -> dict[str, object]:
+    """A full GPU as the driver publishes it: `gpu-<minor>`, its UUID among the attributes."""
+    gpu = whole_gpu(minor)
+    return {
+        "name": f"gpu-{minor}",
+        "attributes": {
+            "type": {"string": "gpu"},
+            "uuid": {"string": gpu.uuid},
+            "productName": {"string": gpu.model},
+            "brand": {"string": "Nvidia"},
+            "architecture": {"string": "Hopper"},
+            "cudaComputeCapability": {"version": "9.0.0"},
+            "driverVersion": {"version": "590.48.1"},
+            "resource.kubernetes.io/pciBusID": {"string": gpu.pci_bus_id.lower()[4:]},
+        },
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+
+
+def slice_mig(parent: int, gi: int, profile: str, profile_id: int, start: int,
+              *, created: bool = True) -> dict[str, object]:
+    """A MIG device: `gpu-<minor>-mig-<profile without dots>-<profile id>-<placement>`;
+    only a MIG device that exists (static MIG) has a `uuid`."""
+    attributes: dict[str, object] = {
+        "type": {"string": "mig"},
+        "parentUUID": {"string": gpu_uuid(parent)},
+        "profile": {"string": profile},
+        "productName": {"string": "NVIDIA H200"},
+    }
+    if created:
+        attributes["uuid"] = {"string": mig_uuid(parent, gi, 0)}
+    name = f"gpu-{parent}-mig-{profile.replace('.', '')}-{profile_id}-{start}"
+    return {"name": name, "attributes": attributes}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
@@ -29,15 +28,6 @@ from tests.support.apiserver import FakeApiServer, pod
 from tests.support.wait import wait_until
 
 from .k8s_helpers import gpu_uuid, plain_node
-
-
-@pytest.fixture
-def kubeconfig(api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    path = api.write_kubeconfig(tmp_path / "kubeconfig")
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", path)
-    return path
-
 
 LLM = pod("inference", "llm-0", "uid-llm-0",
           {"app.kubernetes.io/name": "llm", "role": "prefill", "team": "ml",

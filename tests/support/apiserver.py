@@ -1,5 +1,6 @@
-"""A small HTTP server speaking the few Kubernetes API paths enrichment uses: list pods (all
-namespaces with a field selector, or one namespace) and watch them."""
+"""A small HTTP server speaking the few Kubernetes API paths the exporter uses: list pods (all
+namespaces with a field selector, or one namespace) and watch them; list and watch
+ResourceSlices (`resource.k8s.io/v1`); get, list and watch ConfigMaps of a namespace."""
 
 from __future__ import annotations
 
@@ -25,21 +26,63 @@ def pod(
     }
 
 
+def resource_slice(
+    name: str, node: str, devices: list[dict[str, Any]], *, pool: str | None = None,
+    generation: int = 1, driver: str = "gpu.nvidia.com",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {"driver": driver, "nodeName": node,
+                 "pool": {"name": pool or node, "generation": generation,
+                          "resourceSliceCount": 1},
+                 "devices": devices},
+    }
+
+
+def config_map(namespace: str, name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": namespace, "name": name, "resourceVersion": "1"},
+            "data": data}
+
+
+PODS, SLICES, CONFIGMAPS = "pods", "resourceslices", "configmaps"
+
+
 @dataclass
 class ApiState:
     pods: list[dict[str, Any]] = field(default_factory=list)
     forbidden: bool = False
+    """Pod requests answer 403."""
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    configmaps: list[dict[str, Any]] = field(default_factory=list)
+    denied: set[tuple[str, str]] = field(default_factory=set)
+    """(resource, verb) answered 403; verbs get, list, watch."""
+    other_events: dict[str, queue.Queue[dict[str, Any]]] = field(default_factory=lambda: {
+        SLICES: queue.Queue(), CONFIGMAPS: queue.Queue()})
     requests: list[tuple[str, dict[str, list[str]]]] = field(default_factory=list)
     events: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
     resource_version: int = 100
     stopping: threading.Event = field(default_factory=threading.Event)
     watch_idle_s: float = 1.0
 
-    def push(self, kind: str, obj: dict[str, Any]) -> None:
+    def push(self, kind: str, obj: dict[str, Any], resource: str = PODS) -> None:
+        """An event on the watch of `resource`; slices and ConfigMaps also update the list
+        (pod tests keep their list as set)."""
         self.resource_version += 1
         obj = json.loads(json.dumps(obj))
         obj["metadata"]["resourceVersion"] = str(self.resource_version)
-        self.events.put({"type": kind, "object": obj})
+        if resource != PODS:
+            stored = self.slices if resource == SLICES else self.configmaps
+            stored[:] = [o for o in stored if o["metadata"]["name"] != obj["metadata"]["name"]
+                         or o["metadata"].get("namespace") != obj["metadata"].get("namespace")]
+            if kind != "DELETED":
+                stored.append(obj)
+        self.queue_of(resource).put({"type": kind, "object": obj})
+
+    def queue_of(self, resource: str) -> queue.Queue[dict[str, Any]]:
+        return self.events if resource == PODS else self.other_events[resource]
 
     def lists(self) -> list[dict[str, list[str]]]:
         return [q for _, q in self.requests if q.get("watch") != ["true"]]
@@ -48,18 +91,32 @@ class ApiState:
         return [q for _, q in self.requests if q.get("watch") == ["true"]]
 
 
-def _selected(state: ApiState, path: str, query: dict[str, list[str]]) -> list[dict[str, Any]]:
-    pods = state.pods
-    parts = path.strip("/").split("/")
-    if len(parts) == 5 and parts[2] == "namespaces":
-        pods = [p for p in pods if p["metadata"]["namespace"] == parts[3]]
-    for selector in query.get("fieldSelector", []):
+def _selected(objs: list[dict[str, Any]], namespace: str | None,
+              query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    if namespace is not None:
+        objs = [o for o in objs if o["metadata"].get("namespace") == namespace]
+    for selector in ",".join(query.get("fieldSelector", [])).split(","):
         key, _, value = selector.partition("=")
         if key == "spec.nodeName":
-            pods = [p for p in pods if p["spec"]["nodeName"] == value]
+            objs = [o for o in objs if o["spec"]["nodeName"] == value]
         elif key == "metadata.name":
-            pods = [p for p in pods if p["metadata"]["name"] == value]
-    return pods
+            objs = [o for o in objs if o["metadata"]["name"] == value]
+    return objs
+
+
+def _route(path: str) -> tuple[str, str | None, str | None] | None:
+    """(resource, namespace, name) of a path this server knows."""
+    parts = path.strip("/").split("/")
+    if parts == ["api", "v1", "pods"]:
+        return PODS, None, None
+    if parts == ["apis", "resource.k8s.io", "v1", "resourceslices"]:
+        return SLICES, None, None
+    if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and \
+            parts[4] in (PODS, CONFIGMAPS):
+        if len(parts) == 6 and parts[4] != CONFIGMAPS:
+            return None
+        return parts[4], parts[3], parts[5] if len(parts) == 6 else None
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -81,27 +138,40 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         query = parse_qs(url.query)
         self.state.requests.append((url.path, query))
-        if not (url.path == "/api/v1/pods" or
-                (url.path.startswith("/api/v1/namespaces/") and url.path.endswith("/pods"))):
+        route = _route(url.path)
+        if route is None:
             self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
             return
-        if self.state.forbidden:
+        resource, namespace, name = route
+        verb = "get" if name else "watch" if query.get("watch") == ["true"] else "list"
+        if (resource == PODS and self.state.forbidden) or (resource, verb) in self.state.denied:
             self._json(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                              "reason": "Forbidden", "code": 403,
-                             "message": 'pods is forbidden: User "system:serviceaccount:x:y" '
-                                        "cannot list resource"})
+                             "message": f'{resource} is forbidden: User '
+                                        f'"system:serviceaccount:x:y" cannot {verb} resource'})
             return
-        if query.get("watch") == ["true"]:
-            self._watch()
+        if verb == "watch":
+            self._watch(self.state.queue_of(resource))
+            return
+        stored = {PODS: self.state.pods, SLICES: self.state.slices,
+                  CONFIGMAPS: self.state.configmaps}[resource]
+        if verb == "get":
+            found = _selected(stored, namespace, {"fieldSelector": [f"metadata.name={name}"]})
+            if not found:
+                self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "reason": "NotFound", "code": 404,
+                                 "message": f'{resource} "{name}" not found'})
+            else:
+                self._json(200, found[0])
             return
         self._json(200, {
-            "kind": "PodList",
+            "kind": "List",
             "apiVersion": "v1",
             "metadata": {"resourceVersion": str(self.state.resource_version)},
-            "items": _selected(self.state, url.path, query),
+            "items": _selected(stored, namespace, query),
         })
 
-    def _watch(self) -> None:
+    def _watch(self, events: queue.Queue[dict[str, Any]]) -> None:
         # Chunked, one event per chunk, as the API server streams watches.
         self.protocol_version = "HTTP/1.1"
         self.send_response(200)
@@ -111,7 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         while not self.state.stopping.is_set():
             try:
-                event = self.state.events.get(timeout=self.state.watch_idle_s)
+                event = events.get(timeout=self.state.watch_idle_s)
             except queue.Empty:
                 break  # like a watch reaching its timeout: the client watches again
             line = json.dumps(event).encode() + b"\n"
