@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from exporter.devices.model import Entity, EntityKey
 from exporter.exposition.labels import entity_labels, format_labels, pod_labels
-from exporter.fields.catalog import MetricType
+from exporter.fields.catalog import MetricType, Reader
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
@@ -94,9 +94,10 @@ def _series_labels(snapshot: Snapshot) -> dict[EntityKey, tuple[Labels, ...]]:
     GPUs that left the inventory (a GPU that fell off the bus keeps its XID history). An
     entity has one label set, or with virtual GPUs one per pod sharing it."""
     driver: Labels = ()
-    if "DCGM_FI_DRIVER_VERSION" in snapshot.collectors.names and \
-            snapshot.inventory.driver_version is not None:
-        driver = (("DCGM_FI_DRIVER_VERSION", snapshot.inventory.driver_version),)
+    if (version := snapshot.inventory.driver_version) is not None:
+        # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
+        driver = tuple((f.spec.name, version) for f in snapshot.collectors.fields
+                       if f.spec.reader is Reader.DRIVER)
     owners = snapshot.attribution.owners
     sharers = snapshot.attribution.sharers
     labels: dict[tuple[int, int], tuple[Labels, ...]] = {}

@@ -2,6 +2,11 @@
 
 Format: `#` starts a comment line, blank lines are ignored, every other line has exactly three
 cells `field name, prometheus type, help` (trimmed; standard CSV quoting).
+
+A field may be named by any of its DCGM names (deprecated aliases, the 4.6 renames, the
+dcgm-exporter 1.x names such as `dcgm_gpu_temp`): like dcgm-exporter, the series keep the name
+as written. A DCGM field this exporter cannot serve is skipped with a warning that says why;
+a name DCGM does not know is an error.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.fields.catalog import BY_NAME, KNOWN_UNSERVED, FieldSpec, MetricType
+from exporter.fields.catalog import BY_NAME, FieldSpec, MetricType
+from exporter.fields.dcgm_names import DcgmField, dcgm_names
 
 
 class CollectorsError(ValueError):
@@ -46,9 +52,27 @@ _TYPES = {t.value: t for t in MetricType}
 
 
 def _closest(name: str) -> str:
-    candidates = list(BY_NAME) + sorted(KNOWN_UNSERVED)
-    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return f"; did you mean {match[0]}?" if match else ""
+    """A hint naming the known name closest to a typo; case is ignored in the comparison, so
+    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP."""
+    by_folded: dict[str, str] = {}
+    for known in (*BY_NAME, *dcgm_names()):
+        by_folded.setdefault(known.casefold(), known)
+    match = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.6)
+    return f"; did you mean {by_folded[match[0]]}?" if match else ""
+
+
+def _resolve(name: str) -> FieldSpec | DcgmField | None:
+    """The spec serving `name`, the DCGM field it names if that is not served, or None.
+
+    Catalog names are answered from the catalog; only other names load the full table.
+    """
+    return BY_NAME.get(name) or dcgm_names().resolve(name)
+
+
+def _unserved_warning(name: str, field: DcgmField) -> str:
+    """Why `name` (one of `field`'s names) is skipped."""
+    named = name if name == field.name else f"{name} (DCGM field {field.name})"
+    return f"{named} is not served: {field.reason.explain(field.nvml_source)}; skipped"
 
 
 def parse_collectors(text: str, source: str) -> Collectors:
@@ -77,15 +101,12 @@ def parse_collectors(text: str, source: str) -> Collectors:
                 f"{source}:{lineno}: unknown prometheus type {type_name!r} for {name}; "
                 f"expected one of {', '.join(_TYPES)}"
             )
-        spec = BY_NAME.get(name)
+        spec = _resolve(name)
         if spec is None:
-            if name in KNOWN_UNSERVED:
-                warnings.append(
-                    f"{source}:{lineno}: {name} is a DCGM field this exporter does not serve "
-                    "(NVML has no equivalent); skipped"
-                )
-                continue
             raise CollectorsError(f"{source}:{lineno}: unknown field {name!r}{_closest(name)}")
+        if isinstance(spec, DcgmField):
+            warnings.append(f"{source}:{lineno}: {_unserved_warning(name, spec)}")
+            continue
         if name in seen:
             warnings.append(
                 f"{source}:{lineno}: {name} already enabled at line {seen[name]}; ignored"

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
 from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.fields.dcgm_names import Reason, dcgm_names
 from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
 _SCOPE_TEXT = {
@@ -30,6 +33,47 @@ def _self_metric_row(metric: SelfMetric) -> str:
     meaning = f"{metric.help} {metric.note}" if metric.note else metric.help
     return (f"| `{metric.exposed_name}` | {metric.type} | {metric.label_text()} | "
             f"{meaning.replace('|', '&#124;')} |")
+
+
+def _unserved_section() -> list[str]:
+    """What a collectors file may name but this exporter does not serve, by reason."""
+    unserved = dcgm_names().unserved()
+    fields = Counter(f.reason for f in unserved)
+    names = Counter(f.reason for f in unserved for _ in f.names)
+    lines = [
+        "## DCGM fields not served",
+        "",
+        "A collectors file may name a field by any of its DCGM names: the canonical name, an "
+        "alias kept after the DCGM 4.6 renames, a dcgm-exporter 1.x name (`dcgm_gpu_temp`) or "
+        "a `DCGM_EXP_*` name. A served field is exported under the name the file gives it, as "
+        "dcgm-exporter does. A field this exporter does not serve is skipped with a warning "
+        "naming its reason below; a name DCGM does not know stops start-up. The names come "
+        "from `exporter/fields/dcgm-names.csv`, derived from "
+        "`tests/fixtures/dcgm-fields/dcgm-fields.csv` by "
+        "`python -m exporter.fields.dcgm_table --write`.",
+        "",
+        "| reason | fields | names |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {reason.summary} | {fields[reason]} | {names[reason]} |"
+              for reason in Reason if fields[reason]]
+    lines += [f"| total | {fields.total()} | {names.total()} |", ""]
+    by_call: dict[str, list[str]] = defaultdict(list)
+    for field in unserved:
+        if field.reason is Reason.NVML:
+            function = re.match(r"\w+", field.nvml_source)
+            by_call[function.group(0) if function else field.nvml_source].append(field.name)
+    lines += [
+        "### NVML sources not read yet",
+        "",
+        "Fields whose value NVML has, but that this exporter does not read yet, by NVML call "
+        "(canonical names; their other names resolve to them):",
+        "",
+    ]
+    for call, call_fields in sorted(by_call.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(f"- `{call}` ({len(call_fields)}): "
+                     + ", ".join(f"`{name}`" for name in call_fields))
+    return [*lines, ""]
 
 
 def render_markdown() -> str:
@@ -72,6 +116,7 @@ def render_markdown() -> str:
         "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
         "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",
         "",
+        *_unserved_section(),
         "## Self-metrics",
         "",
         "Declared in `exporter/selfmetrics.py`. Labels: *device labels* are a device's "

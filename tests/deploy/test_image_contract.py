@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.fields.catalog import BY_NAME, KNOWN_UNSERVED
+from exporter.fields.catalog import BY_NAME
 from exporter.fields.csv import load_collectors
+from exporter.fields.dcgm_names import DcgmField, dcgm_names
 
 from .operator_render import (
     DOCKERFILE,
@@ -28,9 +29,6 @@ from .operator_render import (
 
 SHIPPED_CSVS = REPO_ROOT / "exporter" / "fields" / "dcgm-exporter"
 UPSTREAM_CSVS = FIXTURES / "dcgm-exporter"
-
-NEEDS_1X_NAMES = pytest.mark.xfail(strict=True, reason="needs dcgm-exporter 1.x field names "
-                                   "(dcgm_sm_clock, ...) in the field catalog")
 
 
 @pytest.fixture(scope="module")
@@ -122,10 +120,10 @@ def test_shipped_csv_loads_and_skips_only_fields_nvml_cannot_serve(name: str) ->
     listed = [n for n, _, _ in _rows(SHIPPED_CSVS / name)]
     assert [f.spec.name for f in collectors.fields] == [n for n in listed if n in BY_NAME]
     skipped = [n for n in listed if n not in BY_NAME]
-    assert set(skipped) <= KNOWN_UNSERVED  # today: DCGM_FI_DEV_VGPU_LICENSE_STATUS
+    # today: DCGM_FI_DEV_VGPU_LICENSE_STATUS
+    assert all(isinstance(dcgm_names().resolve(n), DcgmField) for n in skipped)
     assert len(collectors.warnings) == len(skipped)
 
 
-@NEEDS_1X_NAMES
 def test_shipped_1x_compatibility_csv_loads() -> None:
     load_collectors(SHIPPED_CSVS / "1.x-compatibility-metrics.csv")

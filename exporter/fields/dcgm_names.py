@@ -1,0 +1,164 @@
+"""Every name a dcgm-exporter collectors file can use, and what this exporter does with it.
+
+DCGM knows some 660 fields under about 1,070 names: canonical names, deprecated aliases kept
+after the 4.6 renames, dcgm-exporter 1.x lowercase names (`dcgm_gpu_temp`), dcgm-exporter's
+`DCGM_EXP_*` pseudo-fields and the range markers of dcgm_fields.h. `dcgm-names.csv` beside this
+module lists them by field, with the reason a field cannot be served when it has no NVML
+source. It is derived from the reference table by `python -m exporter.fields.dcgm_table --write`.
+
+The table is read on first use only: a collectors file that names catalog fields by their
+catalog names never loads it (see `exporter.fields.csv`).
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from exporter.fields.catalog import CATALOG, FieldSpec
+
+DATA_PATH = Path(__file__).with_name("dcgm-names.csv")
+
+
+class Reason(enum.Enum):
+    """Why DCGM's value for a field does or does not come from NVML, in the table's terms."""
+
+    NVML = "nvml"
+    """NVML (or GPM) has the value: served when the catalog has a reader for it."""
+    NVSWITCH = "nvswitch"
+    CPU = "cpu"
+    DIAGNOSTIC = "diagnostic"
+    CONNECTX = "connectx"
+    IMEX = "imex"
+    DCGM_STATE = "dcgm-state"
+    NOT_SUPPORTED = "not-supported"
+    BLOB = "blob"
+    VGPU_HOST = "vgpu-host"
+    LINK = "link"
+    MARKER = "marker"
+
+    @property
+    def summary(self) -> str:
+        """The category's name in docs and counts."""
+        return _SUMMARY[self]
+
+    def explain(self, nvml_source: str) -> str:
+        """Why a field of this category is not served, for a warning."""
+        if self is Reason.NVML:
+            return f"NVML source {nvml_source} not read by this exporter yet"
+        return _EXPLANATION[self]
+
+
+_SUMMARY = {
+    Reason.NVML: "NVML source not read by this exporter yet",
+    Reason.NVSWITCH: "NvSwitch (NSCQ/NVSDM)",
+    Reason.CPU: "CPU (DCGM sysmon)",
+    Reason.DIAGNOSTIC: "diagnostic results",
+    Reason.CONNECTX: "ConnectX NIC",
+    Reason.IMEX: "IMEX (nvidia-imex-ctl)",
+    Reason.DCGM_STATE: "DCGM-internal / DCGM state",
+    Reason.NOT_SUPPORTED: "always NOT_SUPPORTED in DCGM",
+    Reason.BLOB: "binary blob",
+    Reason.VGPU_HOST: "vGPU host only",
+    Reason.LINK: "link entity",
+    Reason.MARKER: "range marker, not a field",
+}
+
+_EXPLANATION = {
+    Reason.NVSWITCH: "an NvSwitch field, which DCGM reads through NSCQ/NVSDM, not NVML",
+    Reason.CPU: "a CPU field, which DCGM's sysmon module reads from the OS, not NVML",
+    Reason.DIAGNOSTIC: "a DCGM diagnostic (dcgmi diag) result, not an NVML value",
+    Reason.CONNECTX: "a ConnectX NIC field, which DCGM reads through NVSDM, not NVML",
+    Reason.IMEX: "an IMEX status, which DCGM reads from nvidia-imex-ctl, not NVML",
+    Reason.DCGM_STATE: "DCGM-internal state, not an NVML value",
+    Reason.NOT_SUPPORTED: "DCGM never has a value for it (always NOT_SUPPORTED)",
+    Reason.BLOB: "a binary blob, which cannot be exported as a sample",
+    Reason.VGPU_HOST: "it exists only on a vGPU host (hypervisor)",
+    Reason.LINK: "a per-link field, and link entities are not served yet",
+    Reason.MARKER: "a range marker of dcgm_fields.h, not a field",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmField:
+    dcgm_id: int | None
+    """None for a range marker that names no field."""
+    names: tuple[str, ...]
+    """Every name that resolves to this field, the canonical one first."""
+    reason: Reason
+    nvml_source: str
+    """The NVML call DCGM's value comes from; set where `reason` is NVML."""
+
+    @property
+    def name(self) -> str:
+        """The canonical DCGM name (the newest release's)."""
+        return self.names[0]
+
+
+class DcgmNames:
+    """The fields of the table, looked up by any of their names."""
+
+    def __init__(self, fields: Iterable[DcgmField]) -> None:
+        self.fields = tuple(fields)
+        self._by_name = {name: f for f in self.fields for name in f.names}
+        ids = [f.dcgm_id for f in self.fields if f.dcgm_id is not None]
+        if len(ids) != len(set(ids)) or len(self._by_name) != sum(
+                len(f.names) for f in self.fields):
+            raise ValueError(f"{DATA_PATH}: a field id or a name is listed twice")
+
+    def __iter__(self) -> Iterator[str]:
+        """Every known name."""
+        return iter(self._by_name)
+
+    def field(self, name: str) -> DcgmField | None:
+        return self._by_name.get(name)
+
+    @functools.cached_property
+    def served(self) -> dict[int, FieldSpec]:
+        """The catalog's fields by DCGM id (the first catalog entry where two share one)."""
+        by_id: dict[int, FieldSpec] = {}
+        for spec in CATALOG:
+            known = self._by_name.get(spec.name)
+            if known is not None and known.dcgm_id is not None:
+                by_id.setdefault(known.dcgm_id, spec)
+        return by_id
+
+    def served_spec(self, field: DcgmField) -> FieldSpec | None:
+        return None if field.dcgm_id is None else self.served.get(field.dcgm_id)
+
+    def resolve(self, name: str) -> FieldSpec | DcgmField | None:
+        """The catalog spec serving `name`, renamed to it (dcgm-exporter exports a field under
+        the name the collectors file gives); else the unserved field; None if unknown."""
+        known = self._by_name.get(name)
+        if known is None:
+            return None
+        spec = self.served_spec(known)
+        if spec is None:
+            return known
+        return spec if spec.name == name else replace(spec, name=name)
+
+    def unserved(self) -> tuple[DcgmField, ...]:
+        return tuple(f for f in self.fields if self.served_spec(f) is None)
+
+
+def parse(text: str) -> DcgmNames:
+    """Read dcgm-names.csv: `dcgm_id,reason,nvml_source,names` (space-separated names)."""
+    fields: list[DcgmField] = []
+    lines = (line for line in text.splitlines() if line and not line.startswith("#"))
+    for dcgm_id, reason, nvml_source, names in csv.reader(lines):
+        parsed = Reason(reason)
+        if dcgm_id:
+            fields.append(DcgmField(int(dcgm_id), tuple(names.split()), parsed, nvml_source))
+        else:  # markers that name no field: each is its own entry
+            fields.extend(DcgmField(None, (n,), parsed, nvml_source) for n in names.split())
+    return DcgmNames(fields)
+
+
+@functools.cache
+def dcgm_names() -> DcgmNames:
+    """The shipped table, read once."""
+    return parse(DATA_PATH.read_text(encoding="utf-8"))
