@@ -9,8 +9,8 @@ container's root. What stands in for the node:
 - GPUs: the simulated `libnvidia-ml.so.1` (tests/nvmlsim), found through LD_LIBRARY_PATH as
   the NVIDIA runtime would inject it, with the node's GPUs in NVMLSIM_SCENARIO;
 - the kubelet: a real pod-resources gRPC server on the socket in the pod's hostPath mount;
-- the API server (only when the pod gets a service-account token): `FakeCluster`, reached
-  through KUBECONFIG instead of the token file and KUBERNETES_SERVICE_* variables;
+- the API server (only when the pod gets a service-account token): the fake one of
+  tests/support/apiserver.py, reached through KUBECONFIG instead of the token file and KUBERNETES_SERVICE_* variables;
 - the installed package: this checkout on PYTHONPATH, for the image's `COPY --from=build`.
 
 The liberties the harness takes with the rendered spec, and only these: every absolute
@@ -35,13 +35,14 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from exporter.k8s.proto import PodResources, pb
 from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources, serve_pod_resources
-from tests.conftest import free_port
+from tests.support.apiserver import FakeApiServer, pod, resource_slice
+from tests.support.exporter_process import free_port
+from tests.support.wait import wait_until
 
-from .operator_cluster import DRA_DRIVER, FakeCluster, gpu_resource_slice, pod_object
 from .operator_render import (
     REPO_ROOT,
     ImageSpec,
@@ -101,13 +102,32 @@ def kubelet_allocations() -> list[PodResources]:
     return pods
 
 
-def start_cluster() -> FakeCluster:
-    cluster = FakeCluster()
+DRA_DRIVER = "gpu.nvidia.com"
+
+
+def pod_object(namespace: str, name: str, uid: str, labels: dict[str, str], node: str,
+               container: str) -> dict[str, Any]:
+    """A running pod as the API server lists it."""
+    obj = pod(namespace, name, uid, labels, node=node)
+    obj["spec"]["containers"] = [{"name": container, "image": "app:1"}]
+    obj["status"] = {"phase": "Running"}
+    return obj
+
+
+def gpu_resource_slice(node: str, devices: dict[str, str]) -> dict[str, Any]:
+    """The NVIDIA DRA driver's slice for a node's whole GPUs: device name -> GPU UUID."""
+    return resource_slice(f"{node}-{DRA_DRIVER}-gpus", node, [
+        {"name": name, "attributes": {"type": {"string": "gpu"}, "uuid": {"string": uuid}}}
+        for name, uuid in devices.items()], driver=DRA_DRIVER)
+
+
+def start_cluster() -> FakeApiServer:
+    cluster = FakeApiServer().start()
     containers = {(ns, name): c for ns, name, c in (EXCLUSIVE_POD, *SHARED_PODS, DRA_POD)}
     cluster.state.pods = [
         pod_object(ns, name, pod_uid(ns, name), labels, NODE_NAME, containers[ns, name])
         for (ns, name), labels in POD_METADATA.items()]
-    cluster.state.resource_slices = [gpu_resource_slice(NODE_NAME, {DRA_DEVICE: GPU_UUIDS[2]})]
+    cluster.state.slices = [gpu_resource_slice(NODE_NAME, {DRA_DEVICE: GPU_UUIDS[2]})]
     return cluster
 
 
@@ -207,7 +227,7 @@ class ContainerProcess:
     def first_probe_success(self, path: str, budget_s: float, timeout_s: float) -> float:
         """Seconds from process start until `path` answered 200 within `timeout_s`, as the
         kubelet's HTTP probe counts it; fails once the budget is spent or the process exits."""
-        while True:
+        def answered() -> float | None:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the exporter exited with {self.proc.returncode}:\n"
                                      f"{self.output()}")
@@ -216,9 +236,11 @@ class ContainerProcess:
                     return time.monotonic() - self.started
             except OSError:
                 pass
-            if time.monotonic() - self.started > budget_s:
-                raise AssertionError(f"{path} not 200 within {budget_s}s:\n{self.output()}")
-            time.sleep(0.05)
+            return None
+
+        remaining = budget_s - (time.monotonic() - self.started)
+        return wait_until(answered, timeout=max(remaining, 0.0), interval=0.05,
+                          what=f"{path} answering 200 within {budget_s}s")
 
     def terminate(self) -> None:
         if self.proc.poll() is None:
@@ -236,7 +258,7 @@ class ContainerProcess:
 
 
 def start_container(daemonset: Obj, image: ImageSpec, root: Path, *, lib_dir: Path,
-                    scenario: Path, cluster: FakeCluster | None,
+                    scenario: Path, cluster: FakeApiServer | None,
                     configmaps: Mapping[str, Mapping[str, str]]) -> ContainerProcess:
     """The image laid out under `root`, the pod's volumes mounted, and container 0 started."""
     pod = daemonset["spec"]["template"]["spec"]
@@ -264,7 +286,7 @@ def start_container(daemonset: Obj, image: ImageSpec, root: Path, *, lib_dir: Pa
     env["LD_LIBRARY_PATH"] = str(lib_dir)
     env["NVMLSIM_SCENARIO"] = str(scenario)
     if pod.get("automountServiceAccountToken") and cluster is not None:
-        env["KUBECONFIG"] = str(cluster.write_kubeconfig(root / "kubeconfig"))
+        env["KUBECONFIG"] = cluster.write_kubeconfig(root / "kubeconfig")
 
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by stop()
     started = time.monotonic()

@@ -11,14 +11,15 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .operator_cluster import FakeCluster
+from tests.support.apiserver import FakeApiServer
+from tests.support.wait import wait_until
+
 from .operator_node import ContainerProcess, SimNode, start_container, write_scenario
 from .operator_render import ImageSpec, Obj, env_value, under
 
@@ -63,18 +64,18 @@ class Run:
         intervals (as the exporter reports its own) and a margin."""
         interval = next(v for name, _, v in self.samples()
                         if name == "gpu_exporter_collect_interval_seconds")
-        deadline = time.monotonic() + 2 * interval + 10
-        while True:
+        served: set[str] = set()
+
+        def body_once_done() -> str | None:
             status, text = self.process.get("/metrics")
             assert status == 200, text
             # Names from the text itself: the client library's parser renames counters.
-            names = set(re.findall(r"^(DCGM_\w+)[{ ]", text, flags=re.MULTILINE))
-            if done(names):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {2 * interval + 10:.0f}s; "
-                                     f"served: {sorted(names)}")
-            time.sleep(0.2)
+            served.clear()
+            served.update(re.findall(r"^(DCGM_\w+)[{ ]", text, flags=re.MULTILINE))
+            return text if done(served) else None
+
+        return wait_until(body_once_done, timeout=2 * interval + 10, interval=0.2,
+                          what="the served DCGM series to match")
 
     def samples(self) -> list[tuple[str, dict[str, str], float]]:
         status, text = self.process.get("/metrics")
@@ -91,7 +92,7 @@ class Runs:
     """Each case's container, started on first use and kept for the module's tests."""
 
     def __init__(self, cases: dict[str, Case], lib_dir: Path, image: ImageSpec,
-                 cluster: FakeCluster) -> None:
+                 cluster: FakeApiServer) -> None:
         self._cases = cases
         self._lib_dir = lib_dir
         self._image = image

@@ -22,12 +22,11 @@ import pytest
 from exporter import __version__
 from exporter.fields.catalog import MetricType
 from exporter.fields.csv import parse_collectors
-from tests.nvmlsim.build import BuildError, build_library
 
-from .operator_cluster import DRA_DRIVER
 from .operator_node import (
     DRA_CLAIM,
     DRA_DEVICE,
+    DRA_DRIVER,
     DRA_POD,
     EXCLUSIVE_POD,
     NODE_NAME,
@@ -134,13 +133,9 @@ def image() -> ImageSpec:
 
 
 @pytest.fixture(scope="module")
-def runs(image: ImageSpec) -> Iterator[Runs]:
-    try:
-        lib_dir = build_library()
-    except BuildError as exc:
-        pytest.fail(f"cannot build the simulated NVML library: {exc}")
+def runs(image: ImageSpec, nvmlsim_lib: Path) -> Iterator[Runs]:
     cluster = start_cluster()
-    started = Runs(CASES, lib_dir, image, cluster)
+    started = Runs(CASES, nvmlsim_lib, image, cluster)
     try:
         yield started
     finally:

@@ -48,6 +48,20 @@ def config_map(namespace: str, name: str, data: dict[str, str]) -> dict[str, Any
 
 
 PODS, SLICES, CONFIGMAPS = "pods", "resourceslices", "configmaps"
+RESOURCE_API_VERSIONS = ("v1", "v1beta2", "v1beta1")
+"""Versions of resource.k8s.io served; slices are stored in v1's shape."""
+
+
+def slice_in_version(slice_: dict[str, Any], version: str) -> dict[str, Any]:
+    """A v1 ResourceSlice as `version` writes it: v1beta1 nests a device's attributes under
+    `basic`, v1beta2 has v1's shape."""
+    out: dict[str, Any] = json.loads(json.dumps(slice_))
+    out["apiVersion"] = f"resource.k8s.io/{version}"
+    if version == "v1beta1":
+        out["spec"]["devices"] = [
+            {"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}}
+            for d in slice_["spec"]["devices"]]
+    return out
 
 
 @dataclass
@@ -109,7 +123,8 @@ def _route(path: str) -> tuple[str, str | None, str | None] | None:
     parts = path.strip("/").split("/")
     if parts == ["api", "v1", "pods"]:
         return PODS, None, None
-    if parts == ["apis", "resource.k8s.io", "v1", "resourceslices"]:
+    if len(parts) == 4 and parts[:2] == ["apis", "resource.k8s.io"] and \
+            parts[2] in RESOURCE_API_VERSIONS and parts[3] == SLICES:
         return SLICES, None, None
     if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and \
             parts[4] in (PODS, CONFIGMAPS):
@@ -164,11 +179,14 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, found[0])
             return
+        items = _selected(stored, namespace, query)
+        if resource == SLICES:
+            items = [slice_in_version(i, url.path.strip("/").split("/")[2]) for i in items]
         self._json(200, {
             "kind": "List",
             "apiVersion": "v1",
             "metadata": {"resourceVersion": str(self.state.resource_version)},
-            "items": _selected(stored, namespace, query),
+            "items": items,
         })
 
     def _watch(self, events: queue.Queue[dict[str, Any]]) -> None:
