@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from exporter.devices.clock_events import ClockEventCounter
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
@@ -89,6 +90,7 @@ class NvmlBackend:
         *,
         devices: DeviceFilter = ALL_DEVICES,
         xid_window_s: float = 300.0,
+        clock_events_window_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -96,6 +98,7 @@ class NvmlBackend:
         self._devices = devices
         self._clock = clock
         self.ledger = XidLedger(xid_window_s, wall_clock)
+        self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
         self._gpm = GpmReader(lib, clock)
         self._initialised = False
         self._enum: Enumeration | None = None
@@ -307,6 +310,7 @@ class NvmlBackend:
                     del values[key]
         if self._wants_xid:
             self._add_xid_last_codes(values)
+        self.clock_events.record(values)
         return Readings(
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
@@ -314,6 +318,8 @@ class NvmlBackend:
             gpm_supported=dict(self._gpm_support),
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
+            clock_events=self.clock_events.window(),
+            clock_events_window_s=self.clock_events.window_s,
         )
 
     def _poll_gpu(self, work: _GpuWork, out: dict[tuple[int, int], dict[str, float]]) -> None:

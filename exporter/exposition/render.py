@@ -12,9 +12,17 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD
 from exporter.devices.model import Entity
-from exporter.exposition.labels import entity_labels, format_labels, pod_labels
+from exporter.exposition.labels import (
+    DEFAULT_STYLE,
+    LabelStyle,
+    entity_labels,
+    format_labels,
+    pod_labels,
+)
 from exporter.fields.catalog import MetricType
+from exporter.k8s.hpc_jobs import HPC_JOB_LABEL, NO_JOBS, JobMap
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
@@ -64,9 +72,14 @@ _FIELD_FAMILY_TYPE: dict[MetricType, FamilyType] = {
 }
 
 
-def device_families(snapshot: Snapshot) -> list[Family]:
+SeriesLabels = dict[tuple[int, int], tuple[Labels, ...]]
+"""Entity key -> the label sets of its series: one, or one per HPC job on the entity."""
+
+
+def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
+                    jobs: JobMap = NO_JOBS) -> list[Family]:
     """The DCGM_* families, in the collectors file's order."""
-    labels = _series_labels(snapshot)
+    labels = _series_labels(snapshot, style, jobs)
     values = snapshot.readings.values
     families: list[Family] = []
     for enabled in snapshot.collectors.fields:
@@ -75,11 +88,14 @@ def device_families(snapshot: Snapshot) -> list[Family]:
             continue
         if spec.name == XID_COUNT_FIELD:
             samples = _xid_window_samples(snapshot, labels)
+        elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
+            samples = _clock_event_samples(snapshot, labels)
         else:
             samples = tuple(
-                Sample(entity_labels, v)
-                for key, entity_labels in labels.items()
+                Sample(series, v)
+                for key, label_sets in labels.items()
                 if (v := values.get(key, {}).get(spec.name)) is not None
+                for series in label_sets
             )
         if samples:
             families.append(Family(spec.name, _FIELD_FAMILY_TYPE[enabled.type], enabled.help,
@@ -88,7 +104,13 @@ def device_families(snapshot: Snapshot) -> list[Family]:
     return families
 
 
-def _series_labels(snapshot: Snapshot) -> dict[tuple[int, int], Labels]:
+def _per_job(labels: Labels, jobs: tuple[str, ...]) -> tuple[Labels, ...]:
+    if not jobs:
+        return (labels,)
+    return tuple((*labels, (HPC_JOB_LABEL, job)) for job in jobs)
+
+
+def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> SeriesLabels:
     """Full label sets by entity key, in exposition order: visible entities, then those of
     GPUs that left the inventory (a GPU that fell off the bus keeps its XID history)."""
     driver: Labels = ()
@@ -96,38 +118,53 @@ def _series_labels(snapshot: Snapshot) -> dict[tuple[int, int], Labels]:
             snapshot.inventory.driver_version is not None:
         driver = (("DCGM_FI_DRIVER_VERSION", snapshot.inventory.driver_version),)
     owners = snapshot.attribution.owners
+    host = snapshot.host
     labels = {
-        e.key: entity_labels(e, snapshot.host) + driver + pod_labels(owners.get(e.key))
+        e.key: _per_job(entity_labels(e, host, style) + driver
+                        + pod_labels(owners.get(e.key), style), jobs.get(e.key, ()))
         for e in visible_entities(snapshot)
     }
     visible = snapshot.attribution.visible
     present = {g.gpu for g in snapshot.inventory.gpus}
     for key, entity in sorted(snapshot.readings.known.items()):
         if key[0] not in present and (visible is None or key in visible):
-            labels[key] = entity_labels(entity, snapshot.host) + driver
+            labels[key] = _per_job(entity_labels(entity, host, style) + driver,
+                                   jobs.get(key, ()))
     return labels
 
 
-def _xid_window_samples(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
-                        ) -> tuple[Sample, ...]:
-    window = (("window_size_in_ms", str(int(snapshot.readings.xid_window_s * 1000))),)
+def _window_label(window_s: float) -> Labels:
+    return (("window_size_in_ms", str(int(window_s * 1000))),)
+
+
+def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
+    window = _window_label(snapshot.readings.xid_window_s)
     return tuple(
-        Sample(base[c.entity_key] + (("xid", str(c.xid)),) + window, float(c.count))
+        Sample((*series, ("xid", str(c.xid)), *window), float(c.count))
         for c in snapshot.readings.xid_window
-        if c.entity_key in base
+        for series in base.get(c.entity_key, ())
     )
 
 
-def _xid_total_families(snapshot: Snapshot, base: dict[tuple[int, int], Labels]
-                        ) -> list[Family]:
-    totals = [t for t in snapshot.readings.xid_totals if t.entity_key in base]
+def _clock_event_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
+    window = _window_label(snapshot.readings.clock_events_window_s)
+    return tuple(
+        Sample((*series, ("clock_event", c.reason), *window), float(c.count))
+        for c in snapshot.readings.clock_events
+        for series in base.get(c.entity_key, ())
+    )
+
+
+def _xid_total_families(snapshot: Snapshot, base: SeriesLabels) -> list[Family]:
+    totals = [(t, series) for t in snapshot.readings.xid_totals
+              for series in base.get(t.entity_key, ())]
     if not totals:
         return []
     return [
-        XID_ERRORS.family(XID_ERRORS.device_sample(base[t.entity_key], float(t.total),
-                                                   xid=str(t.xid)) for t in totals),
-        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(base[t.entity_key], t.last_seen,
-                                                         xid=str(t.xid)) for t in totals),
+        XID_ERRORS.family(XID_ERRORS.device_sample(series, float(t.total), xid=str(t.xid))
+                          for t, series in totals),
+        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(series, t.last_seen, xid=str(t.xid))
+                             for t, series in totals),
     ]
 
 

@@ -34,3 +34,10 @@ class KubernetesConfig:
     allocations_max_age_s: float = 120.0
     """While the kubelet cannot be reached, the last allocations keep labelling series for
     this long; after that they are dropped rather than shown stale."""
+    gpu_id_type: Literal["uid", "device-name"] = "uid"
+    enable_pod_labels: bool = False
+    enable_pod_uid: bool = False
+    pod_label_allowlist: tuple[str, ...] = ()
+    virtual_gpus: bool = False
+    dra: bool = False
+    configmap: tuple[str, str] | None = None
