@@ -123,7 +123,9 @@ class Setting(Generic[T_co]):
         """The start-up warning for a compatibility-only option that was set, else None."""
         if self.option.ignored is None or self.source is None:
             return None
-        switched = self.from_command_line and self.option.value.action == "switch"
+        # A bare switch reads "--fake-gpus"; one given a value, "--fake-gpus=false".
+        switched = self.from_command_line and self.option.value.action == "switch" \
+            and self.text == "on"
         given = self.source if switched else f"{self.source}={self.text}"
         reason = self.option.ignored.replace("`", "")  # markdown in the table, plain in logs
         return f"{given}: accepted for compatibility; ignored because {reason}"

@@ -190,10 +190,46 @@ def resolve(command: Command, given: argparse.Namespace, env: Mapping[str, str] 
     return Resolution(command, settings)
 
 
+def _switch_dests(command: Command, table: Table) -> dict[str, str]:
+    """Each spelling of a switch the command takes -> its argparse destination."""
+    dests: dict[str, str] = {}
+    for option in for_command(command, table):
+        spellings = [(option.name, option.flags, option.value),
+                     *((alias_dest(option, i), a.flags, a.value)
+                       for i, a in enumerate(option.aliases))]
+        for dest, flags, value in spellings:
+            if value.action == "switch":
+                dests.update(dict.fromkeys(flags, dest))
+    return dests
+
+
+def split_switch_values(argv: Sequence[str], dests: Mapping[str, str]
+                        ) -> tuple[list[str], dict[str, str]]:
+    """dcgm-exporter's flag parser takes `--switch=false` (and `-k=true`), argparse takes
+    switches only bare: take those arguments out, as destination -> text. Nothing after
+    `--` is an option."""
+    rest: list[str] = []
+    given: dict[str, str] = {}
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            rest.extend(argv[index:])
+            break
+        flag, sep, text = arg.partition("=")
+        if sep and flag in dests:
+            given[dests[flag]] = text
+        else:
+            rest.append(arg)
+    return rest, given
+
+
 def parse_command_line(command: Command, argv: Sequence[str],
                        env: Mapping[str, str] | None = None,
                        parser: argparse.ArgumentParser | None = None,
                        table: Table = OPTIONS) -> Resolution:
     """argv (argparse exits on unknown flags and for --help) and env -> the Resolution."""
     parser = build_parser(command, table) if parser is None else parser
-    return resolve(command, parser.parse_args(list(argv)), env, table)
+    rest, switch_texts = split_switch_values(argv, _switch_dests(command, table))
+    given = parser.parse_args(rest)
+    for dest, text in switch_texts.items():
+        setattr(given, dest, text)  # a switch written with a value: it beats the bare form
+    return resolve(command, given, env, table)

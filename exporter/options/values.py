@@ -99,7 +99,8 @@ def parse_bool(text: str, where: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Switch(Value[bool]):
-    """A flag without argument that turns something on; its variables take true/false."""
+    """A flag without argument that turns something on; its variables take true/false, and
+    so does the flag written `--flag=false` (as dcgm-exporter's flag parser allows)."""
 
     action = "switch"
 
@@ -107,7 +108,8 @@ class Switch(Value[bool]):
         return parse_bool(text, where)
 
     def from_flag(self, given: FlagValue, where: str) -> bool:
-        return True
+        # Bare, argparse hands over True; `--flag=false` (see parsing) hands over the text.
+        return parse_bool(given, where) if isinstance(given, str) else True
 
     def samples(self) -> tuple[str, ...]:
         return ("true", "1", "yes")
@@ -126,7 +128,7 @@ class SwitchTo(Value[L]):
         return self.on if parse_bool(text, where) else self.off
 
     def from_flag(self, given: FlagValue, where: str) -> L:
-        return self.on
+        return self.parse(given, where) if isinstance(given, str) else self.on
 
     def samples(self) -> tuple[str, ...]:
         return ("true", "1", "yes")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ServeConfig, serve_config
+from exporter.config import ConfigError, ServeConfig, parse_serve_args, serve_config
 from exporter.options import Option, Setting, for_command, parse_command_line
 from exporter.options.values import Value
 from tests.conftest import ROOT, ExporterProcess, free_port
@@ -231,3 +231,23 @@ def test_the_gpu_operator_environment_alone(bare: list[BareExporter],
     assert 'Hostname="gpu-node-1"' in text
     log = proc.output()
     assert log.count("DCGM_REMOTE_HOSTENGINE_INFO") == 1, log
+
+
+def test_switches_written_with_a_value_as_dcgm_exporter_allows() -> None:
+    on = {"DCGM_EXPORTER_KUBERNETES": "true"}
+    assert not parse_serve_args(["--kubernetes=false"], env=on).kubernetes.enabled
+    assert parse_serve_args(["-k=true"], env={}).kubernetes.enabled
+    assert parse_serve_args(["-rbmn=1", "-c=5000"], env={}).replace_blanks_in_model_name
+    assert parse_serve_args(["--debug=true"], env={}).log_level == "debug"
+    assert parse_serve_args(["--debug", "--debug=false"], env={}).log_level == "info"
+    assert parse_serve_args(["--dump-compression=false"], env={}).startup_warnings == (
+        "--dump-compression=false: accepted for compatibility; ignored because this exporter "
+        "writes no debug dumps",)
+    with pytest.raises(ConfigError, match="--kubernetes: 'maybe' is not a boolean"):
+        parse_serve_args(["--kubernetes=maybe"], env={})
+
+
+def test_after_a_double_dash_nothing_is_a_switch(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_serve_args(["--", "--kubernetes=true"], env={})
+    assert "unrecognized arguments: -- --kubernetes=true" in capsys.readouterr().err
