@@ -1,4 +1,5 @@
-"""Command-line entry: `gpu-exporter [serve|generate|doctor] ...` (serve is the default).
+"""Command-line entry: `gpu-exporter [serve|generate|doctor] ...` (serve is the default, so
+dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c 5000`).
 
 Each subcommand's module is imported only when it runs, so serving never loads the
 dashboard generator's or the doctor's dependencies.
@@ -15,10 +16,7 @@ USAGE = """usage: gpu-exporter [serve] [flags]     run the exporter (gpu-exporte
 """
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = args[0] if args and not args[0].startswith("-") else "serve"
-    rest = args[1:] if args and args[0] == command else args
+def _run(command: str, rest: list[str]) -> int:
     if command == "serve":
         from exporter.serve import main as serve_main
 
@@ -36,6 +34,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"gpu-exporter: unknown command {command!r}\n{USAGE}", file=sys.stderr)
     return 2
+
+
+def missing_module_message(exc: ModuleNotFoundError) -> str:
+    missing = exc.name or str(exc)
+    return (f"gpu-exporter: the Python module {missing!r} is missing from this installation; "
+            "reinstall gpu-exporter (e.g. `pip install --force-reinstall gpu-exporter`): "
+            "every library it uses is a required dependency")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args and not args[0].startswith("-") else "serve"
+    rest = args[1:] if args and args[0] == command else args
+    try:
+        return _run(command, rest)
+    except ModuleNotFoundError as exc:
+        # A broken installation: one line that says what to do, not a traceback.
+        print(missing_module_message(exc), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

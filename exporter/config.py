@@ -3,7 +3,8 @@
 The options themselves (flags, variables, parsers, defaults, precedence) are declared once in
 `exporter.options`; this module adds what spans several of them: `--sim.kubelet` and
 `--scope pod` turn Kubernetes attribution on, pod scope needs POD_NAME and POD_NAMESPACE, and
-the host label's value falls back to the host name.
+the host label's value falls back to the host name. dcgm-exporter's pod labels, pod UID, DRA
+and ConfigMap options turn nothing else on, like `--kubernetes.pod-labels`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import KubernetesConfig
 from exporter.options import ConfigError, Resolution, parse_command_line, parse_duration
+from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
 from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
 
@@ -43,6 +45,12 @@ class ServeConfig:
     hostname_label: HostnameLabel | None = "Hostname"
     hostname: str = ""
     xid_count_window_s: float = 300.0
+    clock_events_count_window_s: float = 300.0
+    use_old_namespace: bool = False
+    """dcgm-exporter 1.x label names (`-o`)."""
+    replace_blanks_in_model_name: bool = False
+    hpc_job_mapping_dir: Path | None = None
+    """Files naming the HPC jobs on each GPU; None: no `hpc_job` label."""
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
@@ -62,6 +70,13 @@ def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
         node_name=r[opt.NODE_NAME],
         pod_labels=r[opt.POD_LABELS],
         process_attribution=r.get(opt.PROCESS_ATTRIBUTION, False),
+        gpu_id_type=r[dcgm.GPU_ID_TYPE],
+        enable_pod_labels=r[dcgm.ENABLE_POD_LABELS],
+        enable_pod_uid=r[dcgm.ENABLE_POD_UID],
+        pod_label_allowlist=r[dcgm.POD_LABEL_ALLOWLIST],
+        virtual_gpus=r[dcgm.VIRTUAL_GPUS],
+        dra=r[dcgm.DRA],
+        configmap=r[dcgm.CONFIGMAP_DATA],
     )
 
 
@@ -88,6 +103,10 @@ def serve_config(r: Resolution) -> ServeConfig:
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
         hostname=r[opt.NODE_NAME] or socket.gethostname(),
         xid_count_window_s=r[opt.XID_COUNT_WINDOW],
+        clock_events_count_window_s=r[dcgm.CLOCK_EVENTS_COUNT_WINDOW],
+        use_old_namespace=r[dcgm.USE_OLD_NAMESPACE],
+        replace_blanks_in_model_name=r[dcgm.REPLACE_BLANKS_IN_MODEL_NAME],
+        hpc_job_mapping_dir=r[dcgm.HPC_JOB_MAPPING_DIR],
         log_format=r[opt.LOG_FORMAT],
         log_level=r[opt.LOG_LEVEL],
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),

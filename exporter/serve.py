@@ -20,6 +20,7 @@ from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.nvml_api import NvmlLib, load_pynvml
 from exporter.devices.processes import ProcessReader
+from exporter.exposition.labels import LabelStyle
 from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import (
     Collectors,
@@ -28,6 +29,7 @@ from exporter.fields.csv import (
     load_collectors,
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
+from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
@@ -110,7 +112,9 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
         host=HostLabel(cfg.hostname_label, cfg.hostname),
         collectors_path=cfg.collectors,
     )
-    sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend), source,
+    style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
+    jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
+    sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend, style, jobs), source,
                       poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
@@ -175,7 +179,8 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     backend = NvmlBackend(lib, collectors.specs, devices=cfg.devices,
-                          xid_window_s=cfg.xid_count_window_s)
+                          xid_window_s=cfg.xid_count_window_s,
+                          clock_events_window_s=cfg.clock_events_count_window_s)
     try:
         backend.start()
     except BackendUnavailable as exc:

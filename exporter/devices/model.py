@@ -114,6 +114,16 @@ class XidTotal:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockEventCount:
+    """Polls within the counting window that found one clock event reason active on a GPU."""
+
+    entity_key: tuple[int, int]
+    reason: str
+    """dcgm-exporter's name of the reason bit, e.g. "sw_thermal"."""
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Readings:
     """One poll's values: field name -> value, per entity key. Missing means unavailable."""
 
@@ -127,3 +137,6 @@ class Readings:
     keeps its labels after the GPU left the inventory."""
     gpm_supported: dict[int, bool] = field(default_factory=dict)
     """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""
+    clock_events: tuple[ClockEventCount, ...] = ()
+    clock_events_window_s: float = 0.0
+    """Length of the window `clock_events` counts over."""

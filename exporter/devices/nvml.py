@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from exporter.devices.accounting import CallErrors
+from exporter.devices.clock_events import ClockEventCounter
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
@@ -66,6 +67,7 @@ class NvmlBackend:
         *,
         devices: DeviceFilter = ALL_DEVICES,
         xid_window_s: float = 300.0,
+        clock_events_window_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -77,6 +79,7 @@ class NvmlBackend:
         self.call_errors = self._errors.counts
         """(function, return code name) -> failed NVML calls since start."""
         self._reader = DeviceReader(lib, self._errors, clock)
+        self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
         self._initialised = False
         self._init_retry = _Retry()
         self.last_init_error: str | None = None
@@ -261,6 +264,7 @@ class NvmlBackend:
             self._needs_enumeration = True
         if self._wants_xid:
             self._add_xid_last_codes(values)
+        self.clock_events.record(values)
         return Readings(
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
@@ -268,6 +272,8 @@ class NvmlBackend:
             gpm_supported=dict(self._reader.gpm_support),
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
+            clock_events=self.clock_events.window(),
+            clock_events_window_s=self.clock_events.window_s,
         )
 
     def _add_xid_last_codes(self, values: Values) -> None:

@@ -12,9 +12,17 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD
 from exporter.devices.model import Entity, EntityKey
-from exporter.exposition.labels import entity_labels, format_labels, pod_labels
+from exporter.exposition.labels import (
+    DEFAULT_STYLE,
+    LabelStyle,
+    entity_labels,
+    format_labels,
+    pod_labels,
+)
 from exporter.fields.catalog import MetricType, Reader
+from exporter.k8s.hpc_jobs import HPC_JOB_LABEL, NO_JOBS, JobMap
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
@@ -64,9 +72,14 @@ _FIELD_FAMILY_TYPE: dict[MetricType, FamilyType] = {
 }
 
 
-def device_families(snapshot: Snapshot) -> list[Family]:
+SeriesLabels = dict[EntityKey, tuple[Labels, ...]]
+"""Entity key -> the label sets of its series: one, or one per HPC job on the entity."""
+
+
+def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
+                    jobs: JobMap = NO_JOBS) -> list[Family]:
     """The DCGM_* families, in the collectors file's order."""
-    labels = _series_labels(snapshot)
+    labels = _series_labels(snapshot, style, jobs)
     values = snapshot.readings.values
     families: list[Family] = []
     for enabled in snapshot.collectors.fields:
@@ -75,12 +88,14 @@ def device_families(snapshot: Snapshot) -> list[Family]:
             continue
         if spec.name == XID_COUNT_FIELD:
             samples = _xid_window_samples(snapshot, labels)
+        elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
+            samples = _clock_event_samples(snapshot, labels)
         else:
             samples = tuple(
-                Sample(entity_labels, v)
+                Sample(series, v)
                 for key, label_sets in labels.items()
                 if (v := values.get(key, {}).get(spec.name)) is not None
-                for entity_labels in label_sets
+                for series in label_sets
             )
         if samples:
             families.append(Family(spec.name, _FIELD_FAMILY_TYPE[enabled.type], enabled.help,
@@ -89,7 +104,13 @@ def device_families(snapshot: Snapshot) -> list[Family]:
     return families
 
 
-def _series_labels(snapshot: Snapshot) -> dict[EntityKey, tuple[Labels, ...]]:
+def _per_job(labels: Labels, jobs: tuple[str, ...]) -> tuple[Labels, ...]:
+    if not jobs:
+        return (labels,)
+    return tuple((*labels, (HPC_JOB_LABEL, job)) for job in jobs)
+
+
+def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> SeriesLabels:
     """Full label sets by entity key, in exposition order: visible entities, then those of
     GPUs that left the inventory (a GPU that fell off the bus keeps its XID history). An
     entity has one label set, or with virtual GPUs one per pod sharing it."""
@@ -99,41 +120,56 @@ def _series_labels(snapshot: Snapshot) -> dict[EntityKey, tuple[Labels, ...]]:
         driver = tuple((f.spec.name, version) for f in snapshot.collectors.fields
                        if f.spec.reader is Reader.DRIVER)
     owners = snapshot.attribution.owners
+    host = snapshot.host
     sharers = snapshot.attribution.sharers
-    labels: dict[tuple[int, int], tuple[Labels, ...]] = {}
+    labels: SeriesLabels = {}
     for e in visible_entities(snapshot):
-        base = entity_labels(e, snapshot.host) + driver
+        base = entity_labels(e, host, style) + driver
         refs = sharers.get(e.key) or (owners.get(e.key),)
-        labels[e.key] = tuple(base + pod_labels(ref) for ref in refs)
+        labels[e.key] = tuple(series for ref in refs
+                              for series in _per_job(base + pod_labels(ref, style),
+                                                     jobs.get(e.key, ())))
     visible = snapshot.attribution.visible
     present = {g.gpu for g in snapshot.inventory.gpus}
     for key, entity in sorted(snapshot.readings.known.items()):
         if key[0] not in present and (visible is None or key in visible):
-            labels[key] = (entity_labels(entity, snapshot.host) + driver,)
+            labels[key] = _per_job(entity_labels(entity, host, style) + driver,
+                                   jobs.get(key, ()))
     return labels
 
 
-def _xid_window_samples(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]
-                        ) -> tuple[Sample, ...]:
-    window = (("window_size_in_ms", str(int(snapshot.readings.xid_window_s * 1000))),)
+def _window_label(window_s: float) -> Labels:
+    return (("window_size_in_ms", str(int(window_s * 1000))),)
+
+
+def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
+    window = _window_label(snapshot.readings.xid_window_s)
     return tuple(
-        Sample((*labels, ("xid", str(c.xid)), *window), float(c.count))
+        Sample((*series, ("xid", str(c.xid)), *window), float(c.count))
         for c in snapshot.readings.xid_window
-        for labels in base.get(c.entity_key, ())
+        for series in base.get(c.entity_key, ())
     )
 
 
-def _xid_total_families(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]
-                        ) -> list[Family]:
-    totals = [(t, labels) for t in snapshot.readings.xid_totals
-              for labels in base.get(t.entity_key, ())]
+def _clock_event_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
+    window = _window_label(snapshot.readings.clock_events_window_s)
+    return tuple(
+        Sample((*series, ("clock_event", c.reason), *window), float(c.count))
+        for c in snapshot.readings.clock_events
+        for series in base.get(c.entity_key, ())
+    )
+
+
+def _xid_total_families(snapshot: Snapshot, base: SeriesLabels) -> list[Family]:
+    totals = [(t, series) for t in snapshot.readings.xid_totals
+              for series in base.get(t.entity_key, ())]
     if not totals:
         return []
     return [
-        XID_ERRORS.family(XID_ERRORS.device_sample(labels, float(t.total), xid=str(t.xid))
-                          for t, labels in totals),
-        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(labels, t.last_seen, xid=str(t.xid))
-                             for t, labels in totals),
+        XID_ERRORS.family(XID_ERRORS.device_sample(series, float(t.total), xid=str(t.xid))
+                          for t, series in totals),
+        XID_LAST_SEEN.family(XID_LAST_SEEN.device_sample(series, t.last_seen, xid=str(t.xid))
+                             for t, series in totals),
     ]
 
 

@@ -6,7 +6,9 @@ import platform
 from dataclasses import dataclass
 
 from exporter import __version__
+from exporter.exposition.labels import DEFAULT_STYLE, LabelStyle
 from exporter.exposition.render import Rendered, device_families, render, visible_entities
+from exporter.k8s.hpc_jobs import NO_JOBS, HpcJobMapping
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import (
@@ -71,10 +73,16 @@ class Publisher:
     """Builds the full exposition of a poll: device families, then self-metrics."""
 
     backend: str
+    style: LabelStyle = DEFAULT_STYLE
+    hpc_jobs: HpcJobMapping | None = None
+    """Read here, once per poll on the render thread, so the event loop never waits on it."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
-        families = device_families(snapshot) if snapshot is not None else []
+        families: list[Family] = []
+        if snapshot is not None:
+            jobs = self.hpc_jobs.read() if self.hpc_jobs is not None else NO_JOBS
+            families = device_families(snapshot, self.style, jobs)
         families += self_families(stats, snapshot, self.backend)
         families += extra
         return render(families)

@@ -228,6 +228,12 @@ CATALOG: tuple[FieldSpec, ...] = (
     _f("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", _G,
        "Current clock throttle reasons (older name of DCGM_FI_DEV_CLOCKS_EVENT_REASONS).",
        "bitmask", _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
+    # Read as the bitmask; the backend counts it per reason over a window (see
+    # exporter/devices/clock_events.py), exported with `clock_event`, `window_size_in_ms`.
+    _f("DCGM_EXP_CLOCK_EVENTS_COUNT", _G,
+       "Count of clock events within the user-specified time window (see "
+       "clock-events-count-window-size param).", "count",
+       _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
     _f("DCGM_FI_DRIVER_VERSION", _L, "Driver Version", "",
        _R.DRIVER, None, _V.NONE, _S.GPU),
     _f("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _G, "Ratio of time the graphics engine is active.",

@@ -113,6 +113,12 @@ def render_markdown() -> str:
         "- `DCGM_FI_DEV_XID_ERRORS` is the last XID code seen (0: none since start), as in "
         f"dcgm-exporter; alert on `increase({XID_ERRORS.exposed_name}[..])` instead.",
         "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
+        "- `DCGM_EXP_CLOCK_EVENTS_COUNT` counts, per GPU and clock event reason (`clock_event`, "
+        "named as dcgm-exporter names the reason bits: `power_cap`, `sw_thermal`, ...), the "
+        "polls within the window (`window_size_in_ms`) that found the reason active; a reason "
+        "not seen in the window has no series.",
+        "- Both windowed counts, like every device series, are repeated per job with an "
+        "`hpc_job` label where `--hpc-job-mapping-dir` lists jobs for the device.",
         "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
         "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",
         "",

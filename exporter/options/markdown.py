@@ -11,38 +11,55 @@ from pathlib import Path
 from exporter.options.model import Command, Option
 from exporter.options.parsing import Table, for_command
 from exporter.options.table import OPTIONS
-from exporter.options.values import Choice
+from exporter.options.values import Choice, Value
 
 BEGIN = "<!-- options:begin -->"
 END = "<!-- options:end -->"
 HEADER = "| flag | environment | default | meaning |\n|---|---|---|---|\n"
 
 
-def _flag_cell(option: Option[object]) -> str:
+def _flags_text(flags: tuple[str, ...], value: Value[object], metavar: str | None) -> str:
     """E.g. "`-f`, `--collectors`", "`--scope {node,pod}`", "`--sim.fault SPEC`"."""
-    if not option.flags:
+    if not flags:
         return ""
     suffix = ""
-    if option.metavar is not None:
-        suffix = f" {option.metavar}"
-    elif isinstance(option.value, Choice):
-        suffix = " {" + ",".join(option.value.choices()) + "}"
-    *first, last = option.flags
+    if metavar is not None:
+        suffix = f" {metavar}"
+    elif isinstance(value, Choice):
+        suffix = " {" + ",".join(value.choices()) + "}"
+    *first, last = flags
     return ", ".join([*(f"`{f}`" for f in first), f"`{last}{suffix}`"])
 
 
-def _env_cell(option: Option[object]) -> str:
-    cell = ", ".join(f"`{name}`" for name in option.env)
-    separator = option.value.env_separator()
+def _flag_cell(option: Option[object]) -> str:
+    """The option's flags, then each alias's (their metavar follows the value type's)."""
+    parts = [_flags_text(option.flags, option.value, option.metavar),
+             *(_flags_text(a.flags, a.value, None) for a in option.aliases)]
+    return ", ".join(p for p in parts if p)
+
+
+def _env_text(env: tuple[str, ...], value: Value[object]) -> str:
+    cell = ", ".join(f"`{name}`" for name in env)
+    separator = value.env_separator()
     if cell and separator:
         cell += f" (`{separator}`-separated)"
     return cell
 
 
+def _env_cell(option: Option[object]) -> str:
+    parts = [_env_text(option.env, option.value),
+             *(_env_text(a.env, a.value) for a in option.aliases)]
+    return ", ".join(p for p in parts if p)
+
+
 def _meaning_cell(option: Option[object]) -> str:
+    meaning = option.help
+    for alias in option.aliases:
+        spellings = ", ".join(f"`{s}`" for s in (*alias.flags, *(f"${e}" for e in alias.env)))
+        meaning += f"; {spellings}: {alias.help}"
     if option.ignored is None:
-        return option.help
-    return f"{option.help}; accepted for compatibility, ignored because {option.ignored}"
+        return meaning
+    return f"{meaning}; accepted for compatibility, ignored because {option.ignored}"
 
 
 def markdown_table(command: Command = "serve", table: Table = OPTIONS) -> str:

@@ -14,6 +14,29 @@ T_co = TypeVar("T_co", covariant=True)
 Command = Literal["serve", "doctor", "generate"]
 
 
+def first_long_flag(flags: tuple[str, ...]) -> str | None:
+    """The spelling errors and reports name: the first long flag, else the first one."""
+    return next((f for f in flags if f.startswith("--")), flags[0] if flags else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Alias(Generic[T_co]):
+    """dcgm-exporter's spelling of one of our options where its text reads differently:
+    `-x 300000` is milliseconds where `--xid-count-window 300` is seconds, and the switch
+    `--debug` is `--log-level debug`. Its flags and variables are consulted after the
+    option's own (ours before dcgm-exporter's)."""
+
+    value: Value[T_co]
+    help: str
+    """What the spelling means, said relative to the option (markdown, like Option.help)."""
+    flags: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str | None:
+        return first_long_flag(self.flags)
+
+
 @dataclass(frozen=True, slots=True)
 class Option(Generic[T_co]):
     """One setting, declared once: how it is given, parsed and documented, and by whom used.
@@ -42,12 +65,23 @@ class Option(Generic[T_co]):
     ignored: str | None = None
     """Set for a flag accepted only so that dcgm-exporter's command lines keep working: why it
     has no effect here. Setting it yields a start-up warning instead of an error."""
+    aliases: tuple[Alias[T_co], ...] = ()
+    """Other spellings whose text is parsed their own way (see Alias)."""
 
     @property
     def flag(self) -> str | None:
         """The spelling errors and reports name: the first long flag."""
-        return next((f for f in self.flags if f.startswith("--")),
-                    self.flags[0] if self.flags else None)
+        return first_long_flag(self.flags)
+
+    @property
+    def all_flags(self) -> tuple[str, ...]:
+        """Every command-line spelling, the aliases' included."""
+        return (*self.flags, *(f for a in self.aliases for f in a.flags))
+
+    @property
+    def all_env(self) -> tuple[str, ...]:
+        """Every variable read, in precedence order (the aliases' after the option's)."""
+        return (*self.env, *(e for a in self.aliases for e in a.env))
 
     @property
     def label(self) -> str:
@@ -89,7 +123,9 @@ class Setting(Generic[T_co]):
         """The start-up warning for a compatibility-only option that was set, else None."""
         if self.option.ignored is None or self.source is None:
             return None
-        switched = self.from_command_line and self.option.value.action == "switch"
+        # A bare switch reads "--fake-gpus"; one given a value, "--fake-gpus=false".
+        switched = self.from_command_line and self.option.value.action == "switch" \
+            and self.text == "on"
         given = self.source if switched else f"{self.source}={self.text}"
         reason = self.option.ignored.replace("`", "")  # markdown in the table, plain in logs
         return f"{given}: accepted for compatibility; ignored because {reason}"

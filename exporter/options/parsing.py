@@ -3,7 +3,8 @@ Resolution.
 
 Precedence: the flag when given, else the first variable of the option's `env` that is set
 and not empty, else the default. A flag given an empty value stands for the default (and so
-still hides the variables).
+still hides the variables). An option's aliases (dcgm-exporter's spellings that read their
+text another way) come after its own flags and after its own variables respectively.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from exporter.options.model import Command, Option, Resolution, Setting
-from exporter.options.table import OPTIONS
-from exporter.options.values import FlagValue
+from exporter.options.model import Alias, Command, Option, Resolution, Setting
+from exporter.options.table import GROUP_DESCRIPTIONS, OPTIONS
+from exporter.options.values import FlagValue, Value
 
 T = TypeVar("T")
 
@@ -33,8 +34,8 @@ def check_table(table: Table) -> None:
         raise ValueError(f"option names repeat: {sorted(n for n in names if names.count(n) > 1)}")
     for command in sorted({c for o in table for c in o.commands}):
         options = for_command(command, table)
-        for what, spellings in (("flag", [f for o in options for f in o.flags]),
-                                ("variable", [e for o in options for e in o.env])):
+        for what, spellings in (("flag", [f for o in options for f in o.all_flags]),
+                                ("variable", [e for o in options for e in o.all_env])):
             repeated = sorted({s for s in spellings if spellings.count(s) > 1})
             if repeated:
                 raise ValueError(f"`{command}` declares the {what} {repeated} twice")
@@ -44,13 +45,17 @@ def _plain(markdown: str) -> str:
     return markdown.replace("`", "")
 
 
+def _env_note(env: tuple[str, ...], value: Value[object]) -> str:
+    separator = value.env_separator()
+    listed = ", ".join(env)
+    return f"[{listed}, {separator!r}-separated]" if separator else f"[{listed}]"
+
+
 def help_text(option: Option[object], *, show_env: bool = True) -> str:
     """The option's --help line: what it does, its variables and its default."""
     parts = [_plain(option.help)]
     if option.env and show_env:
-        separator = option.value.env_separator()
-        listed = ", ".join(option.env)
-        parts.append(f"[{listed}, {separator!r}-separated]" if separator else f"[{listed}]")
+        parts.append(_env_note(option.env, option.value))
     default = _plain(option.shown_default())
     if default and default != "off":
         parts.append(f"(default {default})")
@@ -60,43 +65,67 @@ def help_text(option: Option[object], *, show_env: bool = True) -> str:
     return " ".join(parts)
 
 
+def alias_help_text(alias: Alias[object]) -> str:
+    """An alias's --help line: what it means and its variables."""
+    return " ".join([_plain(alias.help), *([_env_note(alias.env, alias.value)]
+                                           if alias.env else [])])
+
+
+def alias_dest(option: Option[object], index: int) -> str:
+    """The argparse destination of the option's index-th alias (not an identifier, so it can
+    never be another option's name)."""
+    return f"{option.name}:alias{index}"
+
+
 def _escaped(help_line: str) -> str:
     return help_line.replace("%", "%%")  # argparse formats help lines with %
+
+
+def _add_flags(target: argparse._ActionsContainer, flags: tuple[str, ...], dest: str,
+               value: Value[object], metavar: str | None, help_line: str) -> None:
+    if value.action == "switch":
+        target.add_argument(*flags, dest=dest, action="store_const", const=True,
+                            help=_escaped(help_line))
+        return
+    choices = value.choices()
+    target.add_argument(
+        *flags, dest=dest,
+        action="append" if value.action == "append" else "store",
+        choices=choices,
+        metavar=metavar or (None if choices else value.metavar),
+        help=_escaped(help_line),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: Command,
                   table: Table = OPTIONS, group_descriptions: Mapping[str, str] | None = None,
                   ) -> None:
-    """Declare the command's flags, grouped under the options' headings in table order."""
+    """Declare the command's flags, grouped under the options' headings in table order
+    (`group_descriptions` None: the table's descriptions of its headings)."""
     groups: dict[str, argparse._ArgumentGroup] = {}
-    from_env_only = [o for o in for_command(command, table) if not o.flags]
+    from_env_only = [o for o in for_command(command, table) if not o.all_flags]
     if from_env_only:
         listed = "; ".join(f"{'/'.join(o.env)}: {help_text(o, show_env=False)}"
                            for o in from_env_only)
         parser.epilog = f"Read from the environment only - {listed}."
     for option in for_command(command, table):
-        if not option.flags:
+        if not option.all_flags:
             continue
         if option.group is None:
             target: argparse._ActionsContainer = parser
         elif option.group in groups:
             target = groups[option.group]
         else:
+            described = GROUP_DESCRIPTIONS if group_descriptions is None else group_descriptions
             target = groups[option.group] = parser.add_argument_group(
-                option.group, (group_descriptions or {}).get(option.group))
-        value = option.value
-        if value.action == "switch":
-            target.add_argument(*option.flags, dest=option.name, action="store_const",
-                                const=True, help=_escaped(help_text(option)))
-            continue
-        choices = value.choices()
-        target.add_argument(
-            *option.flags, dest=option.name,
-            action="append" if value.action == "append" else "store",
-            choices=choices,
-            metavar=option.metavar or (None if choices else value.metavar),
-            help=_escaped(help_text(option)),
-        )
+                option.group, described.get(option.group))
+        if option.flags:
+            _add_flags(target, option.flags, option.name, option.value, option.metavar,
+                       help_text(option))
+        for index, alias in enumerate(option.aliases):
+            if alias.flags:
+                _add_flags(target, alias.flags, alias_dest(option, index), alias.value,
+                           option.metavar, alias_help_text(alias))
 
 
 def build_parser(command: Command, table: Table = OPTIONS, description: str | None = None,
@@ -115,17 +144,27 @@ def _given_text(given: FlagValue, separator: str | None) -> str:
     return given
 
 
-def resolve_option(option: Option[T], given: FlagValue | None, env: Mapping[str, str]
-                   ) -> Setting[T]:
-    if given is not None and option.flag is not None:
-        text = _given_text(given, option.value.env_separator())
-        if given == "":
-            return Setting(option, option.default, option.flag, text)
-        return Setting(option, option.value.from_flag(given, option.flag), option.flag, text)
-    for name in option.env:
-        text = env.get(name, "")
-        if text != "":
-            return Setting(option, option.value.parse(text, f"${name}"), f"${name}", text)
+def _spellings(option: Option[T]) -> list[tuple[Value[T], str | None, tuple[str, ...]]]:
+    """(value type, flag named in reports, variables) of the option, then of its aliases."""
+    return [(option.value, option.flag, option.env),
+            *((a.value, a.flag, a.env) for a in option.aliases)]
+
+
+def resolve_option(option: Option[T], given: FlagValue | None, env: Mapping[str, str],
+                   aliases_given: Sequence[FlagValue | None] = ()) -> Setting[T]:
+    """`given`: what argparse took for the option's flags; `aliases_given`: for each alias's."""
+    spellings = _spellings(option)
+    for (value, flag, _), taken in zip(spellings, (given, *aliases_given), strict=False):
+        if taken is not None and flag is not None:
+            text = _given_text(taken, value.env_separator())
+            if taken == "":
+                return Setting(option, option.default, flag, text)
+            return Setting(option, value.from_flag(taken, flag), flag, text)
+    for value, _, names in spellings:
+        for name in names:
+            text = env.get(name, "")
+            if text != "":
+                return Setting(option, value.parse(text, f"${name}"), f"${name}", text)
     return Setting(option, option.default, None, _plain(option.shown_default()))
 
 
@@ -142,10 +181,45 @@ def resolve(command: Command, given: argparse.Namespace, env: Mapping[str, str] 
     """Resolve every option of `command`; ConfigError names the first bad value."""
     env = os.environ if env is None else env
     settings: dict[str, Setting[object]] = {
-        option.name: resolve_option(option, _flag_value(getattr(given, option.name, None)), env)
+        option.name: resolve_option(
+            option, _flag_value(getattr(given, option.name, None)), env,
+            [_flag_value(getattr(given, alias_dest(option, i), None))
+             for i in range(len(option.aliases))])
         for option in for_command(command, table)
     }
     return Resolution(command, settings)
+
+
+def _switch_dests(command: Command, table: Table) -> dict[str, str]:
+    """Each spelling of a switch the command takes -> its argparse destination."""
+    dests: dict[str, str] = {}
+    for option in for_command(command, table):
+        spellings = [(option.name, option.flags, option.value),
+                     *((alias_dest(option, i), a.flags, a.value)
+                       for i, a in enumerate(option.aliases))]
+        for dest, flags, value in spellings:
+            if value.action == "switch":
+                dests.update(dict.fromkeys(flags, dest))
+    return dests
+
+
+def split_switch_values(argv: Sequence[str], dests: Mapping[str, str]
+                        ) -> tuple[list[str], dict[str, str]]:
+    """dcgm-exporter's flag parser takes `--switch=false` (and `-k=true`), argparse takes
+    switches only bare: take those arguments out, as destination -> text. Nothing after
+    `--` is an option."""
+    rest: list[str] = []
+    given: dict[str, str] = {}
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            rest.extend(argv[index:])
+            break
+        flag, sep, text = arg.partition("=")
+        if sep and flag in dests:
+            given[dests[flag]] = text
+        else:
+            rest.append(arg)
+    return rest, given
 
 
 def parse_command_line(command: Command, argv: Sequence[str],
@@ -154,4 +228,8 @@ def parse_command_line(command: Command, argv: Sequence[str],
                        table: Table = OPTIONS) -> Resolution:
     """argv (argparse exits on unknown flags and for --help) and env -> the Resolution."""
     parser = build_parser(command, table) if parser is None else parser
-    return resolve(command, parser.parse_args(list(argv)), env, table)
+    rest, switch_texts = split_switch_values(argv, _switch_dests(command, table))
+    given = parser.parse_args(rest)
+    for dest, text in switch_texts.items():
+        setattr(given, dest, text)  # a switch written with a value: it beats the bare form
+    return resolve(command, given, env, table)

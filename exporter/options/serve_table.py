@@ -12,7 +12,7 @@ from typing import Literal
 
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, Scope
-from exporter.options.model import Command, Option
+from exporter.options.model import Alias, Command, Option
 from exporter.options.values import (
     Choice,
     Devices,
@@ -25,6 +25,7 @@ from exporter.options.values import (
     Repeated,
     Separated,
     Switch,
+    SwitchTo,
     Text,
 )
 
@@ -38,6 +39,9 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 HOSTNAME_LABELS: tuple[HostnameLabel, ...] = ("Hostname", "hostname")
 SCOPES: tuple[Scope, ...] = ("node", "pod")
+
+DEBUG_SWITCH: SwitchTo[LogLevel] = SwitchTo("debug", "info")
+"""dcgm-exporter's `--debug`: true is level debug, false the default level."""
 
 SERVE: frozenset[Command] = frozenset({"serve"})
 SERVE_AND_DOCTOR: frozenset[Command] = frozenset({"serve", "doctor"})
@@ -72,15 +76,18 @@ COLLECTORS: Option[Path | None] = Option(
     "collectors", FilePath(), None, commands=SERVE_AND_GENERATE,
     flags=("-f", "--collectors"), env=("GPU_EXPORTER_COLLECTORS", "DCGM_EXPORTER_COLLECTORS"),
     default_text="built-in `collectors.csv`",
-    help="fields to export, a CSV in dcgm-exporter's format")
+    help="fields to export, a CSV in dcgm-exporter's format (dcgm-exporter's default is "
+         "`/etc/dcgm-exporter/default-counters.csv`)")
 COLLECT_INTERVAL: Option[float] = Option(
     "collect_interval", Duration("ms"), 15.0, commands=SERVE,
     flags=("-c", "--collect-interval"),
     env=("GPU_EXPORTER_COLLECT_INTERVAL", "DCGM_EXPORTER_INTERVAL"), default_text="`15s`",
-    help="time between polls, e.g. `15s`, `500ms`; a bare number is milliseconds")
+    help="time between polls, e.g. `15s`, `500ms`; a bare number is milliseconds "
+         "(dcgm-exporter's default is `30000`)")
 LISTEN_ADDRESS: Option[ListenAddress] = Option(
     "listen_address", Listen(), (None, 9400), commands=SERVE,
-    flags=("-a", "--web.listen-address"), env=("GPU_EXPORTER_LISTEN", "DCGM_EXPORTER_LISTEN"),
+    flags=("-a", "--web.listen-address", "--address"),
+    env=("GPU_EXPORTER_LISTEN", "DCGM_EXPORTER_LISTEN"),
     default_text="`:9400`", help="`HOST:PORT` or `:PORT` to serve on")
 DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
@@ -93,7 +100,7 @@ HOSTNAME_LABEL: Option[HostnameLabel] = Option(
     help="name of the host label; `hostname` matches dcgm-exporter after its 2026-05 rename")
 NO_HOSTNAME: Option[bool] = Option(
     "no_hostname", Switch(), False, commands=SERVE,
-    flags=("--no-hostname",), env=("GPU_EXPORTER_NO_HOSTNAME", "DCGM_EXPORTER_NO_HOSTNAME"),
+    flags=("-n", "--no-hostname"), env=("GPU_EXPORTER_NO_HOSTNAME", "DCGM_EXPORTER_NO_HOSTNAME"),
     help="omit the host label (its value is otherwise `NODE_NAME`, else the host name)")
 NODE_NAME: Option[str | None] = Option(
     "node_name", Text(), None, commands=SERVE_AND_DOCTOR, env=("NODE_NAME",),
@@ -104,27 +111,34 @@ XID_COUNT_WINDOW: Option[float] = Option(
     "xid_count_window", Duration("s"), 300.0, commands=SERVE,
     flags=("--xid-count-window",), env=("GPU_EXPORTER_XID_COUNT_WINDOW",),
     default_text="`5m`",
-    help="window of `DCGM_EXP_XID_ERRORS_COUNT`; a bare number is seconds")
+    help="window of `DCGM_EXP_XID_ERRORS_COUNT`; a bare number is seconds",
+    aliases=(Alias(Duration("ms"), "dcgm-exporter's spelling, a bare number is milliseconds",
+                   flags=("-x", "--xid-count-window-size"),
+                   env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",)),))
 LOG_FORMAT: Option[LogFormat] = Option(
     "log_format", Choice(LOG_FORMATS), "text", commands=SERVE,
-    flags=("--log-format",), env=("GPU_EXPORTER_LOG_FORMAT",),
+    flags=("--log-format",), env=("GPU_EXPORTER_LOG_FORMAT", "DCGM_EXPORTER_LOG_FORMAT"),
     help="`json`: one object per line for log pipelines")
 LOG_LEVEL: Option[LogLevel] = Option(
     "log_level", Choice(LOG_LEVELS, fold_case=True), "info", commands=SERVE,
     flags=("--log-level",), env=("GPU_EXPORTER_LOG_LEVEL",),
-    help="least severe level logged")
+    help="least severe level logged",
+    aliases=(Alias(DEBUG_SWITCH,
+                   "dcgm-exporter's spelling of `--log-level debug`",
+                   flags=("--debug",), env=("DCGM_EXPORTER_DEBUG",)),))
 KUBERNETES: Option[bool] = Option(
     "kubernetes", Switch(), False, commands=SERVE, group=K8S_GROUP,
     flags=("-k", "--kubernetes"), env=("GPU_EXPORTER_KUBERNETES", "DCGM_EXPORTER_KUBERNETES"),
     help="pod labels from the kubelet pod-resources API")
 POD_RESOURCES_SOCKET: Option[str] = Option(
     "pod_resources_socket", Text(), DEFAULT_POD_RESOURCES_SOCKET, commands=SERVE_AND_DOCTOR,
-    group=K8S_GROUP, flags=("--kubernetes.pod-resources-socket",), metavar="PATH",
+    group=K8S_GROUP, metavar="PATH",
+    flags=("--kubernetes.pod-resources-socket", "--pod-resources-kubelet-socket"),
     env=("GPU_EXPORTER_POD_RESOURCES_SOCKET", "DCGM_POD_RESOURCES_KUBELET_SOCKET"),
     help="the kubelet's pod-resources socket (mount its directory, not the socket)")
 RESOURCE_NAMES: Option[tuple[str, ...]] = Option(
     "resource_names", Separated(","), (), commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
-    flags=("--kubernetes.resource-names",),
+    flags=("--kubernetes.resource-names", "--nvidia-resource-names"),
     env=("GPU_EXPORTER_RESOURCE_NAMES", "NVIDIA_RESOURCE_NAMES"), metavar="NAMES",
     help="extra resource names to accept, comma-separated (`nvidia.com/gpu`, "
          "`nvidia.com/gpu.shared` and `nvidia.com/mig-*` always are)")

@@ -99,7 +99,8 @@ def parse_bool(text: str, where: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Switch(Value[bool]):
-    """A flag without argument that turns something on; its variables take true/false."""
+    """A flag without argument that turns something on; its variables take true/false, and
+    so does the flag written `--flag=false` (as dcgm-exporter's flag parser allows)."""
 
     action = "switch"
 
@@ -107,7 +108,27 @@ class Switch(Value[bool]):
         return parse_bool(text, where)
 
     def from_flag(self, given: FlagValue, where: str) -> bool:
-        return True
+        # Bare, argparse hands over True; `--flag=false` (see parsing) hands over the text.
+        return parse_bool(given, where) if isinstance(given, str) else True
+
+    def samples(self) -> tuple[str, ...]:
+        return ("true", "1", "yes")
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTo(Value[L]):
+    """A switch standing for one value of a closed set: dcgm-exporter's `--debug` is
+    `--log-level debug`. Its variables take true/false; false stands for `off`."""
+
+    on: L
+    off: L
+    action = "switch"
+
+    def parse(self, text: str, where: str) -> L:
+        return self.on if parse_bool(text, where) else self.off
+
+    def from_flag(self, given: FlagValue, where: str) -> L:
+        return self.parse(given, where) if isinstance(given, str) else self.on
 
     def samples(self) -> tuple[str, ...]:
         return ("true", "1", "yes")
@@ -249,6 +270,49 @@ class Regex(Value[str]):
 
     def samples(self) -> tuple[str, ...]:
         return ("team|app", "^a$", "b.*")
+
+
+@dataclass(frozen=True, slots=True)
+class RegexList(Value[tuple[str, ...]]):
+    """Regular expressions separated by commas (dcgm-exporter splits them so, whatever a
+    regex's own commas mean), each checked at start-up; blanks around them are dropped."""
+
+    metavar = "REGEXES"
+
+    def parse(self, text: str, where: str) -> tuple[str, ...]:
+        patterns = tuple(item.strip() for item in text.split(",") if item.strip())
+        for pattern in patterns:
+            Regex().parse(pattern, where)
+        return patterns
+
+    def samples(self) -> tuple[str, ...]:
+        return ("^team$", "app.*, tier", "^a")
+
+
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+"""A Kubernetes object name (DNS subdomain; namespaces are the stricter DNS label)."""
+
+ConfigMapName = tuple[str, str]
+"""(namespace, name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapRef(Value[ConfigMapName | None]):
+    """`<namespace>:<name>` of a ConfigMap, or `none` for none (dcgm-exporter's `-m`)."""
+
+    metavar = "NAMESPACE:NAME"
+
+    def parse(self, text: str, where: str) -> ConfigMapName | None:
+        if text.strip().lower() == "none":
+            return None
+        namespace, _, name = text.strip().partition(":")
+        if not (_K8S_NAME.fullmatch(namespace) and _K8S_NAME.fullmatch(name)):
+            raise ConfigError(f"{where}: {text!r} is not NAMESPACE:NAME of a ConfigMap "
+                              "(or none)")
+        return namespace, name
+
+    def samples(self) -> tuple[str, ...]:
+        return ("gpu-operator:metrics", "none", "monitoring:dcgm")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""The hook for dcgm-exporter flags that are accepted but mean nothing here: taken on the
-command line and from the environment, one start-up warning each when set, none otherwise."""
+"""dcgm-exporter flags that are accepted but mean nothing here: taken on the command line and
+from the environment, one start-up warning each when set, none otherwise."""
 
 from __future__ import annotations
 
@@ -13,31 +13,31 @@ from exporter.options import (
     ConfigError,
     Option,
     Resolution,
-    build_parser,
     check_table,
     parse_command_line,
 )
+from exporter.options.dcgm_table import (
+    DUMP_DIRECTORY,
+    FAKE_GPUS,
+    REMOTE_HOSTENGINE_INFO,
+    WEB_CONFIG_FILE,
+)
 from exporter.options.markdown import markdown_table
 from exporter.options.parsing import help_text
-from exporter.options.values import Switch, Text
+from exporter.options.values import Switch
 
-FAKE_GPUS: Option[bool] = Option(
-    "fake_gpus", Switch(), False, "accept DCGM's fake GPUs", frozenset({"serve"}),
-    flags=("--fake-gpus",), env=("DCGM_EXPORTER_USE_FAKE_GPUS",),
-    ignored="there is no DCGM here; `--backend sim` simulates a node")
-DUMP_DIRECTORY: Option[str] = Option(
-    "dump_directory", Text(), "/tmp/dcgm-exporter-debug", "where debug dumps go",
-    frozenset({"serve"}), flags=("--dump-directory",), env=("DCGM_EXPORTER_DUMP_DIRECTORY",),
-    ignored="this exporter writes no debug dumps")
-TABLE = (*OPTIONS, FAKE_GPUS, DUMP_DIRECTORY)
+IGNORED = [o for o in OPTIONS if o.ignored is not None]
 
 
 def serve_resolution(argv: Sequence[str], env: Mapping[str, str]) -> Resolution:
-    return parse_command_line("serve", argv, env, build_parser("serve", TABLE), TABLE)
+    return parse_command_line("serve", argv, env)
 
 
-def test_the_extended_table_is_consistent() -> None:
-    check_table(TABLE)
+def test_ignored_options_are_serve_options_with_dcgm_variables_only() -> None:
+    assert len(IGNORED) >= 16
+    for option in IGNORED:
+        assert option.commands == frozenset({"serve"}), option.name
+        assert not any(name.startswith("GPU_EXPORTER_") for name in option.env), option.name
 
 
 def test_unset_compatibility_flags_say_nothing() -> None:
@@ -64,6 +64,21 @@ def test_variables_warn_with_the_value_they_had() -> None:
     ]
 
 
+def test_the_hostengine_of_the_sample_cluster_policy_only_warns() -> None:
+    # config/samples/v1_clusterpolicy.yaml turns DCGM on, which sets this variable.
+    cfg = serve_config(serve_resolution([], {"DCGM_REMOTE_HOSTENGINE_INFO": "nvidia-dcgm:5555"}))
+    assert cfg.startup_warnings == (
+        "$DCGM_REMOTE_HOSTENGINE_INFO=nvidia-dcgm:5555: accepted for compatibility; ignored "
+        "because no DCGM hostengine is used; NVML is read directly",)
+    assert serve_resolution(["-r", "[::1]:5555"], {})[REMOTE_HOSTENGINE_INFO] == "[::1]:5555"
+
+
+def test_a_web_config_file_warns_that_nothing_is_protected() -> None:
+    [warning] = serve_resolution(["--web-config-file", "/etc/web.yml"], {}).warnings()
+    assert warning.startswith("--web-config-file=/etc/web.yml: accepted for compatibility")
+    assert "served WITHOUT TLS or authentication" in warning
+
+
 def test_the_serve_config_carries_the_warnings_for_start_up() -> None:
     cfg = serve_config(serve_resolution(["--dump-directory", "/d"], {"NODE_NAME": "n"}))
     assert cfg.startup_warnings == (
@@ -80,14 +95,16 @@ def test_an_ignored_option_still_refuses_a_malformed_value() -> None:
 def test_help_and_readme_say_it_is_ignored() -> None:
     assert "(accepted for compatibility; ignored because there is no DCGM here; --backend " \
            "sim simulates a node)" in help_text(FAKE_GPUS)
-    row = next(line for line in markdown_table("serve", TABLE).splitlines()
+    row = next(line for line in markdown_table().splitlines()
                if line.startswith("| `--fake-gpus` |"))
     assert row.endswith("accepted for compatibility, ignored because there is no DCGM here; "
                         "`--backend sim` simulates a node |")
+    assert "WITHOUT TLS" in help_text(WEB_CONFIG_FILE)
+    assert DUMP_DIRECTORY.ignored == "this exporter writes no debug dumps"
 
 
 def test_a_flag_declared_twice_for_one_command_is_refused() -> None:
     clash: Option[bool] = Option("no_dcgm", Switch(), False, "x", frozenset({"serve"}),
                                  flags=("--fake-gpus",))
     with pytest.raises(ValueError, match="`serve` declares the flag \\['--fake-gpus'\\] twice"):
-        check_table((*TABLE, clash))
+        check_table((*OPTIONS, clash))

@@ -10,7 +10,8 @@ container's root. What stands in for the node:
   the NVIDIA runtime would inject it, with the node's GPUs in NVMLSIM_SCENARIO;
 - the kubelet: a real pod-resources gRPC server on the socket in the pod's hostPath mount;
 - the API server (only when the pod gets a service-account token): the fake one of
-  tests/support/apiserver.py, reached through KUBECONFIG instead of the token file and KUBERNETES_SERVICE_* variables;
+  tests/support/apiserver.py, reached through KUBECONFIG instead of the token file and
+  KUBERNETES_SERVICE_* variables;
 - the installed package: this checkout on PYTHONPATH, for the image's `COPY --from=build`.
 
 The liberties the harness takes with the rendered spec, and only these: every absolute

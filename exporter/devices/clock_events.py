@@ -1,0 +1,67 @@
+"""DCGM_EXP_CLOCK_EVENTS_COUNT: per GPU and clock event (throttle) reason, how many polls within
+a sliding window found the reason active.
+
+dcgm-exporter counts DCGM's samples of DCGM_FI_DEV_CLOCKS_EVENT_REASONS taken within the
+window, one per collect interval, bit by bit; here each poll is that sample. The poll's plan
+reads the bitmask under the pseudo-field's own name (sharing the one
+nvmlDeviceGetCurrentClocksEventReasons call with DCGM_FI_DEV_CLOCKS_EVENT_REASONS), and
+`record` moves it out of the poll's values into the counter, so it never shows as a value.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+
+from exporter.devices.model import ClockEventCount
+
+EntityKey = tuple[int, int]
+
+CLOCK_EVENTS_COUNT_FIELD = "DCGM_EXP_CLOCK_EVENTS_COUNT"
+
+REASONS: tuple[tuple[int, str], ...] = (
+    (0x001, "gpu_idle"),
+    (0x002, "clocks_setting"),
+    (0x004, "power_cap"),
+    (0x008, "hw_slowdown"),
+    (0x010, "sync_boost"),
+    (0x020, "sw_thermal"),
+    (0x040, "hw_thermal"),
+    (0x080, "hw_power_brake"),
+    (0x100, "display_clocks"),
+)
+"""NVML's clocks event reason bits and dcgm-exporter's `clock_event` label value for each;
+other bits are not counted, as upstream."""
+
+
+class ClockEventCounter:
+    """The bitmasks of the polls within the window; used by the poll thread only."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.time) -> None:
+        self.window_s = window_s
+        self._clock = clock
+        self._polls: collections.deque[tuple[float, EntityKey, int]] = collections.deque()
+
+    def record(self, values: dict[EntityKey, dict[str, float]]) -> None:
+        """Take this poll's bitmasks out of `values`; entities without one are skipped (not
+        supported there, or not asked for)."""
+        now = self._clock()
+        for key, entity_values in values.items():
+            bits = entity_values.pop(CLOCK_EVENTS_COUNT_FIELD, None)
+            if bits is not None:
+                self._polls.append((now, key, int(bits)))
+
+    def window(self) -> tuple[ClockEventCount, ...]:
+        """Counts by GPU, then reason bit; a reason not seen in the window has none."""
+        cutoff = self._clock() - self.window_s
+        while self._polls and self._polls[0][0] < cutoff:
+            self._polls.popleft()
+        counts: collections.Counter[tuple[EntityKey, int]] = collections.Counter()
+        for _, key, bits in self._polls:
+            for bit, _ in REASONS:
+                if bits & bit:
+                    counts[(key, bit)] += 1
+        names = dict(REASONS)
+        return tuple(ClockEventCount(key, names[bit], n)
+                     for (key, bit), n in sorted(counts.items()))

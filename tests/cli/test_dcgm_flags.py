@@ -1,0 +1,253 @@
+"""Every flag and variable of dcgm-exporter (tests/fixtures/dcgm-exporter-flags.md, its
+tables as upstream's app.go declares them) is taken by the option table and resolves to a
+serve configuration, set to upstream's own default where it has one; a real process starts
+with dcgm-exporter's command line and with the GPU Operator's environment alone."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from exporter.config import ConfigError, ServeConfig, parse_serve_args, serve_config
+from exporter.options import Option, Setting, for_command, parse_command_line
+from exporter.options.values import Value
+from tests.conftest import ROOT, ExporterProcess, free_port
+
+FLAGS_TABLE = ROOT / "tests" / "fixtures" / "dcgm-exporter-flags.md"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One flag of dcgm-exporter: its spellings, its variable and its default (if any)."""
+
+    flags: tuple[str, ...]
+    env: str
+    default: str | None
+
+
+def _ticked(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def upstream_flags() -> list[Upstream]:
+    """The rows of every table of the fixture; a row of several flags (`--dump-*`) gives one
+    entry per flag, with its share of the default and variable cells."""
+    found = []
+    for line in FLAGS_TABLE.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("| `-"):
+            continue
+        flag_cell, env_cell, default_cell, _ = (c.strip() for c in line.strip("|").split(" | "))
+        spellings = [s for s in _ticked(flag_cell) if s.startswith("-")]
+        [env] = _ticked(env_cell)
+        longs = [s for s in spellings if s.startswith("--")]
+        if len(longs) > 1:  # `--dump-enabled` / `--dump-directory` / ...
+            defaults = default_cell.split(" / ")
+            assert len(defaults) == len(longs) and env.endswith("*"), line
+            for flag, default in zip(longs, defaults, strict=True):
+                name = "DCGM_EXPORTER_" + flag[2:].upper().replace("-", "_")
+                assert name.startswith(env[:-1]), (name, env)
+                found.append(Upstream((flag,), name, next(iter(_ticked(default)), None)))
+        else:
+            found.append(Upstream(tuple(spellings), env, next(iter(_ticked(default_cell)),
+                                                              None)))
+    return found
+
+
+UPSTREAM = upstream_flags()
+SERVE = for_command("serve")
+IGNORED_UPSTREAM = {
+    "--remote-hostengine-info", "--switch-devices", "--cpu-devices", "--web-config-file",
+    "--web-systemd-socket", "--enable-pprof", "--fake-gpus", "--enable-dcgm-log",
+    "--dcgm-log-level", "--dump-enabled", "--dump-directory", "--dump-retention",
+    "--dump-compression", "--disable-startup-validate", "--enable-gpu-bind-unbind-watch",
+    "--gpu-bind-unbind-poll-interval",
+}
+"""What the brief of this work lists as accepted without effect; everything else acts."""
+
+
+def test_the_fixture_lists_every_upstream_flag() -> None:
+    assert len(UPSTREAM) == 38  # as many as app.go declares
+    spellings = {s for u in UPSTREAM for s in u.flags}
+    assert {"-f", "-a", "-c", "-k", "-m", "-r", "-d", "-n", "-o", "-p", "-s", "-x",
+            "-rbmn"} <= spellings
+    assert len({u.env for u in UPSTREAM}) == len(UPSTREAM)
+
+
+def option_of(spelling: str) -> Option[object]:
+    matches = [o for o in SERVE if spelling in o.all_flags]
+    assert len(matches) == 1, f"{spelling}: taken by {[o.name for o in matches]}"
+    return matches[0]
+
+
+def reader_of(option: Option[object], spelling: str) -> tuple[Value[object], str | None]:
+    """The value type that parses `spelling` (a flag or variable) and the flag reports name."""
+    if spelling in option.flags or spelling in option.env:
+        return option.value, option.flag
+    alias = next(a for a in option.aliases if spelling in (*a.flags, *a.env))
+    return alias.value, alias.flag
+
+
+def valid_text(value: Value[object], default: str | None) -> str:
+    """Upstream's default where it states one, else a value of our type."""
+    if value.action == "switch":
+        return "true"
+    return default if default is not None else value.samples()[0]
+
+
+def resolved(argv: list[str], env: dict[str, str], option: Option[object]
+             ) -> tuple[ServeConfig, Setting[object]]:
+    resolution = parse_command_line("serve", argv, env)
+    return serve_config(resolution), resolution.setting(option)
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM, ids=[u.flags[0] for u in UPSTREAM])
+def test_each_spelling_of_the_flag_is_taken_by_one_option(upstream: Upstream) -> None:
+    option = option_of(upstream.flags[0])
+    for spelling in upstream.flags:
+        assert option_of(spelling) is option, f"{spelling} and {upstream.flags[0]} differ"
+        value, reported = reader_of(option, spelling)
+        text = valid_text(value, upstream.default)
+        argv = [spelling] if value.action == "switch" else [spelling, text]
+        _, setting = resolved(argv, {}, option)
+        assert setting.source == reported
+        assert setting.value == value.from_flag(True if value.action == "switch" else text,
+                                                spelling)
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM, ids=[u.env for u in UPSTREAM])
+def test_each_variable_is_read_by_the_flag_option(upstream: Upstream) -> None:
+    option = option_of(upstream.flags[0])
+    assert upstream.env in option.all_env
+    value, _ = reader_of(option, upstream.env)
+    texts = {valid_text(value, upstream.default)}
+    if value.action == "switch":
+        texts.add(upstream.default or "false")
+    for text in sorted(texts):
+        _, setting = resolved([], {upstream.env: text}, option)
+        assert (setting.source, setting.value) == (f"${upstream.env}",
+                                                   value.parse(text, "test"))
+
+
+def test_only_the_listed_flags_are_ignored_and_they_only_warn() -> None:
+    ignored = {u.flags[0] for u in UPSTREAM if option_of(u.flags[0]).ignored is not None}
+    assert ignored == IGNORED_UPSTREAM
+    env = {u.env: valid_text(reader_of(option_of(u.flags[0]), u.env)[0], u.default)
+           for u in UPSTREAM}
+    cfg = serve_config(parse_command_line("serve", [], env))
+    assert len(cfg.startup_warnings) == len(IGNORED_UPSTREAM)
+
+
+def test_every_upstream_variable_at_once_configures_serve() -> None:
+    env = {u.env: valid_text(reader_of(option_of(u.flags[0]), u.env)[0], u.default)
+           for u in UPSTREAM}
+    cfg = serve_config(parse_command_line("serve", [], env))
+    assert cfg.collect_interval_s == 30.0 and cfg.xid_count_window_s == 300.0
+    assert cfg.clock_events_count_window_s == 300.0
+    assert cfg.kubernetes.enabled and cfg.kubernetes.gpu_id_type == "uid"
+    assert cfg.kubernetes.virtual_gpus and cfg.kubernetes.dra
+    assert cfg.kubernetes.configmap is None  # upstream's default, "none"
+    assert cfg.use_old_namespace and cfg.replace_blanks_in_model_name
+    assert cfg.log_level == "debug" and cfg.hostname_label is None
+
+
+def test_a_flag_of_neither_exporter_is_an_error_naming_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line("serve", ["-c", "5000", "--fail-on-init-error=false"], {})
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --fail-on-init-error=false" in capsys.readouterr().err
+
+
+# --- real processes ----------------------------------------------------------------------
+
+SIM = {"GPU_EXPORTER_BACKEND": "sim", "GPU_EXPORTER_SIM_PROFILE": "l4-1"}
+
+
+class BareExporter(ExporterProcess):
+    """`python -m exporter` with no subcommand, as the GPU Operator runs the image."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
+        clean = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("GPU_EXPORTER_", "DCGM_"))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "exporter", *args], cwd=ROOT,
+            env={**clean, **env, "DCGM_EXPORTER_LISTEN": f"127.0.0.1:{self.port}"},
+            stdout=self._log, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture
+def bare() -> Iterator[list[BareExporter]]:
+    started: list[BareExporter] = []
+    yield started
+    for proc in started:
+        proc.close()
+
+
+def test_dcgm_exporter_command_line_without_subcommand(bare: list[BareExporter],
+                                                       tmp_path: Path) -> None:
+    csv = tmp_path / "counters.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n")
+    proc = BareExporter(
+        ["--kubernetes-gpu-id-type", "uid", "-f", str(csv), "-c", "5000", "-x", "60000",
+         "-r", "nv-hostengine:5555", "-rbmn", "--enable-pprof"], SIM)
+    bare.append(proc)
+    proc.wait_ready()
+    text = proc.metrics()
+    assert 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-' in text
+    assert 'modelName="NVIDIA-L4"' in text
+    assert "gpu_exporter_collect_interval_seconds 5\n" in text
+    log = proc.output()
+    assert log.count("accepted for compatibility") == 2, log
+    assert "--remote-hostengine-info=nv-hostengine:5555: accepted for compatibility" in log
+
+
+def test_the_gpu_operator_environment_alone(bare: list[BareExporter],
+                                            tmp_path: Path) -> None:
+    operator_env = {
+        **SIM,
+        "DCGM_EXPORTER_KUBERNETES": "true",
+        "DCGM_POD_RESOURCES_KUBELET_SOCKET": str(tmp_path / "absent" / "kubelet.sock"),
+        "DCGM_EXPORTER_COLLECTORS": str(ROOT / "collectors.csv"),
+        "NODE_NAME": "gpu-node-1",
+        "DCGM_REMOTE_HOSTENGINE_INFO": "nvidia-dcgm:5555",
+        "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE": "device-name",
+        "DCGM_EXPORTER_CONFIGMAP_DATA": "none",
+    }
+    proc = BareExporter([], operator_env)
+    bare.append(proc)
+    proc.wait_http()
+    text = proc.metrics()
+    assert 'Hostname="gpu-node-1"' in text
+    log = proc.output()
+    assert log.count("DCGM_REMOTE_HOSTENGINE_INFO") == 1, log
+
+
+def test_switches_written_with_a_value_as_dcgm_exporter_allows() -> None:
+    on = {"DCGM_EXPORTER_KUBERNETES": "true"}
+    assert not parse_serve_args(["--kubernetes=false"], env=on).kubernetes.enabled
+    assert parse_serve_args(["-k=true"], env={}).kubernetes.enabled
+    assert parse_serve_args(["-rbmn=1", "-c=5000"], env={}).replace_blanks_in_model_name
+    assert parse_serve_args(["--debug=true"], env={}).log_level == "debug"
+    assert parse_serve_args(["--debug", "--debug=false"], env={}).log_level == "info"
+    assert parse_serve_args(["--dump-compression=false"], env={}).startup_warnings == (
+        "--dump-compression=false: accepted for compatibility; ignored because this exporter "
+        "writes no debug dumps",)
+    with pytest.raises(ConfigError, match="--kubernetes: 'maybe' is not a boolean"):
+        parse_serve_args(["--kubernetes=maybe"], env={})
+
+
+def test_after_a_double_dash_nothing_is_a_switch(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_serve_args(["--", "--kubernetes=true"], env={})
+    assert "unrecognized arguments: -- --kubernetes=true" in capsys.readouterr().err
