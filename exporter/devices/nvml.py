@@ -95,14 +95,17 @@ class NvmlBackend:
         self.gpus_lost_total = 0
         self._fields: tuple[FieldSpec, ...] = ()
         self._wants_xid = False
-        self._wants_last_xid = False
+        self._last_xid_names: tuple[str, ...] = ()
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
         """Switch to another field set (a reload); takes effect from the next poll."""
         self._fields = fields
         self._wants_xid = any(s.reader is Reader.XID_EVENTS for s in fields)
-        self._wants_last_xid = any(s.name == "DCGM_FI_DEV_XID_ERRORS" for s in fields)
+        # The last XID code, under every name the collectors give the field
+        # (DCGM_FI_DEV_XID_ERRORS, its alias, the 1.x `dcgm_xid_errors`).
+        self._last_xid_names = tuple(s.name for s in fields
+                                     if s.reader is Reader.XID_EVENTS and s.part is None)
         self._needs_enumeration = True  # plans and the XID watcher follow the fields
         self._layout = None
 
@@ -277,19 +280,21 @@ class NvmlBackend:
         )
 
     def _add_xid_last_codes(self, values: Values) -> None:
-        if not self._wants_last_xid or self._watcher is None:
+        if not self._last_xid_names or self._watcher is None:
             return
         last = self.ledger.last_codes()
         registered = self._watcher.registered
         for key, entity_values in values.items():
             # No event yet is a true "last XID = 0", but only where events can arrive.
             if key[0] in registered:
-                entity_values["DCGM_FI_DEV_XID_ERRORS"] = float(last.get(key, 0))
+                for name in self._last_xid_names:
+                    entity_values[name] = float(last.get(key, 0))
         present = {g.gpu for g in self.inventory.gpus}
         for key, code in last.items():
             # A GPU that fell off the bus keeps its last XID (typically 79) on display.
             if key[0] not in present:
-                values.setdefault(key, {})["DCGM_FI_DEV_XID_ERRORS"] = float(code)
+                for name in self._last_xid_names:
+                    values.setdefault(key, {})[name] = float(code)
 
     # --- self-metrics -----------------------------------------------------------------
 

@@ -5,9 +5,7 @@ The image is read from our Dockerfile; the DaemonSet is what the operator render
 own assets (tests/fixtures/gpu-operator) for a ClusterPolicy; each case starts the exporter
 exactly as that container spec would on a simulated node (operator_node.py lists what stands
 in for the node and the liberties taken: container paths re-rooted under a temporary
-directory, port 9400 published on a free port). Cases that depend on dcgm-exporter flags
-this exporter does not read yet are strict xfails: they fail the moment the flag lands, and
-then the marker goes.
+directory, port 9400 published on a free port).
 """
 
 from __future__ import annotations
@@ -51,16 +49,6 @@ from .operator_render import (
     sample_cluster_policy,
 )
 from .operator_runs import UPSTREAM_DEFAULT_COLLECTORS, Case, Runs
-
-NEEDS_POD_LABELS = pytest.mark.xfail(strict=True, reason="needs --kubernetes-enable-pod-labels "
-                                     "(DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS)")
-NEEDS_POD_UID = pytest.mark.xfail(strict=True, reason="needs --kubernetes-enable-pod-uid "
-                                  "(DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID)")
-NEEDS_DRA = pytest.mark.xfail(strict=True, reason="needs --kubernetes-enable-dra "
-                              "(KUBERNETES_ENABLE_DRA)")
-NEEDS_XID_WINDOW = pytest.mark.xfail(strict=True, reason="needs -x (--xid-count-window-size)")
-NEEDS_HPC = pytest.mark.xfail(strict=True, reason="needs --hpc-job-mapping-dir "
-                              "(DCGM_HPC_JOB_MAPPING_DIR)")
 
 # A user's ConfigMap for `dcgmExporter.config.name`, under the key the operator mounts.
 CUSTOM_CONFIGMAP = "custom-dcgm-exporter-metrics"
@@ -121,7 +109,7 @@ DRA_CASES = ("dra-pod-metadata", "dra-remote-engine")
 
 
 def _starting(case_id: str) -> object:
-    return pytest.param(case_id, marks=NEEDS_XID_WINDOW if case_id == "args-xid-window" else ())
+    return pytest.param(case_id)
 
 
 STARTING = [_starting(c) for c in CASES]
@@ -275,7 +263,6 @@ def test_the_sample_policys_remote_hostengine_is_not_fatal(runs: Runs) -> None:
     assert run.process.proc.poll() is None
 
 
-@NEEDS_POD_LABELS
 def test_pod_labels_follow_the_allow_list(runs: Runs) -> None:
     series = runs.get("pod-labels").gpu_series("0")
     assert series
@@ -285,14 +272,12 @@ def test_pod_labels_follow_the_allow_list(runs: Runs) -> None:
         assert "pod_template_hash" not in labels
 
 
-@NEEDS_POD_UID
 def test_pod_uid_label(runs: Runs) -> None:
     namespace, pod, _ = EXCLUSIVE_POD
     series = runs.get("pod-labels").gpu_series("0")
     assert series and all(s.get("pod_uid") == pod_uid(namespace, pod) for s in series)
 
 
-@NEEDS_POD_LABELS
 def test_the_dra_pod_metadata_golden_copies_every_pod_label(runs: Runs) -> None:
     series = runs.get("dra-pod-metadata").gpu_series("0")
     assert series
@@ -302,7 +287,6 @@ def test_the_dra_pod_metadata_golden_copies_every_pod_label(runs: Runs) -> None:
 
 
 @pytest.mark.parametrize("case_id", DRA_CASES)
-@NEEDS_DRA
 def test_a_gpu_claimed_through_dra_is_attributed(runs: Runs, case_id: str) -> None:
     namespace, pod, container = DRA_POD
     series = runs.get(case_id).gpu_series("2")
@@ -317,7 +301,6 @@ def test_a_gpu_claimed_through_dra_is_attributed(runs: Runs, case_id: str) -> No
         assert labels.get("dra_device_name") == DRA_DEVICE
 
 
-@NEEDS_HPC
 def test_hpc_job_mapping_labels_the_gpu(runs: Runs) -> None:
     series = runs.get("hpc-job-mapping").gpu_series("0")
     assert series and all(s.get("hpc_job") == HPC_JOB for s in series)
