@@ -82,6 +82,11 @@ LISTEN_ADDRESS: Option[ListenAddress] = Option(
     "listen_address", Listen(), (None, 9400), commands=SERVE,
     flags=("-a", "--web.listen-address"), env=("GPU_EXPORTER_LISTEN", "DCGM_EXPORTER_LISTEN"),
     default_text="`:9400`", help="`HOST:PORT` or `:PORT` to serve on")
+WEB_ENABLE_OPENMETRICS: Option[bool] = Option(
+    "web_enable_openmetrics", Switch(), False, commands=SERVE,
+    flags=("--web.enable-openmetrics",), env=("GPU_EXPORTER_WEB_ENABLE_OPENMETRICS",),
+    help="offer OpenMetrics to scrapers that prefer it (Prometheus does); off: text 0.0.4 "
+         "always, as dcgm-exporter, so Prometheus records DCGM counters as counters")
 DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
@@ -162,8 +167,8 @@ SKIP_KUBERNETES: Option[bool] = Option(
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
-    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
-    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, DEVICES,
+    HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
     POD_NAME, POD_NAMESPACE,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,

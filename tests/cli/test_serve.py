@@ -82,12 +82,26 @@ def test_promtool_accepts_the_exposition(exporter: type[ExporterProcess]) -> Non
     assert unexpected == []
 
 
-def test_content_negotiation_and_gzip(exporter: type[ExporterProcess]) -> None:
+PREFERS_OPENMETRICS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+    "Accept-Encoding": "gzip"}
+
+
+def test_text_format_by_default_as_dcgm_exporter(exporter: type[ExporterProcess]) -> None:
     proc = exporter(SIM)
     proc.wait_ready()
-    status, headers, body = proc.get("/metrics", {
-        "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
-        "Accept-Encoding": "gzip"})
+    status, headers, body = proc.get("/metrics", PREFERS_OPENMETRICS)
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    text = gzip.decompress(body)
+    assert b"# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text
+    assert b"# EOF" not in text
+
+
+def test_content_negotiation_and_gzip(exporter: type[ExporterProcess]) -> None:
+    proc = exporter(SIM, env={"GPU_EXPORTER_WEB_ENABLE_OPENMETRICS": "true"})
+    proc.wait_ready()
+    status, headers, body = proc.get("/metrics", PREFERS_OPENMETRICS)
     assert status == 200
     assert headers["Content-Type"].startswith("application/openmetrics-text")
     assert headers["Content-Encoding"] == "gzip"
