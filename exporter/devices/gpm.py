@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,9 +120,14 @@ class GpmReader:
     def forget(self) -> None:
         """Free every buffer, e.g. after re-enumeration, so a reused handle never pairs
         samples of two different devices."""
-        for state in self._entities.values():
+        self.keep_only(())
+
+    def keep_only(self, keys: Collection[EntityKey]) -> None:
+        """Free the buffers of every entity not in `keys` (no longer read), so that reading
+        it again later starts a fresh pair rather than one spanning the gap."""
+        for key in [k for k in self._entities if k not in keys]:
+            state = self._entities.pop(key)
             for sample in (state.previous, state.current):
                 # Freeing must never break a poll.
                 with contextlib.suppress(Exception):
                     self._lib.nvmlGpmSampleFree(sample)
-        self._entities.clear()

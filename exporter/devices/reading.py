@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 Values = dict[EntityKey, dict[str, float]]
 """One poll's values: field name -> value, per entity."""
 
+Unsupported = tuple[str, str | int]
+"""What a device answered "not supported" to: ("series", name) for the call behind a series,
+("call", function), ("field", field id) or ("gpm", metric id)."""
+
 _GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
 _MIG_PARENT_SCOPES = {Scope.GPU}
 
@@ -105,18 +109,54 @@ class DeviceReader:
         """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
         self.layout_changed = False
         """Set by a read that found the MIG layout changed; the caller clears it."""
+        self._unsupported: dict[str, set[Unsupported]] = {}
+        """By plan uid: what answered "not supported" since the layout was last planned."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
-               devices: DeviceFilter) -> None:
-        # Handles may now mean other devices: forget everything tied to the old ones.
-        self._gpm.forget()
-        self.gpm_support.clear()
+               devices: DeviceFilter, *, same_devices: bool = False) -> None:
+        """Plans for `fields`. `same_devices`: the walk found the layout the current plans
+        were made for (only the fields changed), so GPM sample pairs and support, and what
+        answered "not supported", carry over instead of being asked again."""
+        if not same_devices:
+            # Handles may now mean other devices: forget everything tied to the old ones.
+            self._gpm.forget()
+            self.gpm_support.clear()
+            self._unsupported.clear()
         self._work = plan_work(self._lib, enum, fields, devices)
+        if same_devices:
+            planned = set()
+            for work in self._work:
+                for entity, plan in ((work.entity, work.plan), *work.instances):
+                    if plan is not None:
+                        self._leave_out_unsupported(plan)
+                        if plan.gpm is not None:
+                            planned.add(entity.key)
+            self._gpm.keep_only(planned)
 
     def clear(self) -> None:
         """No devices to read until the next `replan`; frees the GPM buffers."""
         self._gpm.forget()
         self._work = []
+
+    def _leave_out_unsupported(self, plan: EntityPlan) -> None:
+        gone = self._unsupported.get(plan.uid)
+        if not gone:
+            return
+        plan.calls = [s for s in plan.calls
+                      if not any(("series", o.name) in gone for o in s.outputs)]
+        fv = plan.field_values
+        if fv is not None:
+            fv.requests = [r for r in fv.requests if ("field", r[0]) not in gone]
+            if not fv.requests or ("call", "nvmlDeviceGetFieldValues") in gone:
+                plan.field_values = None
+        gpm = plan.gpm
+        if gpm is not None:
+            gpm.metric_ids = [m for m in gpm.metric_ids if ("gpm", m) not in gone]
+            if not gpm.metric_ids or ("call", "nvmlGpmMetricsGet") in gone:
+                plan.gpm = None
+
+    def _unsupported_in(self, plan: EntityPlan, *what: Unsupported) -> None:
+        self._unsupported.setdefault(plan.uid, set()).update(what)
 
     def read(self) -> tuple[Values, list[int]]:
         """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
@@ -165,6 +205,7 @@ class DeviceReader:
             except Exception as exc:
                 if self._call_failed(plan, step.function, exc):
                     plan.calls = [s for s in plan.calls if s is not step]
+                    self._unsupported_in(plan, *(("series", o.name) for o in step.outputs))
                 continue
             store(step.outputs, answer, out)
         if plan.field_values is not None:
@@ -183,6 +224,7 @@ class DeviceReader:
         except Exception as exc:
             if self._call_failed(plan, "nvmlDeviceGetFieldValues", exc):
                 plan.field_values = None
+                self._unsupported_in(plan, ("call", "nvmlDeviceGetFieldValues"))
             return
         if failed:
             self._field_values_failed(plan, failed)
@@ -198,6 +240,7 @@ class DeviceReader:
                 self._errors.note_unsupported(plan.uid, f"field {field_id}",
                                               "nvmlDeviceGetFieldValues", code)
                 fv.requests = [r for r in fv.requests if r[0] != field_id]
+                self._unsupported_in(plan, ("field", field_id))
             else:
                 self._errors.count("nvmlDeviceGetFieldValues", code)
         if not fv.requests:
@@ -220,6 +263,7 @@ class DeviceReader:
         except Exception as exc:
             if self._call_failed(plan, "nvmlGpmMetricsGet", exc):
                 plan.gpm = None
+                self._unsupported_in(plan, ("call", "nvmlGpmMetricsGet"))
             return
         for metric_id, code in failed.items():
             if code in UNSUPPORTED_CODES:
@@ -227,6 +271,7 @@ class DeviceReader:
                 self._errors.note_unsupported(plan.uid, f"GPM metric {metric_id}",
                                               "nvmlGpmMetricsGet", code)
                 gpm.metric_ids = [m for m in gpm.metric_ids if m != metric_id]
+                self._unsupported_in(plan, ("gpm", metric_id))
             else:
                 self._errors.count("nvmlGpmMetricsGet", code)
         store(gpm.outputs, values, out)

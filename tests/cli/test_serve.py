@@ -209,6 +209,31 @@ def test_reload_under_scrape_load_never_serves_blank_or_mixed(
     assert proc.proc.poll() is None
 
 
+def test_reload_adding_a_field_keeps_every_profiling_series(
+        exporter: type[ExporterProcess], tmp_path: Path) -> None:
+    csv = tmp_path / "collectors.csv"
+    csv.write_text((ROOT / "collectors.csv").read_text())
+    proc = exporter(["--backend", "sim", "--sim.profile", "h100-8", "-c", "1s", "-f", str(csv)])
+    proc.wait_ready()
+    metrics_with(proc, "DCGM_FI_PROF_SM_ACTIVE{")
+    csv.write_text(csv.read_text() + "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, Reasons.\n")
+    proc.proc.send_signal(signal.SIGHUP)
+    # Every poll from the reload on, told apart by its success time: the reload's own
+    # poll comes at once, the next a second later, so scraping in a loop sees each.
+    polls: dict[float, int] = {}
+
+    def five_polls_after_the_reload() -> bool:
+        samples = series(proc.metrics())
+        if any(name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" for name, _ in samples):
+            taken = samples[("gpu_exporter_last_poll_success_timestamp_seconds", ())]
+            polls[taken] = sum(1 for name, _ in samples if name.startswith("DCGM_FI_PROF_"))
+        return len(polls) >= 5
+
+    wait_until(five_polls_after_the_reload, timeout=30, what="five polls after the reload")
+    # h100-8: 12 profiling fields on 8 GPUs, in every poll.
+    assert sorted(polls.values()) == [96] * len(polls), polls
+
+
 def test_sigterm_stops_within_five_seconds(exporter: type[ExporterProcess]) -> None:
     proc = exporter(SIM)
     proc.wait_ready()
