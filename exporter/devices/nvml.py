@@ -282,7 +282,7 @@ class NvmlBackend:
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
             xid_totals=self.ledger.totals() if self._wants_xid else (),
-            gpm_supported=dict(self._reader.gpm_support),
+            gpm_support=dict(self._reader.gpm_support),
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
         )

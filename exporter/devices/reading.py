@@ -19,14 +19,20 @@ from typing import Any
 
 from exporter.devices.accounting import CallErrors, GpuLost
 from exporter.devices.enumerate import Enumeration
-from exporter.devices.errors import is_nvml_error, nvml_code
+from exporter.devices.errors import (
+    PROFILING_ADMIN_ONLY,
+    PROFILING_ADMIN_ONLY_FIX,
+    is_nvml_error,
+    nvml_code,
+)
 from exporter.devices.filter import DeviceFilter
 from exporter.devices.gpm import GpmReader
-from exporter.devices.model import Entity, EntityKey
+from exporter.devices.model import Entity, EntityKey, GpmSupport
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
     UNSUPPORTED_CODES,
     Handle,
@@ -105,8 +111,10 @@ class DeviceReader:
         self._errors = errors
         self._gpm = GpmReader(lib, clock)
         self._work: list[GpuWork] = []
-        self.gpm_support: dict[int, bool] = {}
+        self.gpm_support: dict[int, GpmSupport] = {}
         """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
+        self._told_admin_only = False
+        """The warning about profiling restricted to administrators is logged once."""
         self.layout_changed = False
         """Set by a read that found the MIG layout changed; the caller clears it."""
         self._unsupported: dict[str, set[Unsupported]] = {}
@@ -252,18 +260,25 @@ class DeviceReader:
                   plan: EntityPlan, out: dict[str, float]) -> None:
         gpm = plan.gpm
         assert gpm is not None
-        supported = self.gpm_support.get(entity.gpu)
-        if supported is None:
-            supported = self._query_gpm_support(entity, parent)
-        if not supported:
+        support = self.gpm_support.get(entity.gpu)
+        if support is None:
+            support = self._query_gpm_support(entity, parent)
+        if support != "supported":
             plan.gpm = None
             return
         try:
             values, failed = self._gpm.read(entity.key, parent, gpu_instance_id, gpm.metric_ids)
         except Exception as exc:
-            if self._call_failed(plan, "nvmlGpmMetricsGet", exc):
+            if is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_NO_PERMISSION:
+                self._errors.count("nvmlGpmMetricsGet", NVML_ERROR_NO_PERMISSION)
+                self._admin_only(entity, plan)
+            elif self._call_failed(plan, "nvmlGpmMetricsGet", exc):
                 plan.gpm = None
                 self._unsupported_in(plan, ("call", "nvmlGpmMetricsGet"))
+            return
+        if NVML_ERROR_NO_PERMISSION in failed.values():
+            self._errors.count("nvmlGpmMetricsGet", NVML_ERROR_NO_PERMISSION)
+            self._admin_only(entity, plan)
             return
         for metric_id, code in failed.items():
             if code in UNSUPPORTED_CODES:
@@ -276,17 +291,32 @@ class DeviceReader:
                 self._errors.count("nvmlGpmMetricsGet", code)
         store(gpm.outputs, values, out)
 
-    def _query_gpm_support(self, entity: Entity, parent: Handle) -> bool:
+    def _query_gpm_support(self, entity: Entity, parent: Handle) -> GpmSupport:
         try:
             supported = bool(self._lib.nvmlGpmQueryDeviceSupport(parent).isSupportedDevice)
         except Exception as exc:
             self._errors.check_lost(exc, "nvmlGpmQueryDeviceSupport")
+            if nvml_code(exc) == NVML_ERROR_NO_PERMISSION:
+                self._admin_only(entity, None)
+                return "no_permission"
             supported = False
-        self.gpm_support[entity.gpu] = supported
+        support: GpmSupport = "supported" if supported else "unsupported"
+        self.gpm_support[entity.gpu] = support
         if not supported:
             log.warning("GPU %d (%s) has no GPM support: DCGM_FI_PROF_* fields are not "
                         "exported for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
-        return supported
+        return support
+
+    def _admin_only(self, entity: Entity, plan: EntityPlan | None) -> None:
+        """NVML refuses GPM for want of privilege: a driver setting, the same for every GPU
+        of the node, so it is said once, with the fix, and shown per GPU in
+        gpu_exporter_gpm_supported."""
+        self.gpm_support[entity.gpu] = "no_permission"
+        if plan is not None:
+            plan.gpm = None
+        if not self._told_admin_only:
+            self._told_admin_only = True
+            log.warning("%s. Fix: %s", PROFILING_ADMIN_ONLY, PROFILING_ADMIN_ONLY_FIX)
 
     # --- errors -------------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ SIM_SEED: Option[int] = Option(
     flags=("--sim.seed",), env=("GPU_EXPORTER_SIM_SEED",),
     help="simulated values are deterministic per seed")
 SIM_FAULTS: Option[tuple[str, ...]] = Option(
-    "sim_faults", Repeated(Text()), (), commands=SERVE, group=SIM_GROUP,
+    "sim_faults", Repeated(Text()), (), commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.fault",), env=("GPU_EXPORTER_SIM_FAULTS",), metavar="SPEC",
     help="scripted fault, repeatable, e.g. `xid,code=79,gpu=0,at=30s` (see Simulated faults)")
 SIM_KUBELET: Option[bool] = Option(

@@ -222,6 +222,38 @@ def test_blackwell_mig_profiles_keep_their_attributes(nvmlsim_lib: Path, tmp_pat
                         6: "2g.45gb-me", 7: "1g.23gb"}
 
 
+def test_profiling_restricted_to_admins_is_reported(nvmlsim_lib: Path, tmp_path: Path) -> None:
+    # RmProfilingAdminOnly=1: GPM support is reported, every GPM sample is refused.
+    refused = {"nvmlGpmSampleGet": "NO_PERMISSION", "nvmlGpmMigSampleGet": "NO_PERMISSION"}
+    scenario = {"clock": "manual", "devices": [H100, H200_MIG], "return_codes": refused}
+    r = backend_child(nvmlsim_lib, tmp_path, scenario, """
+        import logging
+        warnings = []
+        class Collect(logging.Handler):
+            def emit(self, record):
+                if record.levelno >= logging.WARNING:
+                    warnings.append(record.getMessage())
+        logging.getLogger("exporter").addHandler(Collect())
+        backend.start()
+        for _ in range(3):
+            values = poll()
+            sim.advance(1.0)
+        out["values"] = values
+        out["support"] = backend.poll().gpm_support
+        out["warnings"] = warnings
+        out["errors"] = errors()
+    """)
+    assert r["support"] == {"0": "no_permission", "1": "no_permission"}
+    assert not [name for fields in r["values"].values() for name in fields
+                if name.startswith("DCGM_FI_PROF_")]
+    assert r["values"]["0,-1"]["DCGM_FI_DEV_GPU_TEMP"] == 61  # the rest is unaffected
+    (warning,) = r["warnings"]  # once for the node, not once per GPU or poll
+    assert "NO_PERMISSION" in warning and "RmProfilingAdminOnly" in warning
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in warning
+    # one refused attempt per GPU, then GPM is not asked again
+    assert r["errors"]["nvmlGpmMetricsGet:NO_PERMISSION"] == 2
+
+
 def test_reenumeration_after_a_mig_layout_change(nvmlsim_lib: Path, tmp_path: Path) -> None:
     r = backend_child(nvmlsim_lib, tmp_path, {"clock": "manual", "devices": [H200_MIG]}, """
         backend.start()
