@@ -41,6 +41,8 @@ class ServeConfig:
     listen_host: str | None = None
     """None: every interface."""
     listen_port: int = 9400
+    enable_openmetrics: bool = False
+    """Negotiate OpenMetrics by Accept; off: text 0.0.4 whatever the scraper asks for."""
     devices: DeviceFilter = ALL_DEVICES
     hostname_label: HostnameLabel | None = "Hostname"
     hostname: str = ""
@@ -99,6 +101,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         collect_interval_s=r[opt.COLLECT_INTERVAL],
         listen_host=host,
         listen_port=port,
+        enable_openmetrics=r[opt.WEB_ENABLE_OPENMETRICS],
         devices=r[opt.DEVICES],
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
         hostname=r[opt.NODE_NAME] or socket.gethostname(),

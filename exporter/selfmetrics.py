@@ -169,8 +169,13 @@ DEVICES = SelfMetric(
     labels=("kind",), note="`kind`: gpu, mig.")
 GPM_SUPPORTED = SelfMetric(
     "gpu_exporter_gpm_supported", "gauge",
-    "1 when the GPU supports NVML GPM, the source of DCGM_FI_PROF_* fields.",
-    labels=("gpu", "UUID"))
+    "1 when NVML GPM, the source of DCGM_FI_PROF_* fields, answers on the GPU; 0 with the "
+    "reason when not.",
+    labels=("gpu", "UUID", "reason"),
+    note="`reason` is on every sample: empty when supported (PromQL sees no label), "
+         "`unsupported` (no GPM: older than Hopper), `no_permission` (the driver restricts "
+         "profiling to administrators, RmProfilingAdminOnly=1: set "
+         "NVreg_RestrictProfilingToAdminUsers=0 or give the exporter SYS_ADMIN).")
 XID_ERRORS = SelfMetric(
     "gpu_exporter_xid_errors", "counter", "XID events since the exporter started, by code.",
     labels=("xid",), device_labels=True,
@@ -204,8 +209,9 @@ DEVICE_ID_PARSE_ERRORS = SelfMetric(
     "parsed; each is logged once.")
 POD_GPU_ALLOCATION = SelfMetric(
     "gpu_exporter_pod_gpu_allocation", "gauge",
-    "1 for each container holding a shared GPU or MIG instance (time-sliced "
-    "replicas, several containers); join device metrics on gpu/UUID/GPU_I_ID.",
+    "1 for each container holding a shared GPU or MIG instance (one held by several "
+    "containers, through time-sliced replicas or not); join device metrics on "
+    "gpu/UUID/GPU_I_ID.",
     labels=("gpu", "UUID", "GPU_I_ID", "pod", "namespace", "container", "resource", "replica"),
     optional=frozenset({"GPU_I_ID", "replica"}), extra=POD_ENRICHMENT + DRA_CLAIM,
     note="`replica`: the time-slicing replica index, when the device id carries one. "

@@ -122,7 +122,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     # What exists now lives as long as the process: keep it out of the collector's
     # generations so scrapes don't pay for re-scanning it.
     gc.freeze()
-    runner = web.AppRunner(make_app(sampler), access_log=None, shutdown_timeout=1.0)
+    app = make_app(sampler, openmetrics=cfg.enable_openmetrics)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, cfg.listen_host, cfg.listen_port)
     try:

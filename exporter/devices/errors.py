@@ -11,6 +11,17 @@ class BackendUnavailable(RuntimeError):
     """The backend cannot work on this machine at all (e.g. no NVML library)."""
 
 
+PROFILING_ADMIN_ONLY = (
+    "GPM profiling is restricted to administrators on this node: NVML answers NO_PERMISSION "
+    "(the driver's RmProfilingAdminOnly is 1), so DCGM_FI_PROF_* fields are not exported")
+PROFILING_ADMIN_ONLY_FIX = (
+    "load the nvidia kernel module with NVreg_RestrictProfilingToAdminUsers=0 (`options nvidia "
+    "NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d/, or the GPU Operator driver's "
+    "kernelModuleConfig) and reload it, or give the exporter the SYS_ADMIN capability; "
+    "`grep RmProfilingAdminOnly /proc/driver/nvidia/params` shows the setting")
+"""Logged once by the backend and shown by `doctor`: what the driver setting is, and the fix."""
+
+
 def nvml_code(exc: BaseException) -> int:
     """The nvmlReturn_t of a pynvml error (pynvml errors carry it as `.value`)."""
     value: Any = getattr(exc, "value", None)

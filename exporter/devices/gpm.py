@@ -11,14 +11,22 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 
-from exporter.devices.model import EntityKey
-from exporter.devices.nvml_api import NVML_GPM_METRICS_GET_VERSION, Handle, NvmlLib
+from exporter.devices.enumerate import Enumeration
+from exporter.devices.errors import describe, is_nvml_error, nvml_code
+from exporter.devices.model import EntityKey, GpmSupport
+from exporter.devices.nvml_api import (
+    NVML_ERROR_NO_PERMISSION,
+    NVML_GPM_METRICS_GET_VERSION,
+    UNSUPPORTED_CODES,
+    Handle,
+    NvmlLib,
+)
 
 MIN_SAMPLE_GAP_S = 0.1
 """NVML refuses to compute metrics from samples taken closer together than this."""
@@ -120,9 +128,56 @@ class GpmReader:
     def forget(self) -> None:
         """Free every buffer, e.g. after re-enumeration, so a reused handle never pairs
         samples of two different devices."""
-        for state in self._entities.values():
+        self.keep_only(())
+
+    def keep_only(self, keys: Collection[EntityKey]) -> None:
+        """Free the buffers of every entity not in `keys` (no longer read), so that reading
+        it again later starts a fresh pair rather than one spanning the gap."""
+        for key in [k for k in self._entities if k not in keys]:
+            state = self._entities.pop(key)
             for sample in (state.previous, state.current):
                 # Freeing must never break a poll.
                 with contextlib.suppress(Exception):
                     self._lib.nvmlGpmSampleFree(sample)
-        self._entities.clear()
+
+
+def probe(lib: NvmlLib, handle: Handle, gpu_instance_id: int | None = None) -> GpmSupport:
+    """Whether GPM answers on a GPU (with MIG: on one of its GPU instances). One sample is
+    taken, because a driver that restricts profiling to administrators still reports GPM
+    support and refuses only the sampling. Other NVML errors propagate."""
+    try:
+        if not lib.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+            return "unsupported"
+        sample = lib.nvmlGpmSampleAlloc()
+        try:
+            if gpu_instance_id is None:
+                lib.nvmlGpmSampleGet(handle, sample)
+            else:
+                lib.nvmlGpmMigSampleGet(handle, gpu_instance_id, sample)
+        finally:
+            with contextlib.suppress(Exception):
+                lib.nvmlGpmSampleFree(sample)
+    except Exception as exc:
+        if not is_nvml_error(exc):
+            raise
+        if nvml_code(exc) == NVML_ERROR_NO_PERMISSION:
+            return "no_permission"
+        if nvml_code(exc) in UNSUPPORTED_CODES:
+            return "unsupported"
+        raise
+    return "supported"
+
+
+def probe_gpus(lib: NvmlLib, enum: Enumeration) -> dict[int, str]:
+    """`probe` on every enumerated GPU (with MIG: on its first GPU instance), by index; an
+    NVML error that means neither "unsupported" nor "no permission" is described instead."""
+    found: dict[int, str] = {}
+    for index, handle in sorted(enum.handles.gpu.items()):
+        instances = sorted(gi for gpu, gi in enum.handles.instance if gpu == index)
+        try:
+            found[index] = probe(lib, handle, instances[0] if instances else None)
+        except Exception as exc:
+            if not is_nvml_error(exc):
+                raise
+            found[index] = describe(exc)
+    return found

@@ -7,6 +7,12 @@ thread, the renderer and the web handlers without locks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+GpmSupport = Literal["supported", "unsupported", "no_permission"]
+"""Whether NVML GPM, the source of DCGM_FI_PROF_*, answers on a GPU; if not, why: `unsupported`
+(no GPM: older than Hopper), `no_permission` (the driver restricts profiling to
+administrators)."""
 
 EntityKey = tuple[int, int]
 """(gpu index, GPU instance id or -1): how readings, XID history and attribution name an
@@ -135,7 +141,7 @@ class Readings:
     known: dict[EntityKey, Entity] = field(default_factory=dict)
     """Every entity seen since start, so XID history of a GPU that fell off the bus (XID 79)
     keeps its labels after the GPU left the inventory."""
-    gpm_supported: dict[int, bool] = field(default_factory=dict)
+    gpm_support: dict[int, GpmSupport] = field(default_factory=dict)
     """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0

@@ -94,20 +94,29 @@ class NvmlBackend:
         self._known: dict[EntityKey, Entity] = {}
         self.gpus_lost_total = 0
         self._fields: tuple[FieldSpec, ...] = ()
+        self._fields_changed = False
+        """Set by a reload: the next walk plans for the new fields."""
         self._wants_xid = False
         self._last_xid_names: tuple[str, ...] = ()
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
-        """Switch to another field set (a reload); takes effect from the next poll."""
+        """Switch to another field set (a reload); takes effect from the next poll.
+
+        That poll walks the devices and plans for the new fields. When it finds the layout
+        the old plans were made for, the GPM sample pairs, the XID watcher and what answered
+        "not supported" carry over: a series that stays configured misses no poll (GPM
+        values need two samples, so starting afresh would blank every DCGM_FI_PROF_* series
+        for one poll).
+        """
         self._fields = fields
         self._wants_xid = any(s.reader is Reader.XID_EVENTS for s in fields)
         # The last XID code, under every name the collectors give the field
         # (DCGM_FI_DEV_XID_ERRORS, its alias, the 1.x `dcgm_xid_errors`).
         self._last_xid_names = tuple(s.name for s in fields
                                      if s.reader is Reader.XID_EVENTS and s.part is None)
-        self._needs_enumeration = True  # plans and the XID watcher follow the fields
-        self._layout = None
+        self._fields_changed = True
+        self._needs_enumeration = True
 
     # --- life cycle -------------------------------------------------------------------
 
@@ -186,14 +195,22 @@ class NvmlBackend:
             self._lost_retry.failed(self._enumerated_at)
         else:
             self._lost_retry.succeeded()
-        if unchanged:
+        if unchanged and not self._fields_changed:
             # The periodic walk found the same devices: keep the plans (and the unsupported
             # calls they dropped), the GPM sample pairs and the XID watcher.
             return
+        fields_only = unchanged
         self._layout = layout
+        self._fields_changed = False
         inv = enum.inventory
         self._known.update((e.key, e) for e in (*inv.gpus, *inv.instances))
-        self._reader.replan(enum, self._fields, self._devices)
+        self._reader.replan(enum, self._fields, self._devices, same_devices=fields_only)
+        if fields_only:
+            # The watcher's handles still name the same GPUs: restart it only if XID
+            # fields came or went.
+            if self._wants_xid != (self._watcher is not None):
+                self._restart_watcher(enum)
+            return
         log.info("enumerated %d GPUs, %d MIG GPU instances", len(inv.gpus), len(inv.instances))
         self._restart_watcher(enum)
 
@@ -272,7 +289,7 @@ class NvmlBackend:
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
             xid_totals=self.ledger.totals() if self._wants_xid else (),
-            gpm_supported=dict(self._reader.gpm_support),
+            gpm_support=dict(self._reader.gpm_support),
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
             clock_events=self.clock_events.window(),

@@ -129,6 +129,12 @@ class NvmlLib(Protocol):
         """Entries with `.pid`, `.usedGpuMemory` (bytes, None when NVML can't say) and, on
         MIG-enabled GPUs, `.gpuInstanceId`."""
         ...
+    def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Handle) -> list[Any]:
+        """The MPS clients, entries as above; drivers list them here rather than in the
+        compute list. NOT_SUPPORTED or FUNCTION_NOT_FOUND where MPS is not available (the
+        versioned name: pynvml's unversioned one turns FUNCTION_NOT_FOUND into an error
+        that is not an NVMLError)."""
+        ...
     def nvmlDeviceGetProcessUtilization(self, handle: Handle, timeStamp: int) -> list[Any]:
         """Samples newer than `timeStamp` (CPU time, µs) with `.pid`, `.timeStamp` and
         `.smUtil` (percent); raises NOT_FOUND when there are none."""

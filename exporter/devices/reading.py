@@ -19,14 +19,20 @@ from typing import Any
 
 from exporter.devices.accounting import CallErrors, GpuLost
 from exporter.devices.enumerate import Enumeration
-from exporter.devices.errors import is_nvml_error, nvml_code
+from exporter.devices.errors import (
+    PROFILING_ADMIN_ONLY,
+    PROFILING_ADMIN_ONLY_FIX,
+    is_nvml_error,
+    nvml_code,
+)
 from exporter.devices.filter import DeviceFilter
 from exporter.devices.gpm import GpmReader
-from exporter.devices.model import Entity, EntityKey
+from exporter.devices.model import Entity, EntityKey, GpmSupport
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
     UNSUPPORTED_CODES,
     Handle,
@@ -39,6 +45,10 @@ log = logging.getLogger(__name__)
 
 Values = dict[EntityKey, dict[str, float]]
 """One poll's values: field name -> value, per entity."""
+
+Unsupported = tuple[str, str | int]
+"""What a device answered "not supported" to: ("series", name) for the call behind a series,
+("call", function), ("field", field id) or ("gpm", metric id)."""
 
 _GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
 _MIG_PARENT_SCOPES = {Scope.GPU}
@@ -101,22 +111,60 @@ class DeviceReader:
         self._errors = errors
         self._gpm = GpmReader(lib, clock)
         self._work: list[GpuWork] = []
-        self.gpm_support: dict[int, bool] = {}
+        self.gpm_support: dict[int, GpmSupport] = {}
         """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
+        self._told_admin_only = False
+        """The warning about profiling restricted to administrators is logged once."""
         self.layout_changed = False
         """Set by a read that found the MIG layout changed; the caller clears it."""
+        self._unsupported: dict[str, set[Unsupported]] = {}
+        """By plan uid: what answered "not supported" since the layout was last planned."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
-               devices: DeviceFilter) -> None:
-        # Handles may now mean other devices: forget everything tied to the old ones.
-        self._gpm.forget()
-        self.gpm_support.clear()
+               devices: DeviceFilter, *, same_devices: bool = False) -> None:
+        """Plans for `fields`. `same_devices`: the walk found the layout the current plans
+        were made for (only the fields changed), so GPM sample pairs and support, and what
+        answered "not supported", carry over instead of being asked again."""
+        if not same_devices:
+            # Handles may now mean other devices: forget everything tied to the old ones.
+            self._gpm.forget()
+            self.gpm_support.clear()
+            self._unsupported.clear()
         self._work = plan_work(self._lib, enum, fields, devices)
+        if same_devices:
+            planned = set()
+            for work in self._work:
+                for entity, plan in ((work.entity, work.plan), *work.instances):
+                    if plan is not None:
+                        self._leave_out_unsupported(plan)
+                        if plan.gpm is not None:
+                            planned.add(entity.key)
+            self._gpm.keep_only(planned)
 
     def clear(self) -> None:
         """No devices to read until the next `replan`; frees the GPM buffers."""
         self._gpm.forget()
         self._work = []
+
+    def _leave_out_unsupported(self, plan: EntityPlan) -> None:
+        gone = self._unsupported.get(plan.uid)
+        if not gone:
+            return
+        plan.calls = [s for s in plan.calls
+                      if not any(("series", o.name) in gone for o in s.outputs)]
+        fv = plan.field_values
+        if fv is not None:
+            fv.requests = [r for r in fv.requests if ("field", r[0]) not in gone]
+            if not fv.requests or ("call", "nvmlDeviceGetFieldValues") in gone:
+                plan.field_values = None
+        gpm = plan.gpm
+        if gpm is not None:
+            gpm.metric_ids = [m for m in gpm.metric_ids if ("gpm", m) not in gone]
+            if not gpm.metric_ids or ("call", "nvmlGpmMetricsGet") in gone:
+                plan.gpm = None
+
+    def _unsupported_in(self, plan: EntityPlan, *what: Unsupported) -> None:
+        self._unsupported.setdefault(plan.uid, set()).update(what)
 
     def read(self) -> tuple[Values, list[int]]:
         """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
@@ -165,6 +213,7 @@ class DeviceReader:
             except Exception as exc:
                 if self._call_failed(plan, step.function, exc):
                     plan.calls = [s for s in plan.calls if s is not step]
+                    self._unsupported_in(plan, *(("series", o.name) for o in step.outputs))
                 continue
             store(step.outputs, answer, out)
         if plan.field_values is not None:
@@ -183,6 +232,7 @@ class DeviceReader:
         except Exception as exc:
             if self._call_failed(plan, "nvmlDeviceGetFieldValues", exc):
                 plan.field_values = None
+                self._unsupported_in(plan, ("call", "nvmlDeviceGetFieldValues"))
             return
         if failed:
             self._field_values_failed(plan, failed)
@@ -198,6 +248,7 @@ class DeviceReader:
                 self._errors.note_unsupported(plan.uid, f"field {field_id}",
                                               "nvmlDeviceGetFieldValues", code)
                 fv.requests = [r for r in fv.requests if r[0] != field_id]
+                self._unsupported_in(plan, ("field", field_id))
             else:
                 self._errors.count("nvmlDeviceGetFieldValues", code)
         if not fv.requests:
@@ -209,17 +260,25 @@ class DeviceReader:
                   plan: EntityPlan, out: dict[str, float]) -> None:
         gpm = plan.gpm
         assert gpm is not None
-        supported = self.gpm_support.get(entity.gpu)
-        if supported is None:
-            supported = self._query_gpm_support(entity, parent)
-        if not supported:
+        support = self.gpm_support.get(entity.gpu)
+        if support is None:
+            support = self._query_gpm_support(entity, parent)
+        if support != "supported":
             plan.gpm = None
             return
         try:
             values, failed = self._gpm.read(entity.key, parent, gpu_instance_id, gpm.metric_ids)
         except Exception as exc:
-            if self._call_failed(plan, "nvmlGpmMetricsGet", exc):
+            if is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_NO_PERMISSION:
+                self._errors.count("nvmlGpmMetricsGet", NVML_ERROR_NO_PERMISSION)
+                self._admin_only(entity, plan)
+            elif self._call_failed(plan, "nvmlGpmMetricsGet", exc):
                 plan.gpm = None
+                self._unsupported_in(plan, ("call", "nvmlGpmMetricsGet"))
+            return
+        if NVML_ERROR_NO_PERMISSION in failed.values():
+            self._errors.count("nvmlGpmMetricsGet", NVML_ERROR_NO_PERMISSION)
+            self._admin_only(entity, plan)
             return
         for metric_id, code in failed.items():
             if code in UNSUPPORTED_CODES:
@@ -227,21 +286,37 @@ class DeviceReader:
                 self._errors.note_unsupported(plan.uid, f"GPM metric {metric_id}",
                                               "nvmlGpmMetricsGet", code)
                 gpm.metric_ids = [m for m in gpm.metric_ids if m != metric_id]
+                self._unsupported_in(plan, ("gpm", metric_id))
             else:
                 self._errors.count("nvmlGpmMetricsGet", code)
         store(gpm.outputs, values, out)
 
-    def _query_gpm_support(self, entity: Entity, parent: Handle) -> bool:
+    def _query_gpm_support(self, entity: Entity, parent: Handle) -> GpmSupport:
         try:
             supported = bool(self._lib.nvmlGpmQueryDeviceSupport(parent).isSupportedDevice)
         except Exception as exc:
             self._errors.check_lost(exc, "nvmlGpmQueryDeviceSupport")
+            if nvml_code(exc) == NVML_ERROR_NO_PERMISSION:
+                self._admin_only(entity, None)
+                return "no_permission"
             supported = False
-        self.gpm_support[entity.gpu] = supported
+        support: GpmSupport = "supported" if supported else "unsupported"
+        self.gpm_support[entity.gpu] = support
         if not supported:
             log.warning("GPU %d (%s) has no GPM support: DCGM_FI_PROF_* fields are not "
                         "exported for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
-        return supported
+        return support
+
+    def _admin_only(self, entity: Entity, plan: EntityPlan | None) -> None:
+        """NVML refuses GPM for want of privilege: a driver setting, the same for every GPU
+        of the node, so it is said once, with the fix, and shown per GPU in
+        gpu_exporter_gpm_supported."""
+        self.gpm_support[entity.gpu] = "no_permission"
+        if plan is not None:
+            plan.gpm = None
+        if not self._told_admin_only:
+            self._told_admin_only = True
+            log.warning("%s. Fix: %s", PROFILING_ADMIN_ONLY, PROFILING_ADMIN_ONLY_FIX)
 
     # --- errors -------------------------------------------------------------------------------
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from exporter.devices.errors import is_nvml_error, nvml_code
+from exporter.devices.errors import (
+    PROFILING_ADMIN_ONLY,
+    PROFILING_ADMIN_ONLY_FIX,
+    is_nvml_error,
+    nvml_code,
+)
 from exporter.devices.model import Inventory
 from exporter.devices.nvml_api import (
     NVML_ERROR_DRIVER_NOT_LOADED,
@@ -19,6 +25,9 @@ from exporter.devices.nvml_api import (
 from exporter.doctor.report import FAIL, INFO, OK, WARN, Report
 from exporter.options import Resolution
 from exporter.options import serve_table as opt
+
+if TYPE_CHECKING:
+    from exporter.devices.enumerate import Enumeration
 
 _NVML_FIXES = {
     NVML_ERROR_LIBRARY_NOT_FOUND: (
@@ -46,7 +55,7 @@ _NVML_FIXES = {
 def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
     if settings[opt.BACKEND] == "sim":
         try:
-            from exporter.devices.sim import SimNvml, profile_names
+            from exporter.devices.sim import SimNvml, parse_fault, profile_names
         except ImportError as exc:
             report.line(FAIL, "NVML", f"the simulated node is not available ({exc})")
             return None
@@ -55,7 +64,12 @@ def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
             report.line(FAIL, "NVML", f"unknown --sim.profile {profile!r}",
                         "one of " + ", ".join(profile_names()))
             return None
-        return SimNvml(profile, seed=settings[opt.SIM_SEED])
+        try:
+            faults = [parse_fault(spec) for spec in settings[opt.SIM_FAULTS]]
+            return SimNvml(profile, seed=settings[opt.SIM_SEED], faults=faults)
+        except ValueError as exc:
+            report.line(FAIL, "NVML", f"--sim.fault: {exc}")
+            return None
     try:
         return load_pynvml()
     except ImportError:
@@ -102,7 +116,8 @@ def _check_devices(lib: NvmlLib, report: Report) -> Inventory | None:
     except Exception as exc:
         report.line(WARN, "driver", f"version unreadable ({exc})")
     try:
-        inventory = enumerate_devices(lib, ALL_DEVICES).inventory
+        enum = enumerate_devices(lib, ALL_DEVICES)
+        inventory = enum.inventory
     except Exception as exc:
         report.line(FAIL, "GPUs", f"enumeration failed: {exc}",
                     "check `nvidia-smi` on the node; a GPU that fell off the bus needs a reset")
@@ -122,4 +137,31 @@ def _check_devices(lib: NvmlLib, report: Report) -> Inventory | None:
                     f"on GPU {', '.join(map(str, mig_gpus))}")
     else:
         report.line(INFO, "MIG", "no MIG instances (no GPU in MIG mode)")
+    _check_profiling(lib, enum, report)
     return inventory
+
+
+def _check_profiling(lib: NvmlLib, enum: Enumeration, report: Report) -> None:
+    """GPM, the source of DCGM_FI_PROF_*: a driver restricting it to administrators still
+    reports support, so one sample is taken per GPU (per first GPU instance with MIG)."""
+    from exporter.devices.gpm import probe_gpus
+
+    found = probe_gpus(lib, enum)
+    refused = [i for i, verdict in found.items() if verdict == "no_permission"]
+    working = [i for i, verdict in found.items() if verdict == "supported"]
+    failed = {i: v for i, v in found.items() if v not in ("supported", "unsupported",
+                                                          "no_permission")}
+    if refused:
+        which = (f"all {len(found)} GPUs" if len(refused) == len(found)
+                 else "GPU " + ", ".join(map(str, refused)))
+        report.line(WARN, "profiling", f"{PROFILING_ADMIN_ONLY} ({which})",
+                    PROFILING_ADMIN_ONLY_FIX)
+    elif failed:
+        report.line(WARN, "profiling", "GPM sampling failed: " + ", ".join(
+            f"GPU {i}: {why}" for i, why in failed.items()))
+    elif working:
+        report.line(OK, "profiling", f"GPM answers on {len(working)} of {len(found)} GPUs "
+                    "(DCGM_FI_PROF_* fields)")
+    elif found:
+        report.line(INFO, "profiling", "no GPU has GPM (it needs Hopper or newer): "
+                    "DCGM_FI_PROF_* fields are not exported")

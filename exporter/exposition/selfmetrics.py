@@ -58,9 +58,10 @@ def _device_self_families(snapshot: Snapshot) -> list[Family]:
         DEVICES.sample(float(len(gpus)), kind="gpu"),
         DEVICES.sample(float(len(entities) - len(gpus)), kind="mig"),
     ))]
-    gpm = snapshot.readings.gpm_supported
+    gpm = snapshot.readings.gpm_support
     gpm_samples = [
-        GPM_SUPPORTED.sample(1.0 if gpm[g.gpu] else 0.0, gpu=str(g.gpu), UUID=g.uuid)
+        GPM_SUPPORTED.sample(1.0 if gpm[g.gpu] == "supported" else 0.0, gpu=str(g.gpu),
+                             UUID=g.uuid, reason="" if gpm[g.gpu] == "supported" else gpm[g.gpu])
         for g in gpus if g.gpu in gpm
     ]
     if gpm_samples:

@@ -2,12 +2,13 @@
 
 Rules (what the exposition layer sees through `Attribution` and the allocation rows):
 
-- A device held by exactly one container, with no shared-replica suffix, is *exclusive*: its
-  entity goes into `Attribution.owners` and its device series carry `pod`, `namespace`,
-  `container` as dcgm-exporter does.
-- A device held through replicas (`::N`, GKE `vgpuK`), by several containers, or a MIG GPU
-  instance whose compute instances are held by different containers is *shared*: its series
-  stay unlabelled (never one copy per pod) and each holder gets one
+- A device held by exactly one container is *exclusive*: its entity goes into
+  `Attribution.owners` and its device series carry `pod`, `namespace`, `container` as
+  dcgm-exporter does. That includes a time-sliced or MPS device (replica ids `::N`, GKE
+  `vgpuK`) while one container holds every replica handed out, as dcgm-exporter labels it.
+- A device held by several containers (through replicas or not), or a MIG GPU instance whose
+  compute instances are held by different containers, is *shared*: its series stay
+  unlabelled (never one copy per pod) and each holder gets one
   `gpu_exporter_pod_gpu_allocation` row, which PromQL joins on `gpu`/`UUID`/`GPU_I_ID`.
 - With virtual GPUs (dcgm-exporter's `--kubernetes-virtual-gpus`, opt-in) a shared device's
   series are instead repeated once per holder (`Attribution.sharers`): that holder's `pod`,
@@ -26,7 +27,8 @@ Rules (what the exposition layer sees through `Attribution` and the allocation r
   instance is *not* visible: its power, clocks and temperatures are the whole card's, shaped
   by the other tenants' work. A GPU instance is exclusive in pod scope only when this pod's
   one container holds every compute instance of it (the others may belong to pods that `Get`
-  does not show), so the answer is the same whether `Get` or `List` was used.
+  does not show), so the answer is the same whether `Get` or `List` was used; for the same
+  reason a device this pod holds through replicas is never exclusive in pod scope.
 """
 
 from __future__ import annotations
@@ -257,8 +259,11 @@ def attribute(
 
 
 def _exclusive(holding: _Holding, pod_scope: bool) -> bool:
-    if holding.replicas or len(holding.holders) != 1:
+    if len(holding.holders) != 1:
         return False
+    if holding.replicas:
+        # Node scope sees every holder of every replica; pod scope only this pod's.
+        return not pod_scope
     if pod_scope and holding.entity.is_mig and not holding.whole_instance:
         every_ci = {m.compute_instance_id for m in holding.entity.mig_devices}
         return every_ci <= holding.compute_instances

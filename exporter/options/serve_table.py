@@ -65,7 +65,7 @@ SIM_SEED: Option[int] = Option(
     flags=("--sim.seed",), env=("GPU_EXPORTER_SIM_SEED",),
     help="simulated values are deterministic per seed")
 SIM_FAULTS: Option[tuple[str, ...]] = Option(
-    "sim_faults", Repeated(Text()), (), commands=SERVE, group=SIM_GROUP,
+    "sim_faults", Repeated(Text()), (), commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.fault",), env=("GPU_EXPORTER_SIM_FAULTS",), metavar="SPEC",
     help="scripted fault, repeatable, e.g. `xid,code=79,gpu=0,at=30s` (see Simulated faults)")
 SIM_KUBELET: Option[bool] = Option(
@@ -89,6 +89,11 @@ LISTEN_ADDRESS: Option[ListenAddress] = Option(
     flags=("-a", "--web.listen-address", "--address"),
     env=("GPU_EXPORTER_LISTEN", "DCGM_EXPORTER_LISTEN"),
     default_text="`:9400`", help="`HOST:PORT` or `:PORT` to serve on")
+WEB_ENABLE_OPENMETRICS: Option[bool] = Option(
+    "web_enable_openmetrics", Switch(), False, commands=SERVE,
+    flags=("--web.enable-openmetrics",), env=("GPU_EXPORTER_WEB_ENABLE_OPENMETRICS",),
+    help="offer OpenMetrics to scrapers that prefer it (Prometheus does); off: text 0.0.4 "
+         "always, as dcgm-exporter, so Prometheus records DCGM counters as counters")
 DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
@@ -176,8 +181,8 @@ SKIP_KUBERNETES: Option[bool] = Option(
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
-    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
-    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, DEVICES,
+    HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
     POD_NAME, POD_NAMESPACE,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,

@@ -60,11 +60,16 @@ def _accepts_gzip(accept_encoding: str) -> bool:
     return _accepted(accept_encoding, "gzip") > 0
 
 
-def make_app(source: Source) -> web.Application:
+def make_app(source: Source, *, openmetrics: bool = False) -> web.Application:
+    """`openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
+    from dcgm-exporter: Prometheus prefers OpenMetrics when offered, and there the DCGM
+    counters (named without `_total`) can only be typed `unknown`, so Prometheus would record
+    them as untyped."""
+
     async def metrics(request: web.Request) -> web.Response:
         rendered = source.current
         source.scrape_served()
-        om = _wants_openmetrics(request.headers.get("Accept", ""))
+        om = openmetrics and _wants_openmetrics(request.headers.get("Accept", ""))
         gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
         if om:
             body = rendered.openmetrics_gzip if gz else rendered.openmetrics

@@ -257,3 +257,15 @@ def test_healthy_node_fires_nothing(stack: Stack) -> None:
     pending = [a["labels"] for a in alerts
                if a["state"] == "pending" and a["labels"]["alertname"] != "GpuIdleButAllocated"]
     assert firing == [] and pending == []
+
+
+def test_prometheus_records_dcgm_counters_as_counters(stack: Stack) -> None:
+    """Prometheus asks for OpenMetrics first; with default settings it gets text 0.0.4, so
+    dcgm's counters keep their names and are recorded as counters, as from dcgm-exporter."""
+    metric = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    assert stack.query(metric)
+    status, _, body = http_get(
+        f"{stack.prometheus}/api/v1/metadata?" + urllib.parse.urlencode({"metric": metric}),
+        timeout=10.0)
+    assert status == 200
+    assert {m["type"] for m in json.loads(body)["data"][metric]} == {"counter"}

@@ -206,6 +206,23 @@ def test_nvml_backend_explains_what_is_missing() -> None:
         assert first.startswith(("[  OK] NVML:", "[FAIL] NVML:"))
 
 
+@pytest.mark.parametrize(("args", "verdict", "found"), [
+    (("--sim.profile", "h200-mig"), "[  OK]", "GPM answers on 8 of 8 GPUs"),
+    (("--sim.profile", "l4-1"), "[INFO]", "needs Hopper or newer"),
+    (("--sim.profile", "h100-8", "--sim.fault", "gpm-admin-only"), "[WARN]",
+     "restricted to administrators"),
+])
+def test_profiling(args: tuple[str, ...], verdict: str, found: str) -> None:
+    rc, lines = run_doctor("--backend", "sim", *args, "--skip-kubernetes")
+    assert rc == 0, lines
+    (line,) = lines_about(lines, "profiling")
+    assert line.startswith(verdict) and found in line, line
+    if verdict == "[WARN]":
+        assert "(all 8 GPUs)" in line and "NO_PERMISSION" in line
+        assert "fix: load the nvidia kernel module with NVreg_RestrictProfilingToAdminUsers=0" \
+            in line
+
+
 def test_unknown_sim_profile() -> None:
     rc, lines = run_doctor("--backend", "sim", "--sim.profile", "nope", "--skip-kubernetes")
     assert rc == 1

@@ -82,12 +82,26 @@ def test_promtool_accepts_the_exposition(exporter: type[ExporterProcess]) -> Non
     assert unexpected == []
 
 
-def test_content_negotiation_and_gzip(exporter: type[ExporterProcess]) -> None:
+PREFERS_OPENMETRICS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+    "Accept-Encoding": "gzip"}
+
+
+def test_text_format_by_default_as_dcgm_exporter(exporter: type[ExporterProcess]) -> None:
     proc = exporter(SIM)
     proc.wait_ready()
-    status, headers, body = proc.get("/metrics", {
-        "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
-        "Accept-Encoding": "gzip"})
+    status, headers, body = proc.get("/metrics", PREFERS_OPENMETRICS)
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    text = gzip.decompress(body)
+    assert b"# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text
+    assert b"# EOF" not in text
+
+
+def test_content_negotiation_and_gzip(exporter: type[ExporterProcess]) -> None:
+    proc = exporter(SIM, env={"GPU_EXPORTER_WEB_ENABLE_OPENMETRICS": "true"})
+    proc.wait_ready()
+    status, headers, body = proc.get("/metrics", PREFERS_OPENMETRICS)
     assert status == 200
     assert headers["Content-Type"].startswith("application/openmetrics-text")
     assert headers["Content-Encoding"] == "gzip"
@@ -193,6 +207,31 @@ def test_reload_under_scrape_load_never_serves_blank_or_mixed(
         ("gpu_exporter_config_reloads_total", (("result", "failure"),)), 0) >= 1)
     assert _family_names(proc.metrics()) == small_names
     assert proc.proc.poll() is None
+
+
+def test_reload_adding_a_field_keeps_every_profiling_series(
+        exporter: type[ExporterProcess], tmp_path: Path) -> None:
+    csv = tmp_path / "collectors.csv"
+    csv.write_text((ROOT / "collectors.csv").read_text())
+    proc = exporter(["--backend", "sim", "--sim.profile", "h100-8", "-c", "1s", "-f", str(csv)])
+    proc.wait_ready()
+    metrics_with(proc, "DCGM_FI_PROF_SM_ACTIVE{")
+    csv.write_text(csv.read_text() + "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, Reasons.\n")
+    proc.proc.send_signal(signal.SIGHUP)
+    # Every poll from the reload on, told apart by its success time: the reload's own
+    # poll comes at once, the next a second later, so scraping in a loop sees each.
+    polls: dict[float, int] = {}
+
+    def five_polls_after_the_reload() -> bool:
+        samples = series(proc.metrics())
+        if any(name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" for name, _ in samples):
+            taken = samples[("gpu_exporter_last_poll_success_timestamp_seconds", ())]
+            polls[taken] = sum(1 for name, _ in samples if name.startswith("DCGM_FI_PROF_"))
+        return len(polls) >= 5
+
+    wait_until(five_polls_after_the_reload, timeout=30, what="five polls after the reload")
+    # h100-8: 12 profiling fields on 8 GPUs, in every poll.
+    assert sorted(polls.values()) == [96] * len(polls), polls
 
 
 def test_sigterm_stops_within_five_seconds(exporter: type[ExporterProcess]) -> None:

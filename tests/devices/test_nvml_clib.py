@@ -190,6 +190,70 @@ def test_mig_sparse_indices_and_profile_labels(nvmlsim_lib: Path, tmp_path: Path
     assert "DCGM_FI_PROF_PIPE_FP16_ACTIVE" not in gi9  # the scenario's GI 9 lacks metric 13
 
 
+B200_MIG: dict[str, Any] = {
+    "name": "NVIDIA B200",
+    "uuid": "GPU-0b3c1f0e-2222-3333-4444-555566667777",
+    "mig": [
+        {"gi": 3, "profile": "1g.23gb+me", "memory_total_mib": 23040,
+         "compute_instances": [{"index": 0, "uuid": "MIG-dddd0000"}]},
+        {"gi": 4, "profile": "1g.23gb+me.all", "memory_total_mib": 23040,
+         "compute_instances": [{"index": 1, "uuid": "MIG-dddd0001"}]},
+        {"gi": 5, "profile": "2g.45gb+gfx", "memory_total_mib": 45824,
+         "compute_instances": [{"index": 2, "uuid": "MIG-dddd0002"}]},
+        {"gi": 6, "profile": "2g.45gb-me", "memory_total_mib": 45824,
+         "compute_instances": [
+             {"index": 3, "ci": 0, "profile": "1c.2g.45gb-me", "uuid": "MIG-dddd0003"},
+             {"index": 4, "ci": 1, "profile": "1c.2g.45gb-me", "uuid": "MIG-dddd0004"}]},
+        {"gi": 7, "profile": "1g.23gb", "memory_total_mib": 23040,
+         "compute_instances": [{"index": 5, "uuid": "MIG-dddd0005"}]},
+    ],
+}
+
+
+def test_blackwell_mig_profiles_keep_their_attributes(nvmlsim_lib: Path, tmp_path: Path) -> None:
+    r = backend_child(nvmlsim_lib, tmp_path, {"clock": "manual", "devices": [B200_MIG]}, """
+        backend.start()
+        poll()
+        out["inventory"] = inventory()
+    """)
+    profiles = {gi: profile for _gpu, gi, profile, _migs in r["inventory"]["instances"]}
+    # `1g.23gb+me` and `1g.23gb` are different instances: one label value each.
+    assert profiles == {3: "1g.23gb+me", 4: "1g.23gb+me.all", 5: "2g.45gb+gfx",
+                        6: "2g.45gb-me", 7: "1g.23gb"}
+
+
+def test_profiling_restricted_to_admins_is_reported(nvmlsim_lib: Path, tmp_path: Path) -> None:
+    # RmProfilingAdminOnly=1: GPM support is reported, every GPM sample is refused.
+    refused = {"nvmlGpmSampleGet": "NO_PERMISSION", "nvmlGpmMigSampleGet": "NO_PERMISSION"}
+    scenario = {"clock": "manual", "devices": [H100, H200_MIG], "return_codes": refused}
+    r = backend_child(nvmlsim_lib, tmp_path, scenario, """
+        import logging
+        warnings = []
+        class Collect(logging.Handler):
+            def emit(self, record):
+                if record.levelno >= logging.WARNING:
+                    warnings.append(record.getMessage())
+        logging.getLogger("exporter").addHandler(Collect())
+        backend.start()
+        for _ in range(3):
+            values = poll()
+            sim.advance(1.0)
+        out["values"] = values
+        out["support"] = backend.poll().gpm_support
+        out["warnings"] = warnings
+        out["errors"] = errors()
+    """)
+    assert r["support"] == {"0": "no_permission", "1": "no_permission"}
+    assert not [name for fields in r["values"].values() for name in fields
+                if name.startswith("DCGM_FI_PROF_")]
+    assert r["values"]["0,-1"]["DCGM_FI_DEV_GPU_TEMP"] == 61  # the rest is unaffected
+    (warning,) = r["warnings"]  # once for the node, not once per GPU or poll
+    assert "NO_PERMISSION" in warning and "RmProfilingAdminOnly" in warning
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in warning
+    # one refused attempt per GPU, then GPM is not asked again
+    assert r["errors"]["nvmlGpmMetricsGet:NO_PERMISSION"] == 2
+
+
 def test_reenumeration_after_a_mig_layout_change(nvmlsim_lib: Path, tmp_path: Path) -> None:
     r = backend_child(nvmlsim_lib, tmp_path, {"clock": "manual", "devices": [H200_MIG]}, """
         backend.start()

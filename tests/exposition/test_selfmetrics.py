@@ -16,9 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.devices.sim import PROFILES, profile_names
-from exporter.fields.csv import default_collectors_path
+from exporter.devices.nvml import NvmlBackend
+from exporter.devices.sim import PROFILES, SimNvml, parse_fault, profile_names
+from exporter.exposition.selfmetrics import Publisher
+from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
 from exporter.selfmetrics import (
     EXPOSED_NAMES,
     NVML_ERRORS,
@@ -186,3 +191,26 @@ def test_every_emitted_self_metric_is_declared_and_documented(
         assert {n: declared_types[n] for n in emitted} == emitted, profile
         emitted_anywhere |= set(emitted)
     assert emitted_anywhere == EXPOSED_NAMES, "declared, but no simulated node emits it"
+
+
+@pytest.mark.parametrize(("profile", "faults", "value", "reason"), [
+    ("h100-8", (), 1.0, ""),
+    ("l4-1", (), 0.0, "unsupported"),
+    ("h200-mig", ("gpm-admin-only",), 0.0, "no_permission"),
+])
+async def test_gpm_supported_says_why_not(profile: str, faults: tuple[str, ...], value: float,
+                                          reason: str) -> None:
+    collectors = load_collectors(default_collectors_path())
+    backend = NvmlBackend(SimNvml(profile, faults=[parse_fault(f) for f in faults]),
+                          collectors.specs)
+    backend.start()
+    sampler = Sampler(backend, collectors, SamplerSettings(1.0, HostLabel(None, ""), 60.0),
+                      Publisher("sim"))
+    await sampler.poll_once()
+    await sampler.close()
+    (family,) = [f for f in text_string_to_metric_families(sampler.current.text.decode())
+                 if f.name == "gpu_exporter_gpm_supported"]
+    gpus = len(PROFILES[profile].gpus)
+    # Every sample carries `reason` (empty when supported): one label set for the family.
+    assert [(s.value, s.labels["reason"], sorted(s.labels)) for s in family.samples] == \
+        [(value, reason, ["UUID", "gpu", "reason"])] * gpus

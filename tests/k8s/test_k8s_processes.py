@@ -87,6 +87,19 @@ MIG_SCENARIO: dict[str, Any] = {
     ],
 }
 
+# GPU 1 shared through MPS instead: nb-a's process is an MPS client, which drivers list only
+# in the MPS process list; nb-b's appears in both lists, and counts once.
+MPS_SCENARIO: dict[str, Any] = {
+    "clock": "manual",
+    "devices": [
+        SCENARIO["devices"][0],
+        {**SCENARIO["devices"][1], "processes": [
+            {**SCENARIO["devices"][1]["processes"][0], "mps": 1},
+            *SCENARIO["devices"][1]["processes"][1:],
+            {"pid": 202, "used_mib": 2 * 1024, "mps": 1}]},
+    ],
+}
+
 # In the child: the source with process reads over pynvml on a poll thread, one poll to start
 # the pod watch, a bounded wait until the watch knows the pods, then one poll per simulated
 # time, each poll's families kept.
@@ -134,6 +147,8 @@ async def main():
         out["polls"] = polls
         out["process_lists"] = [
             sim.call_count("nvmlDeviceGetComputeRunningProcesses_v3", gpu=g) for g in (0, 1)]
+        out["mps_lists"] = [
+            sim.call_count("nvmlDeviceGetMPSComputeRunningProcesses_v3", gpu=g) for g in (0, 1)]
         out["read_on"] = sorted(read_on)
     finally:
         await source.close()
@@ -181,19 +196,22 @@ class Node:
         write_proc(self.proc_root, 303, HOST)
 
     def run(self, config: dict[str, Any], times: list[float], known: list[tuple[str, str]],
-            mig: bool = False) -> tuple[list[Poll], list[int]]:
+            mig: bool = False, scenario: dict[str, Any] | None = None
+            ) -> tuple[list[Poll], list[int]]:
         params = {"config": {"enabled": True, "pod_resources_socket": self.socket_path,
                              "process_attribution": True, **config},
                   "proc_root": str(self.proc_root), "times": times, "known": known, "mig": mig}
         result = run_child(
             self.lib_dir, CHILD.format(params=json.dumps(params)),
-            scenario_file=write_scenario(self.tmp, MIG_SCENARIO if mig else SCENARIO),
+            scenario_file=write_scenario(
+                self.tmp, scenario or (MIG_SCENARIO if mig else SCENARIO)),
             env={"KUBECONFIG": self.kubeconfig},
             timeout=120)
         polls = [{name: [(labels, value) for labels, value in rows]
                   for name, rows in poll.items()} for poll in result["polls"]]
         # every per-process NVML read ran on the poll thread, none on a thread of its own
         assert result["read_on"] == ["poll"]
+        self.mps_lists = result["mps_lists"]
         return polls, result["process_lists"]
 
 
@@ -279,3 +297,24 @@ def test_a_shared_mig_instance_gets_framebuffer_only(node: Node) -> None:
     assert poll[SM] == []
     assert poll[UNATTRIBUTED] == [({}, 1.0)]  # pid 303, in instance 2 but not in a pod
     assert process_lists[0] == 0
+
+
+NO_MPS_CALL = {"return_codes": {"nvmlDeviceGetMPSComputeRunningProcesses_v3": "FUNCTION_NOT_FOUND"}}
+
+
+@pytest.mark.parametrize(("scenario", "mps_lists"), [
+    # Asked on the shared GPU at every poll (pynvml makes two C calls: count, then entries).
+    (MPS_SCENARIO, [0, 4]),
+    ({**SCENARIO, **NO_MPS_CALL}, [0, 1]),  # a driver without it: asked once, not again
+])
+def test_mps_clients_count_like_compute_processes(
+        node: Node, scenario: dict[str, Any], mps_lists: list[int]) -> None:
+    polls, _ = node.run({"node_name": "node-a"}, [2.0, 4.0], [(UID_A, CID_A), (UID_B, CID_B)],
+                        scenario=scenario)
+    memory = by_pod(polls[0], MEMORY)
+    assert {pod: v for pod, (_, v) in memory.items()} == pytest.approx(
+        {"nb-a": 4 * GIB * 6 / 7, "nb-b": 2 * GIB * 6 / 7})
+    assert {pod: v for pod, (_, v) in by_pod(polls[0], SM).items()} == pytest.approx(
+        {"nb-a": 0.4, "nb-b": 0.2})
+    assert polls[0][UNATTRIBUTED] == [({}, 1.0)]  # the host process, pid 303
+    assert node.mps_lists == mps_lists

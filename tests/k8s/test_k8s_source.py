@@ -148,13 +148,27 @@ async def test_time_sliced_replicas(kubelet: SimKubeletHandle, source: KubeletSo
         pod_resources("inference", "llm-0", {"server": [(GPU, [gpu_uuid(0)])]}),
     ])
     attribution = await source.refresh(plain_node(4))
-    # Replicas mean sharing, even while only one pod happens to hold one.
-    assert attribution.owners == {(0, -1): PodRef("llm-0", "inference", "server")}
+    # A time-sliced GPU held by one container is labelled with it, as dcgm-exporter does;
+    # one held by several stays unlabelled, with a row per replica held.
+    assert attribution.owners == {(0, -1): PodRef("llm-0", "inference", "server"),
+                                  (1, -1): PodRef("solo", "research", "notebook")}
     got = {(r["gpu"], r["pod"], r["replica"]) for r in rows(source)}
-    assert got == {
-        ("3", "nb-alice", "0"), ("3", "nb-bob", "1"), ("3", "nb-bob", "2"), ("1", "solo", "0")
-    }
+    assert got == {("3", "nb-alice", "0"), ("3", "nb-bob", "1"), ("3", "nb-bob", "2")}
     assert all(r["UUID"] == gpu_uuid(int(r["gpu"])) and "GPU_I_ID" not in r for r in rows(source))
+
+
+async def test_every_replica_in_one_container_is_exclusive(
+    kubelet: SimKubeletHandle, source: KubeletSource
+) -> None:
+    mig = mig_uuid(1, 1, 0)
+    kubelet.servicer.set_pods([
+        pod_resources("ml", "big", {"train": [(GPU, [f"{gpu_uuid(0)}::0", f"{gpu_uuid(0)}::3"])]}),
+        pod_resources("ml", "eks", {"serve": [("nvidia.com/mig-2g.35gb", [f"{mig}::5"])]}),
+    ])
+    attribution = await source.refresh(mig_node())
+    assert attribution.owners == {(0, -1): PodRef("big", "ml", "train"),
+                                  (1, 1): PodRef("eks", "ml", "serve")}
+    assert rows(source) == []
 
 
 async def test_shared_mig_replicas_as_on_eks(

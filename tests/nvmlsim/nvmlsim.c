@@ -1246,12 +1246,12 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
 
 /* ------------------------------------------------------------------ processes */
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                     nvmlProcessInfo_t *infos) {
+/* The compute call lists the processes that are not MPS clients, the MPS call the clients. */
+static nvmlReturn_t running_processes(int fn, nvmlDevice_t device, unsigned int *infoCount,
+                                      nvmlProcessInfo_t *infos, int mps) {
     sim_gpu *g;
     int slot;
-    nvmlReturn_t r =
-        begin_device(FN_nvmlDeviceGetComputeRunningProcesses_v3, device, H_ANY, &g, &slot);
+    nvmlReturn_t r = begin_device(fn, device, H_ANY, &g, &slot);
     if (r != NVML_SUCCESS) return finish(r);
     if (!infoCount) return finish(NVML_ERROR_INVALID_ARGUMENT);
     /* a MIG device handle sees only the processes of its own compute instance */
@@ -1259,6 +1259,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     unsigned n = 0;
     for (unsigned i = 0; i < g->nprocs; i++) {
         const sim_proc *p = &g->procs[i];
+        if (p->mps != mps) continue;
         if (slot >= 0) {
             const sim_ci *ci = &g->cis[slot];
             if (p->gi != g->gis[ci->gi_slot].id || p->ci != ci->ci_id) continue;
@@ -1282,6 +1283,19 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     }
     *infoCount = n;
     return finish(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos) {
+    return running_processes(FN_nvmlDeviceGetComputeRunningProcesses_v3, device, infoCount,
+                             infos, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                        unsigned int *infoCount,
+                                                        nvmlProcessInfo_t *infos) {
+    return running_processes(FN_nvmlDeviceGetMPSComputeRunningProcesses_v3, device, infoCount,
+                             infos, 1);
 }
 
 /* The CPU timestamp (µs) of a sample taken at simulated time `at`, on wall_us's scale. */

@@ -607,14 +607,15 @@ static int apply_processes(const ctx_t *c, const sj_node *arr, sim_gpu *g) {
             else if (strcmp(m->key, "used_mib") == 0) p->used_bytes = (unsigned long long)(v * MIB);
             else if (strcmp(m->key, "gi") == 0) p->gi = (unsigned)v;
             else if (strcmp(m->key, "ci") == 0) p->ci = (unsigned)v;
+            else if (strcmp(m->key, "mps") == 0) p->mps = v != 0;
             else if (strcmp(m->key, "sm_util") == 0) p->sm_util = (unsigned)v, p->has_util = 1;
             else if (strcmp(m->key, "mem_util") == 0) p->mem_util = (unsigned)v, p->has_util = 1;
             else if (strcmp(m->key, "enc_util") == 0) p->enc_util = (unsigned)v, p->has_util = 1;
             else if (strcmp(m->key, "dec_util") == 0) p->dec_util = (unsigned)v, p->has_util = 1;
             else
                 return err_at(&sc, m, "unknown process key \"%s\" (expected pid, used_mib, "
-                              "used_bytes, gi, ci, sm_util, mem_util, enc_util, dec_util, "
-                              "samples)", m->key);
+                              "used_bytes, gi, ci, mps, sm_util, mem_util, enc_util, "
+                              "dec_util, samples)", m->key);
         }
         if (!have_pid) return err_at(&sc, e, "a process needs \"pid\"");
         /* two sources of samples for one process would make the answer ambiguous */

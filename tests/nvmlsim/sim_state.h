@@ -88,6 +88,7 @@
     X(nvmlEventSetWait)                                    \
     X(nvmlEventSetFree)                                    \
     X(nvmlDeviceGetComputeRunningProcesses_v3)             \
+    X(nvmlDeviceGetMPSComputeRunningProcesses_v3)          \
     X(nvmlDeviceGetProcessUtilization)
 
 enum {
@@ -138,6 +139,7 @@ typedef struct {
     unsigned pid;
     unsigned long long used_bytes;
     unsigned gi, ci;
+    int mps;      /* an MPS client: listed by the MPS call, not by the compute call */
     int has_util; /* one sample stamped at each call, from the *_util values */
     unsigned sm_util, mem_util, enc_util, dec_util;
     /* or a timed history instead, as NVML's sample buffer holds several per process */

@@ -7,7 +7,9 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.model import Readings
@@ -111,4 +113,47 @@ async def test_polls_run_on_the_poll_worker_it_is_given() -> None:
     await sampler.poll_once()
     await sampler.poll_once()
     assert backend.polled_on == {"shared-poll"}
+    await sampler.close()
+
+
+@pytest.mark.parametrize(("profile", "series"), [("h100-8", 96), ("h200-mig", 182)])
+async def test_a_reload_that_adds_a_field_keeps_every_profiling_series(
+        tmp_path: Path, profile: str, series: int) -> None:
+    """GPM values need two samples: a reload that started GPM afresh would blank every
+    DCGM_FI_PROF_* series for one poll (a gap on dashboards, a 0 for KEDA)."""
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    csv = tmp_path / "collectors.csv"
+    csv.write_text(default_collectors_path().read_text())
+    backend = NvmlBackend(SimNvml(profile, clock=clock), load_collectors(csv).specs,
+                          clock=clock)
+    backend.start()
+    settings = SamplerSettings(interval_s=1.0, host=HostLabel("Hostname", "n"),
+                               deadline_s=60.0, collectors_path=csv)
+    sampler = Sampler(backend, load_collectors(csv), settings, Publisher("sim"),
+                      wall_clock=clock)
+
+    def profiling() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        return {k for k in values(sampler) if k[0].startswith("DCGM_FI_PROF_")}
+
+    await sampler.poll_once()
+    now[0] += 1.0
+    await sampler.poll_once()
+    before = profiling()
+    assert len(before) == series
+    # What answered "not supported" (MIG instances have no NVLink rates, remapped rows or
+    # some field values) is not asked again after the reload.
+    errors = dict(backend.call_errors)
+    csv.write_text(csv.read_text() + "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, reasons.\n")
+    sampler.request_reload()
+    for _ in range(5):
+        now[0] += 1.0
+        await sampler.poll_once()
+        assert profiling() == before
+    assert any(k[0] == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" for k in values(sampler))
+    assert sampler.stats.reloads["success"] == 1
+    assert dict(backend.call_errors) == errors
     await sampler.close()

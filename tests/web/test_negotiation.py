@@ -1,14 +1,33 @@
+"""Which format a scraper gets: text 0.0.4 unless OpenMetrics was enabled and is preferred."""
+
 from __future__ import annotations
 
-import pytest
+import gzip
 
-from exporter.web.app import _accepts_gzip, _wants_openmetrics
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from exporter.exposition.render import Rendered
+from exporter.sampling.snapshot import Snapshot
+from exporter.web.app import _accepts_gzip, _wants_openmetrics, make_app
+
+# The Accept headers Prometheus sends with its default scrape_protocols.
+PROMETHEUS_2_48 = (  # before scrape_protocols existed (<= 2.48)
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROMETHEUS_2_49 = (  # 2.49 to 2.55: OpenMetrics 1.0.0, OpenMetrics 0.0.1, text 0.0.4
+    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;"
+    "version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+PROMETHEUS_3 = (  # 3.x: PrometheusText1.0.0 added, UTF-8 escaping offered
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+    "application/openmetrics-text;version=0.0.1;q=0.5,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,"
+    "*/*;q=0.2")
+PROMETHEUS_DEFAULTS = (PROMETHEUS_2_48, PROMETHEUS_2_49, PROMETHEUS_3)
 
 
 @pytest.mark.parametrize(("accept", "om"), [
-    # What Prometheus 2.x sends by default.
-    ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
-     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", True),
+    *((header, True) for header in PROMETHEUS_DEFAULTS),
     ("text/plain;version=0.0.4", False),
     ("", False),
     ("application/openmetrics-text;q=0", False),
@@ -24,3 +43,58 @@ def test_openmetrics_negotiation(accept: str, om: bool) -> None:
 ])
 def test_gzip_negotiation(header: str, gz: bool) -> None:
     assert _accepts_gzip(header) is gz
+
+
+TEXT = b"# HELP c c\n# TYPE c counter\nc 1\n"
+OPENMETRICS = b"# HELP c c\n# TYPE c unknown\nc 1\n# EOF\n"
+
+
+class _Published:
+    """The sampler's side of /metrics: one fixed poll's bytes."""
+
+    current = Rendered(TEXT, gzip.compress(TEXT), OPENMETRICS, gzip.compress(OPENMETRICS))
+    snapshot: Snapshot | None = None
+
+    def readiness(self) -> tuple[bool, str]:
+        return True, "ok"
+
+    def scrape_served(self) -> None:
+        pass
+
+
+async def _scrape(openmetrics: bool, accept: str, encoding: str = "") -> tuple[str, bytes]:
+    """(Content-Type, body as received) of one GET /metrics."""
+    client = TestClient(TestServer(make_app(_Published(), openmetrics=openmetrics)),
+                        auto_decompress=False)
+    await client.start_server()
+    try:
+        response = await client.get(
+            "/metrics", headers={"Accept": accept, "Accept-Encoding": encoding})
+        assert response.status == 200
+        return response.headers["Content-Type"], await response.read()
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("accept", [*PROMETHEUS_DEFAULTS, "application/openmetrics-text", ""])
+async def test_text_by_default_whatever_the_scraper_prefers(accept: str) -> None:
+    ctype, body = await _scrape(False, accept)
+    assert ctype.startswith("text/plain; version=0.0.4")
+    assert body == TEXT
+    ctype, body = await _scrape(False, accept, "gzip")
+    assert ctype.startswith("text/plain; version=0.0.4")
+    assert gzip.decompress(body) == TEXT
+
+
+@pytest.mark.parametrize("accept", PROMETHEUS_DEFAULTS)
+async def test_enabled_openmetrics_goes_to_scrapers_that_prefer_it(accept: str) -> None:
+    ctype, body = await _scrape(True, accept)
+    assert ctype.startswith("application/openmetrics-text; version=1.0.0")
+    assert body == OPENMETRICS
+    ctype, body = await _scrape(True, accept, "gzip")
+    assert gzip.decompress(body) == OPENMETRICS
+
+
+async def test_enabled_openmetrics_still_gives_text_to_others() -> None:
+    ctype, body = await _scrape(True, "text/plain;version=0.0.4")
+    assert ctype.startswith("text/plain; version=0.0.4") and body == TEXT

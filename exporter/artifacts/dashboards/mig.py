@@ -85,8 +85,9 @@ PARENTS = Section("Parent GPUs", (
         GPU_LEGEND),), "celsius", "Core temperature of the parent GPUs."),
     Panel("GPM support", TABLE, (Query(
         f"gpu_exporter_gpm_supported{sel(JOB)}", instant=True),), "bool",
-          "1 where the GPU supports GPM (Hopper and newer); without it the profiling panels "
-          "stay empty.", width=24, height=6),
+          "1 where GPM answers (Hopper and newer); without it the profiling panels stay "
+          "empty, and `reason` says why: unsupported, or no_permission (the driver restricts "
+          "profiling to administrators).", width=24, height=6),
 ))
 
 MIG = Dashboard(

@@ -17,6 +17,7 @@ from exporter.devices.sim.core import (
     fail,
 )
 from exporter.devices.sim.dynamics import GPM_UTIL_SHARES, Scope, gpm_metric
+from exporter.devices.sim.faults import GpmAdminOnlyFault
 
 _MIN_GPM_GAP_S = 0.1
 
@@ -53,6 +54,8 @@ class GpmCalls(SimCore):
     def _take_sample(self, gpu: GpuEntry, scope: Scope, sample: Any, t: float) -> Any:
         if not gpu.spec.board.gpm:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if any(isinstance(f, GpmAdminOnlyFault) for f in self.faults):
+            fail(pynvml.NVML_ERROR_NO_PERMISSION)
         address = address_of(sample)
         if address is None or address not in self._samples:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)

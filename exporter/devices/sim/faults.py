@@ -61,6 +61,14 @@ class NvmlDownFault:
 
 
 @dataclass(frozen=True, slots=True)
+class GpmAdminOnlyFault:
+    """The driver restricts profiling to administrators (RmProfilingAdminOnly=1): GPM
+    sampling answers NO_PERMISSION on every GPU, while GPM support is still reported."""
+
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FbRampFault:
     """Framebuffer used ramps linearly to `to_percent` of total over `over` seconds."""
 
@@ -126,6 +134,7 @@ Fault = (
     XidFault
     | LostFault
     | NvmlDownFault
+    | GpmAdminOnlyFault
     | FbRampFault
     | EccFault
     | RemapFault
@@ -138,6 +147,7 @@ GRAMMAR: Mapping[str, str] = {
     "xid": "xid,code=79,gpu=0,at=10s[,gi=2]",
     "lost": "lost,gpu=1,at=20s[,for=30s]",
     "nvml-down": "nvml-down,at=0s[,for=20s]",
+    "gpm-admin-only": "gpm-admin-only",
     "fb-ramp": "fb-ramp,gpu=2,at=5s,over=30s,to=97[,gi=3]",
     "ecc": "ecc,gpu=0,at=5s,dbe=1[,sbe=N]",
     "remap": "remap,gpu=0,at=5s,failure=1[,pending=1]",
@@ -151,6 +161,7 @@ _REQUIRED: Mapping[str, tuple[str, ...]] = {
     "xid": ("code", "gpu", "at"),
     "lost": ("gpu", "at"),
     "nvml-down": ("at",),
+    "gpm-admin-only": (),
     "fb-ramp": ("gpu", "at", "over", "to"),
     "ecc": ("gpu", "at"),
     "remap": ("gpu", "at"),
@@ -162,6 +173,7 @@ _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "xid": ("gi",),
     "lost": ("for",),
     "nvml-down": ("for",),
+    "gpm-admin-only": (),
     "fb-ramp": ("gi",),
     "ecc": ("dbe", "sbe"),
     "remap": ("failure", "pending"),
@@ -286,6 +298,8 @@ def parse_fault(spec: str) -> Fault:
         return XidFault(gpu, code, at, items.int_("gi"), spec)
     if kind == "nvml-down":
         return NvmlDownFault(items.window(), spec)
+    if kind == "gpm-admin-only":
+        return GpmAdminOnlyFault(spec)
     if kind == "fb-ramp":
         assert gpu is not None and at is not None
         over = items.duration("over")
@@ -325,7 +339,7 @@ def parse_fault(spec: str) -> Fault:
 
 def fault_gpu(fault: Fault) -> int | None:
     """The GPU a fault is about (None for node-wide faults)."""
-    return None if isinstance(fault, NvmlDownFault) else fault.gpu
+    return None if isinstance(fault, NvmlDownFault | GpmAdminOnlyFault) else fault.gpu
 
 
 def fault_gpu_instance(fault: Fault) -> int | None:

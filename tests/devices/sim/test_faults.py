@@ -9,6 +9,7 @@ from exporter.devices.sim import (
     GRAMMAR,
     EccFault,
     FbRampFault,
+    GpmAdminOnlyFault,
     IdleFault,
     LostFault,
     NvmlDownFault,
@@ -41,6 +42,7 @@ HW_BRAKE = pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
          LostFault(1, Window(20.0, 50.0), "lost,gpu=1,at=20s,for=30s")),
         ("lost,gpu=1,at=2m", LostFault(1, Window(120.0, None), "lost,gpu=1,at=2m")),
         ("nvml-down,at=0s,for=20s", NvmlDownFault(Window(0.0, 20.0), "nvml-down,at=0s,for=20s")),
+        ("gpm-admin-only", GpmAdminOnlyFault("gpm-admin-only")),
         ("fb-ramp,gpu=2,at=5s,over=30s,to=97",
          FbRampFault(2, 5.0, 30.0, 97.0, None, "fb-ramp,gpu=2,at=5s,over=30s,to=97")),
         ("ecc,gpu=0,at=5s,dbe=1", EccFault(0, 5.0, 1, 0, "ecc,gpu=0,at=5s,dbe=1")),
@@ -64,7 +66,8 @@ def test_parse_valid_specs(spec: str, expected: object) -> None:
 
 def test_every_grammar_example_parses() -> None:
     kinds = {"xid": XidFault, "lost": LostFault, "nvml-down": NvmlDownFault,
-             "fb-ramp": FbRampFault, "ecc": EccFault, "remap": RemapFault,
+             "gpm-admin-only": GpmAdminOnlyFault, "fb-ramp": FbRampFault, "ecc": EccFault,
+             "remap": RemapFault,
              "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault}
     assert set(GRAMMAR) == set(kinds)
     for kind, example in GRAMMAR.items():
@@ -93,6 +96,7 @@ def test_every_grammar_example_parses() -> None:
         ("remap,gpu=0,at=5s,failure=2", ["failure='2'", "0 or 1"]),
         ("remap,gpu=0,at=5s", ["failure=", "pending="]),
         ("nvml-down,gpu=0,at=0s", ["'gpu'", "at, for"]),
+        ("gpm-admin-only,gpu=0", ["'gpu'", "gpm-admin-only"]),
     ],
 )
 def test_parse_errors_name_the_bad_part(spec: str, must_mention: list[str]) -> None:

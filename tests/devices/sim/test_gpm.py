@@ -169,3 +169,22 @@ def test_gpm_activity_agrees_with_utilisation(make_sim: SimFactory) -> None:
         gpu_util = sim.nvmlDeviceGetUtilizationRates(h).gpu
         # NVML's utilisation (any kernel running) is never below engine activity.
         assert gpu_util + 1 >= min(100.0, got[pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL][1])
+
+
+def test_profiling_restricted_to_admins_refuses_sampling_only(make_sim: SimFactory) -> None:
+    # RmProfilingAdminOnly=1: GPM is still reported as supported; every sample is refused.
+    sim, _clock = make_sim("h200-mig", "gpm-admin-only")
+    sample = sim.nvmlGpmSampleAlloc()
+    try:
+        for index in (0, 2):  # a MIG-enabled GPU and a whole one
+            handle = sim.nvmlDeviceGetHandleByIndex(index)
+            assert sim.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice == 1
+        whole = sim.nvmlDeviceGetHandleByIndex(2)
+        assert nvml_code(lambda: sim.nvmlGpmSampleGet(whole, sample)) == \
+            pynvml.NVML_ERROR_NO_PERMISSION
+        mig = sim.nvmlDeviceGetHandleByIndex(0)
+        gi = sim.nvmlDeviceGetGpuInstanceId(sim.nvmlDeviceGetMigDeviceHandleByIndex(mig, 0))
+        assert nvml_code(lambda: sim.nvmlGpmMigSampleGet(mig, gi, sample)) == \
+            pynvml.NVML_ERROR_NO_PERMISSION
+    finally:
+        sim.nvmlGpmSampleFree(sample)

@@ -57,6 +57,13 @@ def test_each_time_sliced_gpu_runs_its_tenants(make_sim: SimFactory) -> None:
     assert len(seen) > 4  # per-process memory follows the device, not a constant
 
 
+def test_tenants_take_turns_by_time_slicing_not_mps(make_sim: SimFactory) -> None:
+    sim, _clock = make_sim("a100-timesliced")
+    handle = sim.nvmlDeviceGetHandleByIndex(0)
+    assert sim.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle) == []
+    assert len(processes(sim, 0)) == 3
+
+
 def test_same_processes_for_a_seed(make_sim: SimFactory) -> None:
     first, _ = make_sim("a100-timesliced", seed=3)
     again, _ = make_sim("a100-timesliced", seed=3)
@@ -125,6 +132,7 @@ def test_a_lost_gpu_answers_gpu_is_lost(make_sim: SimFactory) -> None:
     handle = sim.nvmlDeviceGetHandleByIndex(2)
     clock.advance(20.0)
     for call in (lambda: sim.nvmlDeviceGetComputeRunningProcesses(handle),
+                 lambda: sim.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle),
                  lambda: sim.nvmlDeviceGetProcessUtilization(handle, 0)):
         assert nvml_code(call) == pynvml.NVML_ERROR_GPU_IS_LOST
 
