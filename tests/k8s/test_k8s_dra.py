@@ -138,21 +138,39 @@ async def test_a_claim_shared_by_two_pods_and_a_share_id_give_allocation_rows(
     node: Node, kubelet: SimKubeletHandle
 ) -> None:
     share = "3f9d2c1e-7a4b-4c8e-9d1f-2b6a5e8c7d40"
+    other_share = "0c1d2e3f-4a5b-6c7d-8e9f-a0b1c2d3e4f5"
     kubelet.servicer.set_pods([
         pod_resources("research", "nb-a", {}, {"nb": [claim("research", "shared-gpu", "gpu-1")]}),
         pod_resources("research", "nb-b", {}, {"nb": [claim("research", "shared-gpu", "gpu-1")]}),
         pod_resources("inference", "embed-0", {}, {"server": [
             claim("inference", "embed-0-gpu", "gpu-0", share_id=share)]}),
+        pod_resources("inference", "embed-1", {}, {"server": [
+            claim("inference", "embed-1-gpu", "gpu-0", share_id=other_share)]}),
     ])
     await node.synced()
     assert await node.refresh() == {}  # neither GPU is one container's
     by_pod = {row["pod"]: row for row in node.rows()}
-    assert set(by_pod) == {"nb-a", "nb-b", "embed-0"}
+    assert set(by_pod) == {"nb-a", "nb-b", "embed-0", "embed-1"}
     assert by_pod["nb-a"] == {
         "gpu": "1", "UUID": gpu_uuid(1), "pod": "nb-a", "namespace": "research",
         "container": "nb", "resource": DRIVER, **dict(dra_labels("shared-gpu", "research",
                                                                  "gpu-1"))}
     assert by_pod["embed-0"]["gpu"] == "0" and by_pod["embed-0"]["dra_share_id"] == share
+    assert by_pod["embed-1"]["dra_share_id"] == other_share
+
+
+async def test_one_share_held_by_one_container_makes_the_gpu_its_own(
+    node: Node, kubelet: SimKubeletHandle
+) -> None:
+    # As a time-sliced GPU with one holder: dcgm-exporter labels it with that pod.
+    kubelet.servicer.set_pods([pod_resources("inference", "embed-0", {}, {"server": [
+        claim("inference", "embed-0-gpu", "gpu-0",
+              share_id="3f9d2c1e-7a4b-4c8e-9d1f-2b6a5e8c7d40")]})])
+    await node.synced()
+    owners = await node.refresh()
+    assert list(owners) == [(0, -1)]
+    assert owners[0, -1].pod == "embed-0"
+    assert dict(owners[0, -1].extra)["dra_device_name"] == "gpu-0"
 
 
 async def test_a_slice_arriving_after_the_allocation_labels_the_next_refresh(
