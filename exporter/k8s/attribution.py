@@ -14,7 +14,8 @@ Rules (what the exposition layer sees through `Attribution` and the allocation r
   series are instead repeated once per holder (`Attribution.sharers`): that holder's `pod`,
   `namespace`, `container`, and `vgpu` (the replica id, when the device id carries one). The
   values stay the whole device's: every copy shows the GPU's full power or utilisation.
-  The allocation rows are still emitted.
+  The allocation rows are still emitted. In that mode a device held through replicas is
+  always shared, even by one container, so its series keep their `vgpu` label.
 - Whole GPUs are matched by UUID (`GPU-…`) or by index (GKE's `nvidia<N>`, against the
   `device` label `nvidia<index>`, as dcgm-exporter does) whatever `gpu_id_type` says;
   dcgm-exporter matches only the form it names. An id of the other form is logged once.
@@ -236,7 +237,7 @@ def attribute(
     sharers: dict[EntityKey, tuple[PodRef, ...]] = {}
     rows: set[Labels] = set()
     for key, holding in holdings.items():
-        if _exclusive(holding, pod_scope is not None):
+        if _exclusive(holding, pod_scope is not None, virtual_gpus):
             namespace, pod, container = next(iter(holding.holders))
             # One holder, perhaps through several claims: the first claim's labels.
             claim = min(alloc for alloc, _ in holding.rows).claim_labels
@@ -258,12 +259,13 @@ def attribute(
     )
 
 
-def _exclusive(holding: _Holding, pod_scope: bool) -> bool:
+def _exclusive(holding: _Holding, pod_scope: bool, virtual_gpus: bool) -> bool:
     if len(holding.holders) != 1:
         return False
     if holding.replicas:
-        # Node scope sees every holder of every replica; pod scope only this pod's.
-        return not pod_scope
+        # Node scope sees every holder of every replica; pod scope only this pod's. With
+        # virtual GPUs a replica keeps its `vgpu` copy even while it is the only one held.
+        return not pod_scope and not virtual_gpus
     if pod_scope and holding.entity.is_mig and not holding.whole_instance:
         every_ci = {m.compute_instance_id for m in holding.entity.mig_devices}
         return every_ci <= holding.compute_instances
