@@ -39,6 +39,8 @@ class ServeConfig:
     listen_host: str | None = None
     """None: every interface."""
     listen_port: int = 9400
+    web_config_file: Path | None = None
+    """exporter-toolkit's web config (TLS, basic auth); None: plain HTTP."""
     devices: DeviceFilter = ALL_DEVICES
     hostname_label: HostnameLabel | None = "Hostname"
     hostname: str = ""
@@ -84,6 +86,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         collect_interval_s=r[opt.COLLECT_INTERVAL],
         listen_host=host,
         listen_port=port,
+        web_config_file=r[opt.WEB_CONFIG_FILE],
         devices=r[opt.DEVICES],
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
         hostname=r[opt.NODE_NAME] or socket.gethostname(),

@@ -82,6 +82,11 @@ LISTEN_ADDRESS: Option[ListenAddress] = Option(
     "listen_address", Listen(), (None, 9400), commands=SERVE,
     flags=("-a", "--web.listen-address"), env=("GPU_EXPORTER_LISTEN", "DCGM_EXPORTER_LISTEN"),
     default_text="`:9400`", help="`HOST:PORT` or `:PORT` to serve on")
+WEB_CONFIG_FILE: Option[Path | None] = Option(
+    "web_config_file", FilePath(), None, commands=SERVE_AND_DOCTOR,
+    flags=("--web.config.file",), env=("GPU_EXPORTER_WEB_CONFIG_FILE",),
+    help="TLS, client certificates and basic auth: a YAML file in the Prometheus "
+         "exporter-toolkit's web config format (see Securing the endpoint)")
 DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
@@ -162,8 +167,8 @@ SKIP_KUBERNETES: Option[bool] = Option(
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
-    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
-    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_CONFIG_FILE, DEVICES, HOSTNAME_LABEL,
+    NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
     POD_NAME, POD_NAMESPACE,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,

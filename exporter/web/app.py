@@ -7,9 +7,11 @@ health check stays green over stale metrics); / lists the devices for a person.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from exporter.exposition.render import (
     OPENMETRICS_CONTENT_TYPE,
@@ -60,7 +62,10 @@ def _accepts_gzip(accept_encoding: str) -> bool:
     return _accepted(accept_encoding, "gzip") > 0
 
 
-def make_app(source: Source) -> web.Application:
+def make_app(source: Source, middlewares: Sequence[Middleware] = ()) -> web.Application:
+    """The four endpoints, and nothing else; `middlewares` carry the connection limits and
+    the web config's rules (exporter.web.middleware)."""
+
     async def metrics(request: web.Request) -> web.Response:
         rendered = source.current
         source.scrape_served()
@@ -87,7 +92,7 @@ def make_app(source: Source) -> web.Application:
     async def index(_request: web.Request) -> web.Response:
         return web.Response(text=_index_page(source), content_type="text/html")
 
-    app = web.Application()
+    app = web.Application(middlewares=middlewares)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.router.add_get("/ready", ready)
