@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
-import yaml
-
 from exporter.durations import parse_duration
 
 ClientAuthType = Literal["NoClientCert", "RequestClientCert", "RequireAnyClientCert",
@@ -129,6 +127,8 @@ def load_web_config(path: Path) -> WebConfig:
 
 
 def parse_web_config(text: str, path: Path) -> WebConfig:
+    import yaml  # here: serve without a web config never loads it
+
     where = _Where(path)
     try:
         document = yaml.safe_load(text)
