@@ -21,7 +21,6 @@ from exporter.web.listener import REFUSAL_REASONS, Listener
 from exporter.web.middleware import enforce_web_config, track_requests
 from exporter.web.reload import LiveWebConfig
 
-
 _AIOHTTP_SERVER_LOG = logging.getLogger("aiohttp.server")
 """Where aiohttp's protocol logs requests it could not parse."""
 
