@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,10 +21,7 @@ from exporter.series import Family, Sample
 from exporter.web.limits import WebLimits
 from exporter.web.reload import LiveWebConfig
 from exporter.web.server import WebServer
-from tests.support.requirements import require_module
-
-if TYPE_CHECKING:
-    from tests.support.certs import Authority
+from tests.support.pki import Pki, make_pki
 
 REFUSED = "refused"
 """What `Client.get` returns when the server would not talk: handshake failed or reset."""
@@ -136,22 +132,9 @@ def _serial(der: bytes) -> int:
     return int(x509.load_der_x509_certificate(der).serial_number)
 
 
-@dataclass
-class Pki:
-    ca: Authority
-    other_ca: Authority
-    folder: Path
-
-    def ca_file(self) -> Path:
-        return self.ca.write(self.folder, "ca")
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
-    require_module("cryptography")
-    from tests.support.certs import Authority
-
-    return Pki(Authority("gpu-exporter test CA"), Authority("another CA"), tmp_path)
+    return make_pki(tmp_path)
 
 
 @pytest.fixture
