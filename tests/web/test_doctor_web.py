@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.test_doctor_settings import SIM_ONLY, run_doctor
-from tests.web.conftest import Pki
+from tests.support.pki import Pki
 
 
 def _web_lines(lines: list[str]) -> list[str]:

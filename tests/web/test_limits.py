@@ -15,8 +15,9 @@ import pytest
 from exporter.web.app import make_app
 from exporter.web.limits import WebLimits
 from exporter.web.reload import LiveWebConfig
+from tests.support.pki import Pki
 from tests.support.wait import wait_until
-from tests.web.conftest import REFUSED, Client, FixedSource, Pki, Response, ServedInThread
+from tests.web.conftest import REFUSED, Client, FixedSource, Response, ServedInThread
 
 FAST = WebLimits(header_timeout_s=0.5)
 

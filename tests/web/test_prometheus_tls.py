@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from tests.support.exporter_process import ExporterProcess, answers, free_port, http_get
+from tests.support.pki import Pki
 from tests.support.requirements import require_tool
 from tests.support.wait import wait_until
-from tests.web.conftest import Client, Pki, Response
+from tests.web.conftest import Client, Response
 
 pytestmark = pytest.mark.e2e
 

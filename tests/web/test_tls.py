@@ -16,7 +16,8 @@ import bcrypt
 import pytest
 
 from exporter.web.reload import LiveWebConfig
-from tests.web.conftest import REFUSED, Client, Pki, Response, ServedInThread
+from tests.support.pki import Pki
+from tests.web.conftest import REFUSED, Client, Response, ServedInThread
 
 PASSWORD = "s3cret"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(5)).decode()

@@ -13,7 +13,7 @@ import pytest
 from exporter.web.reload import Applied
 from exporter.web.webconfig import WebConfigError, load_web_config
 from tests.support.paths import ROOT
-from tests.web.conftest import Pki
+from tests.support.pki import Pki
 
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
 TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
