@@ -3,8 +3,10 @@ malformed requests, and no endpoint beyond the four."""
 
 from __future__ import annotations
 
+import http.client
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -182,3 +184,34 @@ def test_only_the_four_endpoints_exist(serve: type[ServedInThread]) -> None:
     assert _raw_exchange(served.port, b"POST /metrics HTTP/1.1\r\nHost: x\r\n"
                          b"Content-Length: 0\r\nConnection: close\r\n\r\n").startswith(
         b"HTTP/1.1 405")
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_a_kept_alive_connection_outlives_the_header_timeout(
+        tls: bool, pki: Pki, serve: type[ServedInThread]) -> None:
+    """The deadline is for a request head, not for the connection: a scraper that keeps its
+    connection between scrapes is not cut when it idles longer than the header timeout."""
+    config = None
+    if tls:
+        pki.ca.server().write(pki.folder, "server")
+        path = pki.folder / "web.yml"
+        path.write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
+        config = LiveWebConfig.load(path)
+    served = serve(config, FAST)
+    conn = (http.client.HTTPSConnection("127.0.0.1", served.port, timeout=10,
+                                        context=ssl.create_default_context(
+                                            cafile=str(pki.ca_file())))
+            if tls else http.client.HTTPConnection("127.0.0.1", served.port, timeout=10))
+    try:
+        for _ in range(2):
+            conn.request("GET", "/metrics")
+            response = conn.getresponse()
+            assert response.status == 200 and b"DCGM" in response.read()
+            first_socket = conn.sock
+            time.sleep(3 * FAST.header_timeout_s)  # idle, as between two scrapes
+        assert conn.sock is first_socket  # the same connection served both
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+    assert served.refused("header_timeout") == 0
