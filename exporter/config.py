@@ -43,6 +43,8 @@ class ServeConfig:
     listen_port: int = 9400
     enable_openmetrics: bool = False
     """Negotiate OpenMetrics by Accept; off: text 0.0.4 whatever the scraper asks for."""
+    web_config_file: Path | None = None
+    """exporter-toolkit's web config (TLS, basic auth); None: plain HTTP."""
     devices: DeviceFilter = ALL_DEVICES
     hostname_label: HostnameLabel | None = "Hostname"
     hostname: str = ""
@@ -102,6 +104,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         listen_host=host,
         listen_port=port,
         enable_openmetrics=r[opt.WEB_ENABLE_OPENMETRICS],
+        web_config_file=r[opt.WEB_CONFIG_FILE],
         devices=r[opt.DEVICES],
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
         hostname=r[opt.NODE_NAME] or socket.gethostname(),

@@ -151,6 +151,24 @@ CONFIG_LAST_RELOAD_SUCCESS = SelfMetric(
     "Unix time of the last successful collectors reload.",
     note="Absent until the first reload.")
 
+# --- the HTTP endpoint ---------------------------------------------------------------------
+
+HTTP_CONNECTIONS_REFUSED = SelfMetric(
+    "gpu_exporter_http_connections_refused", "counter",
+    "Connections closed before a request was served, by reason.",
+    labels=("reason",),
+    note="`reason`: connection_limit (more open connections than the cap), header_timeout "
+         "(no complete request head within the header timeout), tls_handshake (the TLS "
+         "handshake failed: no or untrusted client certificate, refused TLS version, not "
+         "TLS), client_san (the client certificate has none of `client_allowed_sans`).")
+WEB_CONFIG_RELOADS = SelfMetric(
+    "gpu_exporter_web_config_reloads", "counter",
+    "Re-reads of the web config file and the certificates, keys and CAs it names after "
+    "one changed on disk, by result.",
+    labels=("result",),
+    note="With `--web.config.file`. `result`: success, failure (the running configuration "
+         "is kept until the files change again).")
+
 # --- devices -------------------------------------------------------------------------------
 
 NVML_UP = SelfMetric(
@@ -274,7 +292,8 @@ DRA_UNRESOLVED_DEVICES = SelfMetric(
 
 REGISTRY: tuple[SelfMetric, ...] = (
     BUILD_INFO, NVML_UP, COLLECT_INTERVAL, POLL_DURATION, LAST_POLL_SUCCESS, POLL_ERRORS,
-    NVML_ERRORS, GPU_LOST, SCRAPES, CONFIG_RELOADS, CONFIG_LAST_RELOAD_SUCCESS, DEVICES,
+    NVML_ERRORS, GPU_LOST, SCRAPES, CONFIG_RELOADS, CONFIG_LAST_RELOAD_SUCCESS,
+    HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS, DEVICES,
     GPM_SUPPORTED, XID_ERRORS, XID_LAST_SEEN,
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,

@@ -13,8 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
 from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
@@ -35,7 +33,9 @@ from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
-from exporter.web.app import make_app
+from exporter.web.reload import LiveWebConfig
+from exporter.web.server import WebServer
+from exporter.web.webconfig import WebConfigError
 
 if TYPE_CHECKING:
     from exporter.k8s.configmap import ConfigMapCollectors
@@ -93,7 +93,7 @@ def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors |
 
 
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
-               tmp: Path | None) -> int:
+               web_config: LiveWebConfig | None, tmp: Path | None) -> int:
     sim_kubelet: Any = None
     if cfg.sim_kubelet:
         assert tmp is not None
@@ -114,27 +114,23 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     )
     style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
-    sampler = Sampler(backend, collectors, settings, Publisher(cfg.backend, style, jobs), source,
-                      poll_worker=poll_worker)
+    server = WebServer(web_config, openmetrics=cfg.enable_openmetrics)
+    publish = server.publishing(Publisher(cfg.backend, style, jobs))
+    sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
     await sampler.poll_once()
     # What exists now lives as long as the process: keep it out of the collector's
     # generations so scrapes don't pay for re-scanning it.
     gc.freeze()
-    app = make_app(sampler, openmetrics=cfg.enable_openmetrics)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.listen_host, cfg.listen_port)
     try:
-        await site.start()
+        await server.start(sampler, cfg.listen_host, cfg.listen_port)
     except OSError as exc:
-        await runner.cleanup()
         return _fail(f"--web.listen-address: cannot listen on "
                      f"{cfg.listen_host or ''}:{cfg.listen_port}: {exc.strerror}", 1)
-    log.info("serving on %s:%d/metrics (backend %s, %d fields, every %.3gs)",
-             cfg.listen_host or "*", cfg.listen_port, cfg.backend, len(collectors.fields),
-             cfg.collect_interval_s)
+    log.info("serving on %s://%s:%d/metrics (backend %s, %d fields, every %.3gs)",
+             server.scheme, cfg.listen_host or "*", cfg.listen_port, cfg.backend,
+             len(collectors.fields), cfg.collect_interval_s)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -145,7 +141,7 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     finally:
         log.info("shutting down")
         try:
-            await asyncio.wait_for(runner.cleanup(), SHUTDOWN_BUDGET_S / 2)
+            await asyncio.wait_for(server.stop(), SHUTDOWN_BUDGET_S / 2)
         except TimeoutError:
             log.warning("HTTP shutdown did not finish in time")
         await sampler.close(SHUTDOWN_BUDGET_S / 2)
@@ -162,6 +158,12 @@ def main(argv: Sequence[str]) -> int:
     setup_logging(cfg.log_format, cfg.log_level)
     for warning in cfg.startup_warnings:
         log.warning("%s", warning)
+    try:
+        # Before NVML: a file that cannot be used stops the start, naming the file and key.
+        web_config = (LiveWebConfig.load(cfg.web_config_file)
+                      if cfg.web_config_file is not None else None)
+    except WebConfigError as exc:
+        return _fail(f"--web.config.file: {exc}")
     collectors_path = cfg.collectors or default_collectors_path()
     configmap = _follow_configmap(cfg, collectors_path)
     try:
@@ -188,9 +190,9 @@ def main(argv: Sequence[str]) -> int:
         return _fail(str(exc), 1)
     try:
         if not cfg.sim_kubelet:
-            return asyncio.run(_run(cfg, lib, backend, collectors, None))
+            return asyncio.run(_run(cfg, lib, backend, collectors, web_config, None))
         with tempfile.TemporaryDirectory(prefix="gpu-exporter-") as tmp:
-            return asyncio.run(_run(cfg, lib, backend, collectors, Path(tmp)))
+            return asyncio.run(_run(cfg, lib, backend, collectors, web_config, Path(tmp)))
     except KeyboardInterrupt:
         return 130
     finally:

@@ -3,7 +3,8 @@
 Each check prints one line — its verdict, what it found and, when something is wrong, the fix —
 in the order a problem would hide the next one: NVML, the GPUs it shows, the kubelet's
 pod-resources socket, the resource names and device ids the kubelet reports, and (when pod
-labels are asked for) the API server. Exit status 1 when any check failed, else 0.
+labels are asked for) the API server. The web config file, when one is given, comes
+first: serve would not start without it. Exit status 1 when any check failed, else 0.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from exporter.config import kubernetes_config
 from exporter.doctor.kubelet_checks import check_enrichment, check_socket, kubelet_checks
 from exporter.doctor.nvml_checks import check_nvml
 from exporter.doctor.report import FAIL, INFO, WARN, Report
+from exporter.doctor.web_checks import check_web_config
 from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
 from exporter.options import serve_table as opt
 
@@ -51,6 +53,7 @@ def main(argv: list[str], out: TextIO | None = None) -> int:
 
 
 def _run_checks(settings: Resolution, report: Report) -> None:
+    check_web_config(settings[opt.WEB_CONFIG_FILE], report)
     inventory = check_nvml(settings, report)
     if settings[opt.SKIP_KUBERNETES]:
         return

@@ -137,12 +137,6 @@ CPU_DEVICES = _ignored_text(
     "cpu_devices", ("-p", "--cpu-devices"), "DCGM_EXPORTER_CPU_DEVICES_STR",
     "CPUs and CPU cores to export", "CPU entities are not exported, only GPUs and MIG "
     "instances", "SELECTION")
-WEB_CONFIG_FILE: Option[Path | None] = Option(
-    "web_config_file", FilePath(), None, commands=SERVE, group=IGNORED_GROUP,
-    flags=("--web-config-file",), env=("DCGM_EXPORTER_WEB_CONFIG_FILE",),
-    help="exporter-toolkit web config: TLS and basic authentication",
-    ignored="TLS and basic authentication are not implemented yet: the metrics endpoint is "
-            "served WITHOUT TLS or authentication")
 WEB_SYSTEMD_SOCKET = _ignored_switch(
     "web_systemd_socket", "--web-systemd-socket", "DCGM_EXPORTER_SYSTEMD_SOCKET",
     "systemd socket activation", "systemd socket activation is not supported; the exporter "
@@ -189,7 +183,7 @@ DCGM_OPTIONS: tuple[Option[object], ...] = (
     HPC_JOB_MAPPING_DIR,
     GPU_ID_TYPE, ENABLE_POD_LABELS, ENABLE_POD_UID, POD_LABEL_ALLOWLIST, VIRTUAL_GPUS, DRA,
     CONFIGMAP_DATA,
-    REMOTE_HOSTENGINE_INFO, SWITCH_DEVICES, CPU_DEVICES, WEB_CONFIG_FILE, WEB_SYSTEMD_SOCKET,
+    REMOTE_HOSTENGINE_INFO, SWITCH_DEVICES, CPU_DEVICES, WEB_SYSTEMD_SOCKET,
     ENABLE_PPROF, FAKE_GPUS, ENABLE_DCGM_LOG, DCGM_LOG_LEVEL, DUMP_ENABLED, DUMP_DIRECTORY,
     DUMP_RETENTION, DUMP_COMPRESSION, DISABLE_STARTUP_VALIDATE, ENABLE_GPU_BIND_UNBIND_WATCH,
     GPU_BIND_UNBIND_POLL_INTERVAL,

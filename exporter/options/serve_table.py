@@ -94,6 +94,12 @@ WEB_ENABLE_OPENMETRICS: Option[bool] = Option(
     flags=("--web.enable-openmetrics",), env=("GPU_EXPORTER_WEB_ENABLE_OPENMETRICS",),
     help="offer OpenMetrics to scrapers that prefer it (Prometheus does); off: text 0.0.4 "
          "always, as dcgm-exporter, so Prometheus records DCGM counters as counters")
+WEB_CONFIG_FILE: Option[Path | None] = Option(
+    "web_config_file", FilePath(), None, commands=SERVE_AND_DOCTOR,
+    flags=("--web.config.file", "--web-config-file"),
+    env=("GPU_EXPORTER_WEB_CONFIG_FILE", "DCGM_EXPORTER_WEB_CONFIG_FILE"),
+    help="TLS, client certificates and basic auth: a YAML file in the Prometheus "
+         "exporter-toolkit's web config format (see Securing the endpoint)")
 DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
@@ -181,8 +187,8 @@ SKIP_KUBERNETES: Option[bool] = Option(
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
-    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, DEVICES,
-    HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, WEB_CONFIG_FILE,
+    DEVICES, HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
     POD_NAME, POD_NAMESPACE,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,

@@ -7,9 +7,11 @@ health check stays green over stale metrics); / lists the devices for a person.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from exporter.exposition.render import (
     OPENMETRICS_CONTENT_TYPE,
@@ -60,11 +62,13 @@ def _accepts_gzip(accept_encoding: str) -> bool:
     return _accepted(accept_encoding, "gzip") > 0
 
 
-def make_app(source: Source, *, openmetrics: bool = False) -> web.Application:
-    """`openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
-    from dcgm-exporter: Prometheus prefers OpenMetrics when offered, and there the DCGM
-    counters (named without `_total`) can only be typed `unknown`, so Prometheus would record
-    them as untyped."""
+def make_app(source: Source, *, openmetrics: bool = False,
+             middlewares: Sequence[Middleware] = ()) -> web.Application:
+    """The four endpoints, and nothing else; `middlewares` carry the connection limits and
+    the web config's rules (exporter.web.middleware). `openmetrics`: negotiate OpenMetrics
+    by Accept. Off, every scrape gets text 0.0.4, as from dcgm-exporter: Prometheus prefers
+    OpenMetrics when offered, and there the DCGM counters (named without `_total`) can only
+    be typed `unknown`, so Prometheus would record them as untyped."""
 
     async def metrics(request: web.Request) -> web.Response:
         rendered = source.current
@@ -92,7 +96,7 @@ def make_app(source: Source, *, openmetrics: bool = False) -> web.Application:
     async def index(_request: web.Request) -> web.Response:
         return web.Response(text=_index_page(source), content_type="text/html")
 
-    app = web.Application()
+    app = web.Application(middlewares=middlewares)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.router.add_get("/ready", ready)

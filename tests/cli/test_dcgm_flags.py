@@ -64,11 +64,10 @@ def upstream_flags() -> list[Upstream]:
 UPSTREAM = upstream_flags()
 SERVE = for_command("serve")
 IGNORED_UPSTREAM = {
-    "--remote-hostengine-info", "--switch-devices", "--cpu-devices", "--web-config-file",
-    "--web-systemd-socket", "--enable-pprof", "--fake-gpus", "--enable-dcgm-log",
-    "--dcgm-log-level", "--dump-enabled", "--dump-directory", "--dump-retention",
-    "--dump-compression", "--disable-startup-validate", "--enable-gpu-bind-unbind-watch",
-    "--gpu-bind-unbind-poll-interval",
+    "--remote-hostengine-info", "--switch-devices", "--cpu-devices", "--web-systemd-socket",
+    "--enable-pprof", "--fake-gpus", "--enable-dcgm-log", "--dcgm-log-level", "--dump-enabled",
+    "--dump-directory", "--dump-retention", "--dump-compression", "--disable-startup-validate",
+    "--enable-gpu-bind-unbind-watch", "--gpu-bind-unbind-poll-interval",
 }
 """What the brief of this work lists as accepted without effect; everything else acts."""
 

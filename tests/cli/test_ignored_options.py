@@ -4,6 +4,7 @@ from the environment, one start-up warning each when set, none otherwise."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,10 @@ from exporter.options.dcgm_table import (
     DUMP_DIRECTORY,
     FAKE_GPUS,
     REMOTE_HOSTENGINE_INFO,
-    WEB_CONFIG_FILE,
 )
 from exporter.options.markdown import markdown_table
 from exporter.options.parsing import help_text
+from exporter.options.serve_table import WEB_CONFIG_FILE
 from exporter.options.values import Switch
 
 IGNORED = [o for o in OPTIONS if o.ignored is not None]
@@ -73,10 +74,12 @@ def test_the_hostengine_of_the_sample_cluster_policy_only_warns() -> None:
     assert serve_resolution(["-r", "[::1]:5555"], {})[REMOTE_HOSTENGINE_INFO] == "[::1]:5555"
 
 
-def test_a_web_config_file_warns_that_nothing_is_protected() -> None:
-    [warning] = serve_resolution(["--web-config-file", "/etc/web.yml"], {}).warnings()
-    assert warning.startswith("--web-config-file=/etc/web.yml: accepted for compatibility")
-    assert "served WITHOUT TLS or authentication" in warning
+def test_dcgm_exporters_web_config_spelling_is_our_web_config() -> None:
+    settings = serve_resolution(["--web-config-file", "/etc/web.yml"], {})
+    assert settings[WEB_CONFIG_FILE] == Path("/etc/web.yml")
+    assert settings.warnings() == []
+    from_env = serve_resolution([], {"DCGM_EXPORTER_WEB_CONFIG_FILE": "/etc/web.yml"})
+    assert from_env[WEB_CONFIG_FILE] == Path("/etc/web.yml")
 
 
 def test_the_serve_config_carries_the_warnings_for_start_up() -> None:
@@ -99,7 +102,6 @@ def test_help_and_readme_say_it_is_ignored() -> None:
                if line.startswith("| `--fake-gpus` |"))
     assert row.endswith("accepted for compatibility, ignored because there is no DCGM here; "
                         "`--backend sim` simulates a node |")
-    assert "WITHOUT TLS" in help_text(WEB_CONFIG_FILE)
     assert DUMP_DIRECTORY.ignored == "this exporter writes no debug dumps"
 
 

@@ -33,6 +33,7 @@ TREE = load_tree()
 ENTRY_POINTS = {
     "daemonset": DEPLOY_DIR / "daemonset",
     "daemonset-pod-labels": DEPLOY_DIR / "daemonset" / "pod-labels",
+    "daemonset-tls": DEPLOY_DIR / "daemonset" / "tls",
     "sidecar": DEPLOY_DIR / "sidecar",
 }
 

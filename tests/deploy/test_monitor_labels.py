@@ -235,3 +235,11 @@ def test_sidecar_keeps_the_inference_container_as_owner(series: Series) -> None:
     }
     assert "exported_container" not in tenant
     assert tenant["node"] == NODE
+
+
+def test_sidecar_leaves_a_shared_gpu_without_owner(series: Series) -> None:
+    """A series without owner labels (a shared GPU in pod scope) gets none from the
+    sidecar's target: not container="gpu-exporter"."""
+    shared = _one(series, "podmonitor", "GPU-idle")
+    assert {k: shared.get(k) for k in OWNER} == dict.fromkeys(OWNER)
+    assert shared["node"] == NODE

@@ -164,9 +164,13 @@ def test_every_emitted_self_metric_is_declared_and_documented(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     # DRA on too: the ResourceSlice watch fails the same way and reports it.
     env = {"KUBECONFIG": str(kubeconfig), "NODE_NAME": "node-a", "KUBERNETES_ENABLE_DRA": "true"}
+    # A web config (plain HTTP, one header) for the web config's own families.
+    web_config = tmp_path / "web.yml"
+    web_config.write_text("http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n")
     processes = {
         profile: exporter(["--backend", "sim", "--sim.profile", profile, "--sim.kubelet",
                            "-c", "200ms", "-f", str(default_collectors_path()),
+                           "--web.config.file", str(web_config),
                            "--kubernetes.pod-labels", "team",
                            "--kubernetes.process-attribution", *_faults(profile)], env)
         for profile in profile_names()

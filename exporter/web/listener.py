@@ -1,0 +1,297 @@
+"""Accepting connections, before aiohttp's protocol sees them.
+
+Each accepted connection takes a slot (at most `max_connections`), then:
+
+1. With TLS configured, the first byte tells TLS (a handshake record) from plain HTTP. Plain
+   HTTP stays allowed on the same port, for `/health` and `/ready` only (the middleware
+   answers anything else 400): kubelet probes cannot present a client certificate, and the
+   GPU Operator's probes are plain `httpGet` on the metrics port.
+2. The TLS handshake, with the context current at that moment (files re-read on change),
+   and `client_allowed_sans` checked on the verified certificate.
+3. aiohttp's protocol serves requests; `_Connection` wraps it to cut a client that has not
+   sent a complete request head `header_timeout_s` after the connection opened (or after the
+   first byte of a later request). The whole of 1-3 shares that one deadline.
+
+Public asyncio APIs only: the listening sockets are ours, and each accepted socket is handed
+to `loop.connect_accepted_socket`, with or without TLS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from exporter.web.limits import WebLimits
+from exporter.web.tls import ServerTls, san_allowed
+
+log = logging.getLogger(__name__)
+
+TLS_HANDSHAKE_RECORD = b"\x16"
+RefusalReason = Literal["connection_limit", "header_timeout", "tls_handshake", "client_san"]
+REFUSAL_REASONS: tuple[RefusalReason, ...] = (
+    "connection_limit", "header_timeout", "tls_handshake", "client_san")
+
+
+@dataclass
+class ConnectionStats:
+    """Read by the self-metrics; changed on the event loop only."""
+
+    open: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+
+
+class _Slot:
+    """One of `max_connections`; released once, by whoever ends the connection."""
+
+    def __init__(self, stats: ConnectionStats) -> None:
+        self._stats = stats
+        self._held = True
+        stats.open += 1
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._stats.open -= 1
+
+
+class _Connection(asyncio.Protocol):
+    """aiohttp's protocol for one connection, behind the header deadline and the SAN check."""
+
+    def __init__(self, listener: Listener, inner: asyncio.Protocol, slot: _Slot,
+                 deadline: float, allowed_sans: tuple[str, ...] | None) -> None:
+        self._listener = listener
+        self._inner = inner
+        self._slot = slot
+        self._deadline = deadline
+        self._allowed_sans = allowed_sans
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._busy = False
+        self._started = False
+
+    # --- asyncio's calls ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # Stream transports (plain or TLS) are what connect_accepted_socket makes.
+        transport = self._transport = cast("asyncio.Transport", transport)
+        if self._allowed_sans is not None and not san_allowed(
+                transport.get_extra_info("peercert"), self._allowed_sans):
+            self._listener.refuse("client_san", transport.get_extra_info("peername"))
+            transport.abort()
+            return
+        self._started = True
+        self._listener.connections[transport] = self
+        self._inner.connection_made(transport)
+        self._arm(self._deadline)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._busy and self._timer is None:  # the first byte of a later request
+            loop = asyncio.get_running_loop()
+            self._arm(loop.time() + self._listener.limits.header_timeout_s)
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._started else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._slot.release()
+        if self._transport is not None:
+            self._listener.connections.pop(self._transport, None)
+        if self._started:
+            self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    @property
+    def opened(self) -> bool:
+        """asyncio handed it the transport: it owns the socket and the slot from now on."""
+        return self._transport is not None
+
+    # --- the middleware's calls ---------------------------------------------------------
+
+    def request_started(self) -> None:
+        """A complete request head arrived: the header deadline is met."""
+        self._busy = True
+        self._disarm()
+
+    def request_finished(self) -> None:
+        """Idle again: aiohttp's keep-alive timeout applies until the next byte."""
+        self._busy = False
+
+    # --- the deadline ---------------------------------------------------------------
+
+    def _arm(self, at: float) -> None:
+        self._disarm()
+        self._timer = asyncio.get_running_loop().call_at(at, self._expire)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._transport is not None and not self._busy:
+            self._listener.refuse("header_timeout", self._transport.get_extra_info("peername"))
+            self._transport.abort()
+
+
+class Listener:
+    """The listening sockets and the accept loop in front of aiohttp's protocol factory."""
+
+    def __init__(self, protocol_factory: Callable[[], asyncio.Protocol], limits: WebLimits,
+                 current_tls: Callable[[], ServerTls | None] = lambda: None) -> None:
+        self._factory = protocol_factory
+        self.limits = limits
+        self._current_tls = current_tls
+        """Called once per connection: the TLS settings a new connection gets (None: plain
+        HTTP only)."""
+        self.stats = ConnectionStats()
+        self.connections: dict[asyncio.BaseTransport, _Connection] = {}
+        """Connections handed to aiohttp, by transport (what `request.transport` is)."""
+        self._sockets: list[socket.socket] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_refusal_log = -1e9
+        self._unlogged_refusals = 0
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(s.getsockname()[1]) for s in self._sockets]
+
+    async def start(self, host: str | None, port: int) -> None:
+        """Binds every address of `host` (all interfaces when None), as asyncio's
+        `create_server` does; OSError when one cannot be bound."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        try:
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+                sock.listen(self.limits.listen_backlog)
+                sock.setblocking(False)
+        except OSError:
+            self._close_sockets()
+            raise
+        for sock in self._sockets:
+            self._spawn(self._accept(sock))
+
+    async def close(self) -> None:
+        """Stops accepting and drops connections not yet handed to aiohttp (those are
+        aiohttp's runner's to shut down)."""
+        self._close_sockets()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def refuse(self, reason: RefusalReason, peer: object) -> None:
+        """Counts a refused connection; logs one line per 10 s at most, so a flood of them
+        does not become a flood of log lines."""
+        self.stats.refused[reason] += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._last_refusal_log < 10.0:
+            self._unlogged_refusals += 1
+            return
+        more = (f" ({self._unlogged_refusals} more refusals since, not logged)"
+                if self._unlogged_refusals else "")
+        self._last_refusal_log, self._unlogged_refusals = now, 0
+        log.warning("closed connection from %s: %s%s", _peer_text(peer),
+                    reason.replace("_", " "), more)
+
+    # --- accepting ------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _close_sockets(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+
+    async def _accept(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(listening)
+            except OSError as exc:  # EMFILE and the like: keep listening
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            if self.stats.open >= self.limits.max_connections:
+                self.refuse("connection_limit", peer)
+                sock.close()
+                continue
+            self._spawn(self._open(sock, peer, _Slot(self.stats)))
+
+    async def _open(self, sock: socket.socket, peer: object, slot: _Slot) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.header_timeout_s
+        connection: _Connection | None = None
+        context: ssl.SSLContext | None = None
+        try:
+            tls = self._current_tls()
+            if tls is not None:
+                first = await _first_byte(sock, deadline)
+                if not first:
+                    return  # closed before saying anything
+                if first == TLS_HANDSHAKE_RECORD:
+                    context = tls.context
+            sans = tls.allowed_sans if tls is not None and context is not None else None
+            connection = _Connection(self, self._factory(), slot, deadline, sans)
+            made = connection
+            await loop.connect_accepted_socket(
+                lambda: made, sock, ssl=context,
+                ssl_handshake_timeout=max(deadline - loop.time(), 0.001) if context else None)
+        except TimeoutError:
+            self.refuse("header_timeout", peer)
+        except (ssl.SSLError, ConnectionError) as exc:
+            if isinstance(exc, ssl.SSLError) or context is not None:
+                self.refuse("tls_handshake", peer)
+        except OSError:
+            pass  # the client went away before we got to it
+        finally:
+            if connection is None or not connection.opened:
+                slot.release()
+                sock.close()
+
+
+async def _first_byte(sock: socket.socket, deadline: float) -> bytes:
+    """The connection's first byte, left in the socket for whoever reads next; b"" when the
+    client closed first. TimeoutError at the deadline."""
+    loop = asyncio.get_running_loop()
+    readable: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(fd, ready)
+    try:
+        await asyncio.wait_for(readable, max(deadline - loop.time(), 0.0))
+    finally:
+        loop.remove_reader(fd)
+    return sock.recv(1, socket.MSG_PEEK)
+
+
+def _peer_text(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)

@@ -1,0 +1,102 @@
+"""The HTTP server as `serve` runs it: the app and aiohttp's protocol behind our listener,
+with the web config's rules, and the self-metrics of both."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from exporter.exposition.render import Rendered
+from exporter.sampling.sampler import Publisher
+from exporter.sampling.snapshot import Snapshot
+from exporter.sampling.stats import PollStats
+from exporter.selfmetrics import HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS
+from exporter.series import Family
+from exporter.web.app import Source, make_app
+from exporter.web.limits import OneLinePerInterval, WebLimits
+from exporter.web.listener import REFUSAL_REASONS, Listener
+from exporter.web.middleware import enforce_web_config, track_requests
+from exporter.web.reload import LiveWebConfig
+
+_AIOHTTP_SERVER_LOG = logging.getLogger("aiohttp.server")
+"""Where aiohttp's protocol logs requests it could not parse."""
+
+
+@dataclass(frozen=True, slots=True)
+class _WithWebFamilies:
+    """A publisher that adds the endpoint's self-metrics to each exposition."""
+
+    publish: Publisher[Rendered]
+    families: Callable[[], list[Family]]
+
+    def __call__(self, snapshot: Snapshot | None, stats: PollStats,
+                 extra: list[Family]) -> Rendered:
+        return self.publish(snapshot, stats, [*extra, *self.families()])
+
+
+class WebServer:
+    def __init__(self, web_config: LiveWebConfig | None = None,
+                 limits: WebLimits | None = None, *, openmetrics: bool = False) -> None:
+        self.web_config = web_config
+        self.openmetrics = openmetrics
+        self.limits = limits or WebLimits()
+        self._runner: web.AppRunner | None = None
+        self._quiet_malformed = OneLinePerInterval()
+        current_tls = (lambda: web_config.current().tls) if web_config is not None else None
+        self.listener = Listener(self._new_protocol, self.limits,
+                                 current_tls or (lambda: None))
+
+    @property
+    def scheme(self) -> str:
+        tls = self.web_config is not None and self.web_config.applied.tls is not None
+        return "https" if tls else "http"
+
+    def families(self) -> list[Family]:
+        """The endpoint's self-metrics (read from the render thread: counters only)."""
+        refused = self.listener.stats.refused
+        families = [HTTP_CONNECTIONS_REFUSED.family(
+            HTTP_CONNECTIONS_REFUSED.sample(float(refused[r]), reason=r)
+            for r in REFUSAL_REASONS)]
+        if self.web_config is not None:
+            reloads = self.web_config.reloads
+            families.append(WEB_CONFIG_RELOADS.family(
+                WEB_CONFIG_RELOADS.sample(float(reloads[r]), result=r)
+                for r in ("success", "failure")))
+        return families
+
+    def publishing(self, publish: Publisher[Rendered]) -> Publisher[Rendered]:
+        """`publish`, with the endpoint's self-metrics added to every exposition."""
+        return _WithWebFamilies(publish, self.families)
+
+    async def start(self, source: Source, host: str | None, port: int) -> None:
+        """Serves `source` on host:port; OSError when the address cannot be bound."""
+        middlewares = [track_requests(self.listener)]
+        if self.web_config is not None:
+            middlewares.append(enforce_web_config(self.web_config))
+        _AIOHTTP_SERVER_LOG.addFilter(self._quiet_malformed)
+        self._runner = web.AppRunner(
+            make_app(source, openmetrics=self.openmetrics, middlewares=middlewares),
+            access_log=None, shutdown_timeout=1.0,
+            keepalive_timeout=self.limits.idle_timeout_s,
+            max_line_size=self.limits.max_line_size, max_field_size=self.limits.max_field_size,
+            max_headers=self.limits.max_headers)
+        await self._runner.setup()
+        try:
+            await self.listener.start(host, port)
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+
+    async def stop(self) -> None:
+        await self.listener.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        _AIOHTTP_SERVER_LOG.removeFilter(self._quiet_malformed)
+
+    def _new_protocol(self) -> web.RequestHandler:
+        assert self._runner is not None and self._runner.server is not None
+        return self._runner.server()

@@ -1,0 +1,150 @@
+"""Reading the web config: what upstream accepts is accepted, and every file that cannot be
+used is refused with a message that names the file and the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+from exporter.web.reload import Applied
+from exporter.web.webconfig import WebConfigError, load_web_config
+from tests.support.paths import ROOT
+from tests.support.pki import Pki
+
+HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+
+
+def _applied(folder: Path, text: str) -> Applied:
+    path = folder / "web.yml"
+    path.write_text(text)
+    return Applied.build(load_web_config(path))
+
+
+@pytest.fixture
+def certs(pki: Pki) -> Path:
+    pki.ca.server().write(pki.folder, "server")
+    pki.ca_file()
+    return pki.folder
+
+
+# (what is wrong, the file's text, what the message must name)
+BAD = [
+    ("unknown top-level key", TLS + "tls_config: {}\n", "tls_config: unknown key"),
+    ("unknown TLS key", TLS + "  client_ca: ''\n  ca_file: x\n",
+     "tls_server_config.ca_file: unknown key"),
+    ("missing cert file", "tls_server_config:\n  cert_file: nope.crt\n  key_file: server.key\n",
+     "tls_server_config.cert_file: cannot read"),
+    ("missing key", "tls_server_config:\n  cert_file: server.crt\n",
+     "missing one of key or key_file"),
+    ("bad bcrypt hash", "basic_auth_users:\n  alice: plaintext\n",
+     "basic_auth_users.alice: not a bcrypt hash"),
+    ("bcrypt cost", "basic_auth_users:\n  alice: '" + HASH.replace("$04$", "$03$") + "'\n",
+     "basic_auth_users.alice: bcrypt cost 03"),
+    ("header not settable", "http_server_config:\n  headers:\n    Server: x\n",
+     "http_server_config.headers.Server: HTTP header 'Server' can not be configured"),
+    ("header value", "http_server_config:\n  headers:\n    X-Frame-Options: allow\n",
+     "http_server_config.headers.X-Frame-Options: invalid value"),
+    ("client auth type", TLS + "  client_auth_type: Sometimes\n",
+     "tls_server_config.client_auth_type: invalid value 'Sometimes'"),
+    ("CA without client auth", TLS + "  client_ca_file: ca.crt\n",
+     "client CAs are configured but client_auth_type is NoClientCert"),
+    ("SANs without required certificates",
+     TLS + "  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n"
+           "  client_allowed_sans: [a]\n", "tls_server_config.client_allowed_sans: requires"),
+    ("RequireAnyClientCert without a CA", TLS + "  client_auth_type: RequireAnyClientCert\n",
+     "RequireAnyClientCert without client_ca_file cannot be honoured"),
+    ("TLS version", TLS + "  min_version: TLS14\n", "tls_server_config.min_version: unknown"),
+    ("versions crossed", TLS + "  min_version: TLS13\n  max_version: TLS12\n",
+     "TLS13 is above max_version TLS12"),
+    ("cipher", TLS + "  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n",
+     "tls_server_config.cipher_suites: unknown cipher"),
+    ("curve", TLS + "  curve_preferences: [CurveP999]\n",
+     "tls_server_config.curve_preferences: unknown curve"),
+    ("CA file without certificates", TLS + "  client_auth_type: RequireAndVerifyClientCert\n"
+     "  client_ca_file: server.key\n", "tls_server_config.client_ca_file"),
+    ("not YAML", "tls_server_config: [\n", "not valid YAML"),
+    ("rate limit", "rate_limit:\n  interval: soon\n", "rate_limit.interval"),
+]
+
+
+@pytest.mark.parametrize(("what", "text", "named"), BAD, ids=[b[0] for b in BAD])
+def test_bad_files_are_refused_naming_file_and_key(what: str, text: str, named: str,
+                                                   certs: Path) -> None:
+    with pytest.raises(WebConfigError) as raised:
+        _applied(certs, text)
+    message = str(raised.value)
+    assert str(certs / "web.yml") in message and named in message, message
+
+
+def test_mismatched_certificate_and_key(pki: Pki) -> None:
+    pki.ca.server().write(pki.folder, "server")
+    _, other_key = pki.ca.server().write(pki.folder, "other")
+    text = f"tls_server_config:\n  cert_file: server.crt\n  key_file: {other_key}\n"
+    with pytest.raises(WebConfigError, match=r"cert_file .*server\.crt and key_file "
+                                             r".*other\.key do not match"):
+        _applied(pki.folder, text)
+
+
+def test_a_full_file_is_read_as_upstream_reads_it(certs: Path, pki: Pki) -> None:
+    cert_pem = (certs / "server.crt").read_text()
+    key_pem = (certs / "server.key").read_text()
+    indent = "\n".join("    " + line for line in cert_pem.splitlines())
+    key_indent = "\n".join("    " + line for line in key_pem.splitlines())
+    applied = _applied(certs, (
+        "tls_server_config:\n"
+        f"  cert: |\n{indent}\n"
+        f"  key: |\n{key_indent}\n"
+        "  client_auth_type: RequireClientCert\n"  # the old spelling
+        f"  client_ca_file: {certs / 'ca.crt'}\n"
+        "  client_allowed_sans: [prometheus.example]\n"
+        "  min_version: TLS13\n"
+        "  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256]\n"
+        "  prefer_server_cipher_suites: false\n"
+        "  curve_preferences: [X25519]\n"
+        "http_server_config:\n"
+        "  http2: false\n"
+        "  headers:\n"
+        "    Content-Security-Policy: default-src 'self'\n"
+        "    X-XSS-Protection: ''\n"
+        f"basic_auth_users:\n  alice: {HASH}\n  1234: {HASH}\n"
+        "rate_limit:\n  interval: 100ms\n  burst: 5\n"))
+    tls = applied.config.tls
+    assert tls is not None and tls.cert_file is None and tls.cert is not None
+    assert tls.client_auth_type == "RequireAnyClientCert"
+    assert applied.tls is not None and applied.tls.allowed_sans == ("prometheus.example",)
+    assert any("TLS_AES_128_GCM_SHA256 ignored" in w for w in applied.tls.warnings)
+    assert any("another CA is refused" in w for w in applied.tls.warnings)
+    assert applied.config.http.headers == (("Content-Security-Policy", "default-src 'self'"),)
+    assert set(applied.config.users) == {"alice", "1234"}
+    assert applied.config.rate_limit is not None and applied.config.rate_limit.burst == 5
+
+
+def test_no_tls_keys_means_plain_http(tmp_path: Path) -> None:
+    """As upstream: `min_version` alone, or an empty file, does not turn TLS on."""
+    for text in ("", "tls_server_config:\n  min_version: TLS13\n",
+                 f"basic_auth_users:\n  alice: {HASH}\n"):
+        applied = _applied(tmp_path, text)
+        assert applied.tls is None, text
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "exporter", "serve", "--backend", "sim",
+                           "-a", "127.0.0.1:0", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_serve_exits_naming_the_file_and_key(certs: Path) -> None:
+    path = certs / "web.yml"
+    path.write_text(TLS + "  client_auth: yes\n")
+    result = _serve("--web.config.file", str(path))
+    assert result.returncode != 0
+    assert f"--web.config.file: web config {path}: tls_server_config.client_auth: unknown " \
+           "key" in result.stderr, result.stderr
+    missing = certs / "absent.yml"
+    result = _serve("--web.config.file", str(missing))
+    assert result.returncode != 0 and f"web config {missing}: cannot read it" in result.stderr
