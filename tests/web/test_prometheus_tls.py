@@ -61,7 +61,9 @@ def prometheus(pki: Pki, exporter: type[ExporterProcess]) -> Iterator[tuple[str,
     served.wait_http()  # /health answers over plain HTTP on the TLS port, as probes need
     target = f"127.0.0.1:{served.port}"
     config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        # Generous timeout: on a loaded 2-core machine a TLS handshake plus a first bcrypt
+        # check can take most of a second.
+        "global": {"scrape_interval": "2s", "scrape_timeout": "2s"},
         "scrape_configs": [_job("right", target, folder, PASSWORD, cert=True),
                            _job("wrong-password", target, folder, "guess", cert=True),
                            _job("no-certificate", target, folder, PASSWORD, cert=False)],
