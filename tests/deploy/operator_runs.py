@@ -87,6 +87,23 @@ class Run:
         return [labels for name, labels, _ in self.samples()
                 if name.startswith("DCGM_FI_") and labels.get("gpu") == gpu]
 
+    def labelled_gpu_series(self, gpu: str, label: str, timeout: float = 30.0
+                            ) -> list[dict[str, str]]:
+        """The GPU's series once they carry `label`: labels learned from the API server (a
+        watch) or from the kubelet arrive a poll or more after start. After `timeout` the
+        series as they are, for the caller's assertion to show."""
+        last: list[dict[str, str]] = []
+
+        def labelled() -> list[dict[str, str]] | None:
+            last[:] = self.gpu_series(gpu)
+            return list(last) if last and all(label in s for s in last) else None
+
+        try:
+            return wait_until(labelled, timeout=timeout, interval=0.2,
+                              what=f"GPU {gpu}'s series labelled {label}")
+        except AssertionError:
+            return last
+
 
 class Runs:
     """Each case's container, started on first use and kept for the module's tests."""

@@ -233,7 +233,7 @@ def test_pods_holding_gpus_through_the_device_plugin_label_them(runs: Runs,
                                                                 case_id: str) -> None:
     run = runs.get(case_id)
     namespace, pod, container = EXCLUSIVE_POD
-    exclusive = run.gpu_series("0")
+    exclusive = run.labelled_gpu_series("0", "pod")
     assert exclusive and all(
         (s.get("namespace"), s.get("pod"), s.get("container")) == (namespace, pod, container)
         for s in exclusive)
@@ -264,7 +264,7 @@ def test_the_sample_policys_remote_hostengine_is_not_fatal(runs: Runs) -> None:
 
 
 def test_pod_labels_follow_the_allow_list(runs: Runs) -> None:
-    series = runs.get("pod-labels").gpu_series("0")
+    series = runs.get("pod-labels").labelled_gpu_series("0", "app")
     assert series
     for labels in series:
         assert labels.get("app") == "llm"
@@ -274,12 +274,12 @@ def test_pod_labels_follow_the_allow_list(runs: Runs) -> None:
 
 def test_pod_uid_label(runs: Runs) -> None:
     namespace, pod, _ = EXCLUSIVE_POD
-    series = runs.get("pod-labels").gpu_series("0")
+    series = runs.get("pod-labels").labelled_gpu_series("0", "pod_uid")
     assert series and all(s.get("pod_uid") == pod_uid(namespace, pod) for s in series)
 
 
 def test_the_dra_pod_metadata_golden_copies_every_pod_label(runs: Runs) -> None:
-    series = runs.get("dra-pod-metadata").gpu_series("0")
+    series = runs.get("dra-pod-metadata").labelled_gpu_series("0", "app")
     assert series
     for labels in series:
         assert (labels.get("app"), labels.get("llm_d_ai_role"),
@@ -289,7 +289,7 @@ def test_the_dra_pod_metadata_golden_copies_every_pod_label(runs: Runs) -> None:
 @pytest.mark.parametrize("case_id", DRA_CASES)
 def test_a_gpu_claimed_through_dra_is_attributed(runs: Runs, case_id: str) -> None:
     namespace, pod, container = DRA_POD
-    series = runs.get(case_id).gpu_series("2")
+    series = runs.get(case_id).labelled_gpu_series("2", "dra_claim_name")
     assert series
     for labels in series:
         assert (labels.get("namespace"), labels.get("pod"), labels.get("container")) == \
@@ -302,5 +302,5 @@ def test_a_gpu_claimed_through_dra_is_attributed(runs: Runs, case_id: str) -> No
 
 
 def test_hpc_job_mapping_labels_the_gpu(runs: Runs) -> None:
-    series = runs.get("hpc-job-mapping").gpu_series("0")
+    series = runs.get("hpc-job-mapping").labelled_gpu_series("0", "hpc_job")
     assert series and all(s.get("hpc_job") == HPC_JOB for s in series)
