@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,6 +13,7 @@ from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
 from exporter.k8s.inference_labels import ROLE
 from tests.support.exporter_process import ExporterProcess
+from tests.support.paths import ROOT
 from tests.support.wait import wait_until
 
 Series = list[tuple[str, dict[str, str], float]]
@@ -82,6 +84,15 @@ def test_demo_pod_scope_leaks_nothing(exporter: type[ExporterProcess]) -> None:
         assert other not in page.decode(), other
 
 
+def run_sh_demo_args() -> list[str]:
+    """The arguments `scripts/run.sh` gives `serve` on a machine without a driver."""
+    text = (ROOT / "scripts" / "run.sh").read_text().replace("\\\n", " ")
+    line = next(line for line in text.splitlines()
+                if line.startswith("exec ") and "--backend sim" in line)
+    words = shlex.split(line)
+    return [w for w in words[words.index("serve") + 1:] if w != "$@"]
+
+
 def test_demo_with_inference_preset_shows_role_and_queue(
         exporter: type[ExporterProcess], tmp_path: Path) -> None:
     """`./scripts/run.sh`'s demo: role and queue labels on /metrics with no cluster. The
@@ -91,7 +102,7 @@ def test_demo_with_inference_preset_shows_role_and_queue(
     blocker.mkdir()
     (blocker / "__init__.py").write_text("raise ImportError('no kubernetes in the demo')\n")
     path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
-    proc = exporter([*SIM, "--kubernetes.pod-labels", "inference"],
+    proc = exporter([*run_sh_demo_args(), "-c", "200ms"],
                     env={"PYTHONPATH": path, "KUBECONFIG": str(tmp_path / "absent")})
     text, series = scrape_after_kubelet(proc)
     fb = [labels for name, labels, _ in series if name == "DCGM_FI_DEV_FB_USED"]

@@ -4,6 +4,9 @@ model dimensions read back from series labels."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from exporter.config import parse_serve_args
@@ -20,6 +23,7 @@ from exporter.k8s.inference_labels import (
 )
 from exporter.k8s.pod_labels import PodLabelRules, allowlist_filter
 from exporter.options import ConfigError
+from tests.support.paths import ROOT
 
 DYNAMO_POD = {
     "nvidia.com/dynamo-component-type": "worker",
@@ -153,3 +157,17 @@ def test_queue_and_model_dimensions() -> None:
     # Every label a dimension reads is one a preset copies.
     copied = set(preset_keys(["inference"]))
     assert {s.key for d in DIMENSIONS.values() for s in d.sources} <= copied
+
+
+def test_deploy_readme_gives_each_presets_allowlist() -> None:
+    """The regexes deploy/README.md tells dcgm-exporter and GPU Operator users to set are the
+    ones tested above to copy what the presets copy."""
+    text = (ROOT / "deploy" / "README.md").read_text()
+    listed = re.findall(r"^# (\S+)\n- '([^']+)'$", text, re.MULTILINE)
+    assert dict(listed) == {name: allowlist_regexes([name])[0]
+                            for name in ("dynamo", "llm-d", "kai")}
+    patch = re.search(r"cluster-policy --type merge -p '(\{.*podLabelAllowlistRegex.*\})'", text)
+    assert patch is not None
+    exporter = json.loads(patch.group(1))["spec"]["dcgmExporter"]
+    assert exporter == {"enablePodLabels": True,
+                        "podLabelAllowlistRegex": list(allowlist_regexes(["inference"]))}
