@@ -51,7 +51,7 @@ ROLE: Option[KedaRole | None] = Option(
     "role", Choice(KEDA_ROLES), None, commands=GENERATE, group=KEDA_GROUP, flags=("--role",),
     help="scale one pool of a disaggregated server: every pod of the namespace whose role "
          "label (llm-d, Dynamo) says so, not the Deployment's pods; the GPU series need the "
-         "exporter's `--kubernetes.pod-labels inference`")
+         "exporter's `inference` pod-label preset")
 MIN_REPLICAS: Option[int] = Option(
     "min_replicas", Integer(), 1, commands=GENERATE, group=KEDA_GROUP, flags=("--min",),
     help="minReplicaCount")
