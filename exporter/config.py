@@ -17,6 +17,7 @@ from pathlib import Path
 
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.inference_labels import PodLabelSelection
 from exporter.options import ConfigError, Resolution, parse_command_line, parse_duration
 from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
@@ -64,6 +65,7 @@ class ServeConfig:
 
 def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
     """The Kubernetes settings serve and doctor share (doctor resolves only these options)."""
+    pod_labels = r[opt.POD_LABELS] or PodLabelSelection()
     return KubernetesConfig(
         enabled=enabled,
         pod_resources_socket=r[opt.POD_RESOURCES_SOCKET],
@@ -72,7 +74,8 @@ def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
         pod_name=r[opt.POD_NAME],
         pod_namespace=r[opt.POD_NAMESPACE],
         node_name=r[opt.NODE_NAME],
-        pod_labels=r[opt.POD_LABELS],
+        pod_labels=pod_labels.regex,
+        pod_label_presets=pod_labels.presets,
         process_attribution=r.get(opt.PROCESS_ATTRIBUTION, False),
         gpu_id_type=r[dcgm.GPU_ID_TYPE],
         enable_pod_labels=r[dcgm.ENABLE_POD_LABELS],

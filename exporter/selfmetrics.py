@@ -259,7 +259,9 @@ KUBERNETES_API_UP = SelfMetric(
     "gpu_exporter_kubernetes_api_up", "gauge",
     "1 while the pod watch on the API server (for pod labels) is established.",
     note="With `--kubernetes.pod-labels`, `--kubernetes-enable-pod-labels`, "
-         "`--kubernetes-enable-pod-uid` or `--kubernetes.process-attribution`.")
+         "`--kubernetes-enable-pod-uid` or `--kubernetes.process-attribution`; with "
+         "`--sim.kubelet` the simulated pods' metadata stands in for the watch and reports "
+         "1.")
 KUBERNETES_API_ERRORS = SelfMetric(
     "gpu_exporter_kubernetes_api_errors", "counter",
     "Failed list/watch requests to the API server.")

@@ -39,6 +39,7 @@ from exporter.web.webconfig import WebConfigError
 
 if TYPE_CHECKING:
     from exporter.k8s.configmap import ConfigMapCollectors
+    from exporter.k8s.source import PodMetadata
 
 log = logging.getLogger("exporter")
 
@@ -69,18 +70,27 @@ def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
 
 
 def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
-                       ) -> tuple[ServeConfig, Any]:
-    from exporter.k8s.simkubelet import start_sim_kubelet
+                       ) -> tuple[ServeConfig, Any, PodMetadata | None]:
+    """(the settings pointing at it, the simulated kubelet, the simulated API server's pod
+    metadata when pod labels or process attribution ask for it)."""
+    from exporter.k8s.simkubelet import plan_allocations, start_sim_kubelet
 
     backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
     socket_path = cfg.kubernetes.pod_resources_socket
     if socket_path == DEFAULT_POD_RESOURCES_SOCKET:
         socket_path = str(tmp / "kubelet.sock")
-    server = start_sim_kubelet(socket_path, backend.inventory,
-                               time_sliced=cfg.sim_profile == "a100-timesliced")
+    time_sliced = cfg.sim_profile == "a100-timesliced"
+    server = start_sim_kubelet(socket_path, backend.inventory, time_sliced=time_sliced)
     log.info("simulated kubelet serving pod allocations on %s", socket_path)
     k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
-    return replace(cfg, kubernetes=k8s), server
+    metadata: PodMetadata | None = None
+    if k8s.wants_pod_metadata or k8s.process_attribution:
+        from exporter.k8s.simpods import SimPodMetadata
+
+        allocations = plan_allocations(backend.inventory, time_sliced=time_sliced)
+        metadata = SimPodMetadata.for_node(allocations, k8s)
+        log.info("simulated API server: labels of the %d simulated pods", len(allocations))
+    return replace(cfg, kubernetes=k8s), server, metadata
 
 
 def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors | None:
@@ -95,9 +105,10 @@ def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors |
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
                web_config: LiveWebConfig | None, tmp: Path | None) -> int:
     sim_kubelet: Any = None
+    sim_metadata: PodMetadata | None = None
     if cfg.sim_kubelet:
         assert tmp is not None
-        cfg, sim_kubelet = _start_sim_kubelet(cfg, backend, tmp)
+        cfg, sim_kubelet, sim_metadata = _start_sim_kubelet(cfg, backend, tmp)
     # The one thread that calls NVML while serving: the backend's polls and the per-process
     # reads of process attribution take turns on it.
     poll_worker = DaemonExecutor("poll")
@@ -106,7 +117,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
         from exporter.k8s.source import build_source
 
         source = build_source(cfg.kubernetes,
-                              process_reads=ProcessReader(lib).on_thread(poll_worker))
+                              process_reads=ProcessReader(lib).on_thread(poll_worker),
+                              metadata=sim_metadata)
     settings = SamplerSettings(
         interval_s=cfg.collect_interval_s,
         host=HostLabel(cfg.hostname_label, cfg.hostname),

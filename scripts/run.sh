@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs gpu-exporter into .venv and serves :9400/metrics: from the GPUs through NVML when
 # this machine has an NVIDIA driver, else from the built-in simulated node (an 8x H200 node
-# with MIG, with simulated pod allocations so the pod labels show too).
+# with MIG, with simulated pod allocations so the pod labels show too, and the inference
+# preset so the simulated pods' Dynamo, llm-d and KAI labels - role, model, queue - do).
+# Arguments are passed on; a later --kubernetes.pod-labels replaces the preset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -12,4 +14,5 @@ if .venv/bin/python -c 'import ctypes; ctypes.CDLL("libnvidia-ml.so.1")' 2>/dev/
   exec .venv/bin/gpu-exporter serve --backend nvml "$@"
 fi
 echo "no NVIDIA driver here: serving the simulated h200-mig node" >&2
-exec .venv/bin/gpu-exporter serve --backend sim --sim.profile h200-mig --sim.kubelet "$@"
+exec .venv/bin/gpu-exporter serve --backend sim --sim.profile h200-mig --sim.kubelet \
+  --kubernetes.pod-labels inference "$@"

@@ -100,7 +100,7 @@ def _keda_one(settings: Resolution, fields: FieldSet) -> None:
     spec = ScaledObjectSpec(namespace, deployment, Metric(metric), target,
                             settings[opt.MIN_REPLICAS], settings[opt.MAX_REPLICAS],
                             settings[opt.PROMETHEUS] or DEFAULT_PROMETHEUS,
-                            settings[opt.QUEUE_TARGET])
+                            settings[opt.QUEUE_TARGET], role=settings[opt.ROLE])
     check_spec(spec, fields)
     sys.stdout.write(yamlio.dump(scaled_object(spec)))
 

@@ -10,15 +10,25 @@ The GPU queries select the Deployment's pods by the pod labels on the device ser
 dcgm-exporter and this exporter both set for devices a container holds exclusively. Shared
 devices (time-slicing replicas, a MIG GPU instance split between pods) carry no pod labels:
 their load belongs to several workloads and is left out.
+
+With a role (`--role prefill`), the pool is instead every pod of the namespace whose role
+label says so - llm-d's `llm_d_ai_role` or Dynamo's component (sub-)type, as the exporter's
+`--kubernetes.pod-labels` presets (or dcgm-exporter's allow-list) copy them - so a prefill
+and a decode pool of one disaggregated server scale separately, whatever their pods are
+named. The queue trigger then reads the serving metric of the pods whose GPUs carry that
+role. A series matching several role labels is counted once (`or` keeps one of equal
+label sets).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from exporter.artifacts.fieldset import FieldSet
+from exporter.k8s.inference_labels import ROLE
 
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 
@@ -37,6 +47,32 @@ class Metric(Enum):
     UTIL = "util"
     GR_ENGINE = "gr-engine"
     FB = "fb"
+    DRAM = "dram"
+
+
+ROLES = ("prefill", "decode")
+"""Values of `--role`: the phases Dynamo and llm-d scale separately."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The pods whose GPUs (and queue) a ScaledObject reads."""
+
+    namespace: str
+    pod_regex: str | None = None
+    """The pods of one Deployment (`deployment_pods`); used when `role` is None."""
+    role: str | None = None
+    """Every pod of the namespace labelled with this inference role."""
+    ns_op: str = "="
+
+    def series(self, name: str) -> str:
+        """The metric `name` restricted to the pool's pods."""
+        namespace = f'namespace{self.ns_op}"{self.namespace}"'
+        if self.role is None:
+            return f'{name}{{{namespace}, pod=~"{self.pod_regex}"}}'
+        alternatives = [f'{name}{{{namespace}, {source.label}="{self.role}"}}'
+                        for source in ROLE.sources if re.fullmatch(source.values, self.role)]
+        return alternatives[0] if len(alternatives) == 1 else f"({' or '.join(alternatives)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,29 +83,42 @@ class TriggerQuery:
     meaning: str
 
 
-def gpu_query(metric: Metric, namespace: str, pod_regex: str, *, ns_op: str = "=") -> TriggerQuery:
+def gpu_query(metric: Metric, pool: Pool) -> TriggerQuery:
     """The single-series query behind one GPU trigger, in percent."""
-    s = f'{{namespace{ns_op}"{namespace}", pod=~"{pod_regex}"}}'
+    pods = "the Deployment's pods" if pool.role is None else f"the {pool.role} pods"
+    whose = "the Deployment's" if pool.role is None else f"the {pool.role} pods'"
     if metric is Metric.UTIL:
-        return TriggerQuery(f"avg(DCGM_FI_DEV_GPU_UTIL{s})", "Value",
-                            ("DCGM_FI_DEV_GPU_UTIL",),
-                            "mean GPU utilisation (%) of the Deployment's pods")
+        return TriggerQuery(f"avg({pool.series('DCGM_FI_DEV_GPU_UTIL')})", "Value",
+                            ("DCGM_FI_DEV_GPU_UTIL",), f"mean GPU utilisation (%) of {pods}")
     if metric is Metric.GR_ENGINE:
-        return TriggerQuery(f"100 * avg(DCGM_FI_PROF_GR_ENGINE_ACTIVE{s})", "Value",
-                            ("DCGM_FI_PROF_GR_ENGINE_ACTIVE",),
-                            "mean graphics-engine activity (%) of the Deployment's GPUs or "
-                            "MIG instances")
+        return TriggerQuery(f"100 * avg({pool.series('DCGM_FI_PROF_GR_ENGINE_ACTIVE')})",
+                            "Value", ("DCGM_FI_PROF_GR_ENGINE_ACTIVE",),
+                            f"mean graphics-engine activity (%) of {whose} GPUs or MIG "
+                            "instances")
+    if metric is Metric.DRAM:
+        return TriggerQuery(f"100 * avg({pool.series('DCGM_FI_PROF_DRAM_ACTIVE')})", "Value",
+                            ("DCGM_FI_PROF_DRAM_ACTIVE",),
+                            f"mean memory-interface activity (%) of {whose} GPUs or MIG "
+                            "instances, what bounds decoding")
+    used, free = pool.series("DCGM_FI_DEV_FB_USED"), pool.series("DCGM_FI_DEV_FB_FREE")
     return TriggerQuery(
-        f"100 * sum(DCGM_FI_DEV_FB_USED{s}) / (sum(DCGM_FI_DEV_FB_USED{s}) + "
-        f"sum(DCGM_FI_DEV_FB_FREE{s}))", "Value",
+        f"100 * sum({used}) / (sum({used}) + sum({free}))", "Value",
         ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
-        "framebuffer used (%) across the Deployment's GPUs or MIG instances")
+        f"framebuffer used (%) across {whose} GPUs or MIG instances")
 
 
-def queue_query(namespace: str, pod_regex: str, metric: str = "vllm:num_requests_waiting",
-                *, ns_op: str = "=") -> str:
-    """Requests waiting in the inference server's queue, summed over the Deployment."""
-    return f'sum({metric}{{namespace{ns_op}"{namespace}", pod=~"{pod_regex}"}})'
+QUEUE_METRIC = "vllm:num_requests_waiting"
+
+
+def queue_query(pool: Pool, metric: str = QUEUE_METRIC, *,
+                gpu_field: str = "DCGM_FI_DEV_FB_USED") -> str:
+    """Requests waiting in the inference servers' queues, summed over the pool. A role pool's
+    pods are those whose `gpu_field` series carry the role (serving metrics have no pod
+    labels of their own)."""
+    if pool.role is None:
+        return f"sum({pool.series(metric)})"
+    namespace = f'namespace{pool.ns_op}"{pool.namespace}"'
+    return f"sum({metric}{{{namespace}}} and on (namespace, pod) {pool.series(gpu_field)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +133,15 @@ class ScaledObjectSpec:
     queue_target: float | None = None
     """When set, a second trigger on the inference queue length (requests per replica)."""
     name: str | None = None
+    role: str | None = None
+    """Scale one role's pool: select pods by role label instead of by the Deployment's pod
+    names (see the module docstring)."""
+
+    @property
+    def pool(self) -> Pool:
+        if self.role is not None:
+            return Pool(self.namespace, role=self.role)
+        return Pool(self.namespace, deployment_pods(self.deployment))
 
 
 def _number(value: float) -> str:
@@ -100,18 +158,19 @@ def check_spec(spec: ScaledObjectSpec, fields: FieldSet) -> None:
                          f"got {spec.max_replicas}")
     if not spec.target > 0:
         raise ValueError(f"--target must be positive, got {spec.target}")
+    if spec.role is not None and spec.role not in ROLES:
+        raise ValueError(f"--role must be one of {', '.join(ROLES)}, got {spec.role}")
     if spec.metric is not Metric.FB and spec.target > 100:
         raise ValueError(f"--target is a percentage for --metric {spec.metric.value}, got "
                          f"{spec.target}")
-    missing = [f for f in gpu_query(spec.metric, "x", "x").fields if f not in fields.names]
+    missing = [f for f in gpu_query(spec.metric, spec.pool).fields if f not in fields.names]
     if missing:
         raise ValueError(f"--metric {spec.metric.value} needs {', '.join(missing)}, which "
                          f"{fields.source} does not enable")
 
 
 def scaled_object(spec: ScaledObjectSpec) -> dict[str, Any]:
-    pods = deployment_pods(spec.deployment)
-    gpu = gpu_query(spec.metric, spec.namespace, pods)
+    gpu = gpu_query(spec.metric, spec.pool)
     triggers: list[dict[str, Any]] = []
     if spec.queue_target is not None:
         triggers.append({
@@ -120,7 +179,7 @@ def scaled_object(spec: ScaledObjectSpec) -> dict[str, Any]:
             "metricType": "AverageValue",
             "metadata": {
                 "serverAddress": spec.prometheus,
-                "query": queue_query(spec.namespace, pods),
+                "query": queue_query(spec.pool, gpu_field=gpu.fields[0]),
                 "threshold": _number(spec.queue_target),
                 "ignoreNullValues": "true",
             },
@@ -179,6 +238,19 @@ EXAMPLES: tuple[Example, ...] = (
             "activity, whichever asks for more replicas.",
             ScaledObjectSpec("inference", "vllm", Metric.GR_ENGINE, 75, max_replicas=16,
                              queue_target=5)),
+    Example("prefill-pool.yaml",
+            "The prefill pool of a disaggregated server (llm-d, NVIDIA Dynamo): every pod of "
+            "the namespace labelled prefill,\nscaled on their graphics-engine activity and on "
+            "the requests waiting in their vLLM queues, whichever asks for more.\nNeeds the "
+            "role labels on the GPU series: the exporter's `--kubernetes.pod-labels inference`.",
+            ScaledObjectSpec("inference", "llm-prefill", Metric.GR_ENGINE, 70, max_replicas=8,
+                             queue_target=4, role="prefill")),
+    Example("decode-pool.yaml",
+            "The decode pool of the same server, scaled separately: on memory-interface "
+            "activity (decoding is bound by\nmemory bandwidth) and on the requests waiting in "
+            "the decode pods' vLLM queues, whichever asks for more.",
+            ScaledObjectSpec("inference", "llm-decode", Metric.DRAM, 70, max_replicas=16,
+                             queue_target=8, role="decode")),
 )
 
 
@@ -186,6 +258,6 @@ def examples(fields: FieldSet) -> list[tuple[Example, dict[str, Any]]]:
     """The example objects whose GPU metric the collectors enable."""
     out = []
     for ex in EXAMPLES:
-        if all(f in fields.names for f in gpu_query(ex.spec.metric, "x", "x").fields):
+        if all(f in fields.names for f in gpu_query(ex.spec.metric, ex.spec.pool).fields):
             out.append((ex, scaled_object(ex.spec)))
     return out

@@ -60,5 +60,5 @@ def _run_checks(settings: Resolution, report: Report) -> None:
     config = kubernetes_config(settings, enabled=True)
     if check_socket(config.pod_resources_socket, report):
         asyncio.run(kubelet_checks(config, inventory, settings[opt.KUBELET_TIMEOUT], report))
-    if config.pod_labels:
+    if config.pod_labels or config.pod_label_presets:
         check_enrichment(config, settings[opt.KUBECONFIG], report)

@@ -49,6 +49,10 @@ class KubernetesConfig:
     pod_labels: str | None = None
     """Allow-list regex of pod label keys copied onto series as `label_<key>`, with `pod_uid`
     (needs the API server)."""
+    pod_label_presets: tuple[str, ...] = ()
+    """Presets of `--kubernetes.pod-labels` (`dynamo`, `llm-d`, `kai`, `inference`): their
+    keys are copied under the sanitised key, as dcgm-exporter's allow-list copies them (needs
+    the API server; `exporter.k8s.inference_labels`)."""
     process_attribution: bool = False
     """Per-container framebuffer and SM use on shared GPUs from NVML's process list."""
     dra: bool = False
@@ -83,4 +87,5 @@ class KubernetesConfig:
     @property
     def wants_pod_metadata(self) -> bool:
         """Whether series need labels from the API server's pod objects."""
-        return bool(self.pod_labels) or self.enable_pod_labels or self.enable_pod_uid
+        return (bool(self.pod_labels) or bool(self.pod_label_presets) or self.enable_pod_labels
+                or self.enable_pod_uid)

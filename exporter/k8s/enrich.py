@@ -31,7 +31,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s_client
@@ -39,15 +38,12 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.pod_labels import DUPLICATE, RESERVED, DroppedLabel, PodLabelRules
-from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP, POD_LABELS_DROPPED
+from exporter.k8s.pod_labels import PodLabelRules
+from exporter.k8s.pod_map import PodMap
+from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP
 from exporter.series import Family, Labels
 
 log = logging.getLogger(__name__)
-
-_DROPPED_MEMORY = 4096
-"""Distinct dropped pod label keys remembered (so each is logged once); bounded because
-label keys are chosen by every tenant of the cluster."""
 
 
 def api_client(kubeconfig: str | None = None) -> Any:
@@ -64,28 +60,8 @@ def api_client(kubeconfig: str | None = None) -> Any:
     return k8s_client.ApiClient(configuration)
 
 
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    labels: Labels
-    """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
-    uid: str
-    containers: Mapping[str, str]
-    """Container runtime id (without the `containerd://` scheme) -> container name."""
-
-
-def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    # Native sidecars are init containers; they can hold GPUs too.
-    for key in ("containerStatuses", "initContainerStatuses"):
-        for item in status.get(key) or []:
-            cid = str(item.get("containerID") or "")
-            if cid:
-                out[cid.rpartition("://")[2]] = str(item.get("name", ""))
-    return out
-
-
 class PodMetadataWatcher:
-    """Keeps (namespace, pod) -> pod record current from one watch."""
+    """Keeps the pod map (`exporter.k8s.pod_map`) current from one list + watch."""
 
     def __init__(
         self,
@@ -101,15 +77,11 @@ class PodMetadataWatcher:
             raise ValueError("enrichment needs NODE_NAME (or, with --scope pod, POD_NAME)")
         self._core = k8s_client.CoreV1Api(api)
         self._api = api
-        self._rules = rules
+        self._map = PodMap(rules)
         self._node_name = node_name
         self._pod = pod
         self._watch_timeout_s = watch_timeout_s
         self._retry_s = retry_s
-        self._dropped_seen: set[tuple[str, str]] = set()
-        self._dropped: dict[str, int] = {RESERVED: 0, DUPLICATE: 0}
-        self._pods: dict[tuple[str, str], PodRecord] = {}
-        self._by_uid: dict[str, tuple[str, str]] = {}
         self._stop = threading.Event()
         self._watch: Any = None
         self._thread: threading.Thread | None = None
@@ -133,28 +105,18 @@ class PodMetadataWatcher:
     # -- reading --------------------------------------------------------------------------
 
     def labels_for(self, namespace: str, pod: str) -> Labels:
-        record = self._pods.get((namespace, pod))
-        return record.labels if record is not None else ()
+        return self._map.labels_for(namespace, pod)
 
     def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
         """(namespace, pod, container) of a running container, by pod UID and runtime id."""
-        key = self._by_uid.get(pod_uid)
-        record = self._pods.get(key) if key is not None else None
-        if key is None or record is None:
-            return None
-        name = record.containers.get(container_id)
-        return None if name is None else (key[0], key[1], name)
+        return self._map.container_of(pod_uid, container_id)
 
     def families(self) -> list[Family]:
-        families = [
+        return [
             KUBERNETES_API_UP.single(1.0 if self._up else 0.0),
             KUBERNETES_API_ERRORS.single(float(self._errors)),
+            *self._map.families(),
         ]
-        if self._rules.copies_labels:
-            families.append(POD_LABELS_DROPPED.family(
-                POD_LABELS_DROPPED.sample(float(n), reason=reason)
-                for reason, n in sorted(self._dropped.items())))
-        return families
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -197,56 +159,17 @@ class PodMetadataWatcher:
         func, kwargs = self._list_call()
         resp = func(**kwargs, _preload_content=False, _request_timeout=30)
         body = json.loads(resp.data)
-        pods: dict[tuple[str, str], PodRecord] = {}
-        for item in body.get("items") or []:
-            key, record = self._entry(item)
-            pods[key] = record
-        self._publish(pods)
+        self._map.replace_all(body.get("items") or [])
         return str((body.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _publish(self, pods: dict[tuple[str, str], PodRecord]) -> None:
-        # Readers on other threads see either the old or the new maps, never a half update.
-        self._by_uid = {r.uid: key for key, r in pods.items() if r.uid}
-        self._pods = pods
-
-    def _entry(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], PodRecord]:
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        uid = str(meta.get("uid", ""))
-        labels, dropped = self._rules.apply(uid, meta.get("labels") or {})
-        if dropped:
-            self._note_dropped(key, dropped)
-        containers = _container_ids(obj.get("status") or {})
-        return key, PodRecord(labels, uid, containers)
-
-    def _note_dropped(self, pod: tuple[str, str], dropped: tuple[DroppedLabel, ...]) -> None:
-        """Counts and logs each dropped key once (per reason), whichever pods carry it."""
-        for d in dropped:
-            if (d.key, d.reason) in self._dropped_seen:
-                continue
-            if len(self._dropped_seen) >= _DROPPED_MEMORY:
-                self._dropped_seen.clear()
-            self._dropped_seen.add((d.key, d.reason))
-            self._dropped[d.reason] += 1
-            why = ("is one of the series' own labels" if d.reason == RESERVED
-                   else "is taken by another label of the pod")
-            log.warning("pod label %r (first seen on %s/%s) not copied: its name %r %s",
-                        d.key, pod[0], pod[1], d.name, why)
 
     def _apply(self, event: Mapping[str, Any]) -> str | None:
         obj = event.get("object") or {}
         kind = event.get("type")
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED"):
-            key, record = self._entry(obj)
-            pods = dict(self._pods)
-            pods[key] = record
-            self._publish(pods)
+            self._map.upsert(obj)
         elif kind == "DELETED":
-            key, _ = self._entry(obj)
-            pods = dict(self._pods)
-            pods.pop(key, None)
-            self._publish(pods)
+            self._map.remove(obj)
         return str(rv) if rv else None
 
     def _run(self) -> None:

@@ -6,7 +6,9 @@ Two ways of copying pod labels, which may be combined:
   regex matches in full;
 - dcgm-exporter's, `enable_pod_labels` (with `pod_label_allowlist`) and `enable_pod_uid`: the
   key itself as the label name (`llm-d.ai/role` -> `llm_d_ai_role`), for every key any
-  allow-list regex matches anywhere in it (all keys when the list is empty), and `pod_uid`.
+  allow-list regex matches anywhere in it (all keys when the list is empty), and `pod_uid`;
+  `--kubernetes.pod-labels PRESET` (`exporter.k8s.inference_labels`) names such an allow-list:
+  its keys are copied the same way, without `pod_uid`.
 
 Keys are sanitised as dcgm-exporter does, every character outside `[a-zA-Z0-9_]` becoming
 `_`; an unprefixed name that would start with a digit (`3scale.net/tier`) gets a leading `_`,
@@ -26,10 +28,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.inference_labels import preset_filter
+from exporter.k8s.label_names import KeyFilter as KeyFilter  # re-exported: public API
+from exporter.k8s.label_names import sanitise_label_name as sanitise_label_name
 from exporter.series import Labels
 
 log = logging.getLogger(__name__)
@@ -57,19 +62,8 @@ RESERVED = "reserved"
 DUPLICATE = "duplicate"
 """Drop reason: another key of the same pod sanitised to the same name first."""
 
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
-
-
-def sanitise_label_name(key: str) -> str:
-    """A pod label key as a label name: `[^a-zA-Z0-9_]` -> `_` (dcgm-exporter's rule)."""
-    return _UNSAFE.sub("_", key)
-
-
 def is_reserved(name: str) -> bool:
     return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
-
-
-KeyFilter = Callable[[str], bool]
 
 
 def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
@@ -89,6 +83,11 @@ def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
     if not compiled:
         return lambda key: True
     return lambda key: any(p.search(key) for p in compiled)
+
+
+def _any_of(filters: Iterable[KeyFilter]) -> KeyFilter:
+    chosen = tuple(filters)
+    return lambda key: any(f(key) for f in chosen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +129,16 @@ class PodLabelRules:
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> PodLabelRules:
+        filters: list[KeyFilter] = []
+        if config.enable_pod_labels:
+            filters.append(allowlist_filter(config.pod_label_allowlist))
+        if config.pod_label_presets:
+            filters.append(preset_filter(config.pod_label_presets))
         return cls(
             uid=bool(config.pod_labels) or config.enable_pod_uid,
             prefixed=config.pod_labels,
-            unprefixed=(allowlist_filter(config.pod_label_allowlist)
-                        if config.enable_pod_labels else None),
+            # One unprefixed copy for both: a key both select must not count as a duplicate.
+            unprefixed=_any_of(filters) if filters else None,
         )
 
     @property

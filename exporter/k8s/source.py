@@ -332,11 +332,12 @@ def _no_labels(namespace: str, pod: str) -> Labels:
     return ()
 
 
-def build_source(config: KubernetesConfig, process_reads: ProcessReads | None = None
-                 ) -> AttributionSource:
+def build_source(config: KubernetesConfig, process_reads: ProcessReads | None = None,
+                 metadata: PodMetadata | None = None) -> AttributionSource:
     """The attribution source for these settings (the caller checks `config.enabled`).
 
     `process_reads` (the device layer's per-process reads, run on the poll thread) is
-    needed only for `--kubernetes.process-attribution`.
+    needed only for `--kubernetes.process-attribution`. `metadata` replaces the API-server
+    watch (the simulated node's pods); None: the watch, when the settings need one.
     """
-    return KubeletSource(config, process_reads=process_reads)
+    return KubeletSource(config, process_reads=process_reads, metadata=metadata)

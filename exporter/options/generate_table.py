@@ -8,8 +8,10 @@ from typing import Literal
 from exporter.options.model import Command, Option
 from exporter.options.values import Choice, FilePath, Integer, Number, Repeated, Text
 
-KedaMetric = Literal["util", "gr-engine", "fb"]
-KEDA_METRICS: tuple[KedaMetric, ...] = ("util", "gr-engine", "fb")
+KedaMetric = Literal["util", "gr-engine", "fb", "dram"]
+KEDA_METRICS: tuple[KedaMetric, ...] = ("util", "gr-engine", "fb", "dram")
+KedaRole = Literal["prefill", "decode"]
+KEDA_ROLES: tuple[KedaRole, ...] = ("prefill", "decode")
 
 GENERATE: frozenset[Command] = frozenset({"generate"})
 
@@ -40,11 +42,16 @@ DEPLOYMENT: Option[str | None] = Option(
     flags=("--deployment",), metavar="NAME", help="the Deployment to scale")
 METRIC: Option[KedaMetric | None] = Option(
     "metric", Choice(KEDA_METRICS), None, commands=GENERATE, group=KEDA_GROUP,
-    flags=("--metric",), help="what to scale on: utilisation, graphics engine activity or "
-                              "framebuffer used")
+    flags=("--metric",), help="what to scale on: utilisation, graphics engine activity, "
+                              "framebuffer used or memory-interface activity")
 TARGET: Option[float | None] = Option(
     "target", Number(), None, commands=GENERATE, group=KEDA_GROUP, flags=("--target",),
     help="target value in percent (utilisation, activity, framebuffer used)")
+ROLE: Option[KedaRole | None] = Option(
+    "role", Choice(KEDA_ROLES), None, commands=GENERATE, group=KEDA_GROUP, flags=("--role",),
+    help="scale one pool of a disaggregated server: every pod of the namespace whose role "
+         "label (llm-d, Dynamo) says so, not the Deployment's pods; the GPU series need the "
+         "exporter's `inference` pod-label preset")
 MIN_REPLICAS: Option[int] = Option(
     "min_replicas", Integer(), 1, commands=GENERATE, group=KEDA_GROUP, flags=("--min",),
     help="minReplicaCount")
@@ -59,6 +66,6 @@ QUEUE_TARGET: Option[float | None] = Option(
     flags=("--queue-target",), help="also scale on vLLM's waiting requests, N per replica")
 
 GENERATE_OPTIONS: tuple[Option[object], ...] = (
-    OUT, XID_TIERS, JOB_REGEX, NAMESPACE, DEPLOYMENT, METRIC, TARGET, MIN_REPLICAS,
+    OUT, XID_TIERS, JOB_REGEX, NAMESPACE, DEPLOYMENT, METRIC, TARGET, ROLE, MIN_REPLICAS,
     MAX_REPLICAS, PROMETHEUS, QUEUE_TARGET,
 )

@@ -12,6 +12,7 @@ from typing import Literal
 
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, Scope
+from exporter.k8s.inference_labels import PodLabelSelection
 from exporter.options.model import Alias, Command, Option
 from exporter.options.values import (
     Choice,
@@ -21,7 +22,7 @@ from exporter.options.values import (
     Integer,
     Listen,
     ListenAddress,
-    Regex,
+    PodLabels,
     Repeated,
     Separated,
     Switch,
@@ -153,10 +154,12 @@ RESOURCE_NAMES: Option[tuple[str, ...]] = Option(
     env=("GPU_EXPORTER_RESOURCE_NAMES", "NVIDIA_RESOURCE_NAMES"), metavar="NAMES",
     help="extra resource names to accept, comma-separated (`nvidia.com/gpu`, "
          "`nvidia.com/gpu.shared` and `nvidia.com/mig-*` always are)")
-POD_LABELS: Option[str | None] = Option(
-    "pod_labels", Regex(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
-    flags=("--kubernetes.pod-labels",), env=("GPU_EXPORTER_POD_LABELS",), metavar="REGEX",
-    help="copy the pod labels whose keys match onto series (needs API access)")
+POD_LABELS: Option[PodLabelSelection | None] = Option(
+    "pod_labels", PodLabels(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("--kubernetes.pod-labels",), env=("GPU_EXPORTER_POD_LABELS",), metavar="REGEX|PRESET",
+    help="copy the pod labels whose keys match onto series as `label_<key>`, with `pod_uid`; "
+         "or a preset, comma-separated: `dynamo`, `llm-d`, `kai`, `inference` (all three), "
+         "copied under dcgm-exporter's names (`llm_d_ai_role`); needs API access")
 PROCESS_ATTRIBUTION: Option[bool] = Option(
     "process_attribution", Switch(), False, commands=SERVE, group=K8S_GROUP,
     flags=("--kubernetes.process-attribution",), env=("GPU_EXPORTER_PROCESS_ATTRIBUTION",),

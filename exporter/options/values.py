@@ -15,6 +15,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 
 from exporter import durations
 from exporter.devices.filter import DeviceFilter, parse_device_filter
+from exporter.k8s.inference_labels import PodLabelSelection, parse_presets
 
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
@@ -270,6 +271,24 @@ class Regex(Value[str]):
 
     def samples(self) -> tuple[str, ...]:
         return ("team|app", "^a$", "b.*")
+
+
+@dataclass(frozen=True, slots=True)
+class PodLabels(Value[PodLabelSelection]):
+    """`--kubernetes.pod-labels`: one or more preset names separated by commas (`inference`,
+    `llm-d,kai`), else a regex of label keys. A key named like a preset is still reachable
+    as a regex: `^(llm-d)$`."""
+
+    metavar = "REGEX|PRESET"
+
+    def parse(self, text: str, where: str) -> PodLabelSelection:
+        presets = parse_presets(text)
+        if presets is not None:
+            return PodLabelSelection(presets=presets)
+        return PodLabelSelection(regex=Regex().parse(text, where))
+
+    def samples(self) -> tuple[str, ...]:
+        return ("team|app", "inference", "llm-d,kai")
 
 
 @dataclass(frozen=True, slots=True)

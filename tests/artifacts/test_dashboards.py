@@ -17,7 +17,8 @@ from tests.support.paths import ROOT
 
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
-GRAFANA_VARS = {"__rate_interval": "1m", "__interval": "30s", "__range": "1h"}
+GRAFANA_VARS = {"__rate_interval": "1m", "__interval": "30s", "__interval_ms": "30000",
+                "__range": "1h"}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -30,9 +31,10 @@ def _panels(model: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def substitute(expr: str, values: dict[str, str] | None = None) -> str:
-    """Replace Grafana variables the way Grafana would for an "All" selection."""
+    """Replace Grafana variables the way Grafana would for an "All" selection. `$1` in a
+    `label_replace` is the regex's group, not a variable."""
     table = {**GRAFANA_VARS, **(values or {})}
-    return re.sub(r"\$(\w+)", lambda m: table.get(m.group(1), ".*"), expr)
+    return re.sub(r"\$([A-Za-z_]\w*)", lambda m: table.get(m.group(1), ".*"), expr)
 
 
 def _nulls(value: Any, path: str = "") -> list[str]:
@@ -157,3 +159,27 @@ def test_only_enabled_fields_appear(tmp_path: Path) -> None:
     assert "Power draw" not in titles
     # A section whose panels all need disabled fields is gone, row and all.
     assert "Power and energy" not in {p["title"] for p in fleet["panels"] if p["type"] == "row"}
+
+
+SERVING_METRIC = re.compile(r"\b(vllm:|dynamo_)")
+
+
+def test_inference_panels_hold_up_without_serving_metrics_or_pod_labels() -> None:
+    """Serving metrics (vLLM, Dynamo) sit in panels of their own: a cluster without them
+    loses only those panels, which then say what they need. Panels that need the role or
+    queue labels say so too."""
+    model = _load(ROOT / "dashboards" / "gpu-inference-autoscaling.json")
+    serving_panels, labelled = [], []
+    for panel in _panels(model):
+        exprs = [t["expr"] for t in panel["targets"]]
+        reads_serving = [bool(SERVING_METRIC.search(e)) for e in exprs]
+        assert all(reads_serving) or not any(reads_serving), panel["title"]
+        if all(reads_serving):
+            serving_panels.append(panel["title"])
+        if any(re.search(r"llm_d_ai_role|kai_scheduler_queue", e) for e in exprs):
+            labelled.append(panel["title"])
+        if all(reads_serving) or labelled[-1:] == [panel["title"]]:
+            assert panel["fieldConfig"]["defaults"]["noValue"], panel["title"]
+    assert len(serving_panels) == 4  # the inference queue trigger, and the three by role
+    assert {"Queue depth", "KV-cache use", "Time to first token (p90)"} <= set(labelled)
+    assert {"Engine activity by role", "GPU-hours per queue"} <= set(labelled)

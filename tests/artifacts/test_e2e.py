@@ -1,12 +1,16 @@
 """End to end: the simulated node, the exporter and a real Prometheus with our rules.
 
 One Prometheus scrapes two exporters every second: one with scripted faults (XID 79, a lost
-GPU, framebuffer ramping to 97 %) and a healthy one. Then every generated dashboard query,
-every query of dcgm-exporter's own dashboard and every KEDA query runs against it, and the
-alerts are read from /api/v1/alerts.
+GPU, framebuffer ramping to 97 %) and a healthy one, both with the simulated pods' Dynamo,
+llm-d and KAI labels (`--kubernetes.pod-labels inference`). A static target stands in for
+the model servers (vLLM's and Dynamo's serving metrics for the simulated inference pods), so
+the panels and KEDA queries that pair serving metrics with GPU series by pod are checked too.
+Then every generated dashboard query, every query of dcgm-exporter's own dashboard and every
+KEDA query runs against it, and the alerts are read from /api/v1/alerts.
 
 Not checked here, because no such source runs in the test: panels reading kube-state-metrics
-(`kube_*`), KEDA's operator metrics (`keda_*`) or the inference server (`vllm:*`).
+(`kube_*`) or KEDA's operator metrics (`keda_*`). That the dashboards hold up without the
+serving metrics is checked on their structure (tests/artifacts/test_dashboards.py).
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.artifacts.keda import Pool
+from exporter.devices.enumerate import enumerate_devices
+from exporter.devices.filter import ALL_DEVICES
+from exporter.devices.sim import SimNvml
+from exporter.k8s.inference_labels import ROLE
+from exporter.k8s.simkubelet import plan_allocations
 from tests.artifacts.conftest import run_generate
+from tests.artifacts.serving_target import ServingTarget
 from tests.artifacts.test_dashboards import substitute
 from tests.support.exporter_process import ExporterProcess, answers, free_port, http_get
 from tests.support.paths import ROOT, fixture_file
@@ -33,12 +44,13 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
-EXTERNAL = re.compile(r"\b(kube_|keda_|vllm:)")
+EXTERNAL = re.compile(r"\b(kube_|keda_)")
 NAMESPACE, DEPLOYMENT = "inference", "llm-inference"
 """Where the simulated kubelet puts its inference pods."""
 FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,over=8s,to=97")
 VARIABLES = {"job": "gpu-exporter", "namespace": NAMESPACE, "deployment": DEPLOYMENT,
-             "__rate_interval": "15s", "__range": "1h"}
+             "__rate_interval": "15s", "__range": "1h", "__interval": "1s",
+             "__interval_ms": "1000"}
 WAIT_S = 90.0
 POLL_S = 0.5
 
@@ -87,10 +99,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                             capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, f"the exporter CLI does not start:\n{status.stderr}"
     tmp = tmp_path_factory.mktemp("e2e")
-    common = ["--backend", "sim", "--sim.profile", "h200-mig", "-c", "1s", "--sim.kubelet"]
+    common = ["--backend", "sim", "--sim.profile", "h200-mig", "-c", "1s", "--sim.kubelet",
+              "--kubernetes.pod-labels", "inference"]
     exporters: list[ExporterProcess] = []
     prometheus: subprocess.Popen[str] | None = None
     prometheus_log = (tmp / "prometheus.log").open("w")
+    serving = ServingTarget(_model_server_pods()).start()
     try:
         exporters.append(ExporterProcess(
             [*common, *(a for f in FAULTS for a in ("--sim.fault", f))],
@@ -103,8 +117,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
             "rule_files": [str(_test_rules(tmp))],
-            "scrape_configs": [{"job_name": "gpu-exporter", "static_configs": [
-                {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]}],
+            "scrape_configs": [
+                {"job_name": "gpu-exporter", "static_configs": [
+                    {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]},
+                # Keeps the served namespace/pod, as a PodMonitor's target labels would be.
+                {"job_name": "serving", "honor_labels": True, "static_configs": [
+                    {"targets": [f"127.0.0.1:{serving.port}"]}]},
+            ],
         }
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
         prometheus = subprocess.Popen(
@@ -117,8 +136,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         wait_until(lambda: answers(f"{s.prometheus}/-/ready"), 60.0,
                    what="Prometheus to start")
         # Enough samples for rate windows: both targets up for a while.
-        wait_until(lambda: len(s.query("up == 1")) == 2, WAIT_S, POLL_S,
-                   what="both targets scraped")
+        wait_until(lambda: len(s.query("up == 1")) == 3, WAIT_S, POLL_S,
+                   what="both exporters and the serving target scraped")
         wait_until(lambda: s.query("min(count_over_time(up[15s])) >= 12"), 60.0, POLL_S,
                    what="15s of samples")
         yield s
@@ -132,7 +151,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 prometheus.wait()
         for e in exporters:
             e.stop()
+        serving.stop()
         prometheus_log.close()
+
+
+def _model_server_pods() -> list[tuple[str, str]]:
+    """The simulated kubelet's inference pods (what the exporters attribute GPUs to)."""
+    lib = SimNvml("h200-mig")
+    lib.nvmlInit()
+    inventory = enumerate_devices(lib, ALL_DEVICES).inventory
+    return [(p.namespace, p.name) for p in plan_allocations(inventory)
+            if p.namespace == NAMESPACE]
 
 
 def _dashboard_queries(path: Path) -> list[tuple[str, str]]:
@@ -200,7 +229,7 @@ def _keda_queries(obj: dict[str, Any]) -> list[str]:
     return [t["metadata"]["query"] for t in obj["spec"]["triggers"]]
 
 
-@pytest.mark.parametrize("metric", ["util", "gr-engine", "fb"])
+@pytest.mark.parametrize("metric", ["util", "gr-engine", "fb", "dram"])
 def test_generated_keda_query_returns_one_series(stack: Stack, metric: str) -> None:
     result = run_generate("keda", "--namespace", NAMESPACE, "--deployment", DEPLOYMENT,
                           "--metric", metric, "--target", "50")
@@ -209,6 +238,31 @@ def test_generated_keda_query_returns_one_series(stack: Stack, metric: str) -> N
     series = stack.query(query)
     assert len(series) == 1, (query, series)
     assert 0 <= float(series[0]["value"][1]) <= 100
+
+
+@pytest.mark.parametrize(("role", "metric"), [("prefill", "gr-engine"), ("decode", "dram"),
+                                              ("prefill", "fb"), ("decode", "gr-engine")])
+def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
+                                                       metric: str) -> None:
+    """A prefill or decode pool: its GPU trigger and its queue trigger, each one series, over
+    that role's pods only (Dynamo's and llm-d's alike)."""
+    result = run_generate("keda", "--namespace", NAMESPACE, "--deployment", f"llm-{role}",
+                          "--role", role, "--metric", metric, "--target", "50",
+                          "--queue-target", "4")
+    assert result.returncode == 0, result.stderr
+    queue, gpu = _keda_queries(yaml.safe_load(result.stdout))
+    for query in (queue, gpu):
+        series = stack.query(query)
+        assert len(series) == 1, (query, series)
+    # The pool's selector takes exactly the pods whose labels give that role, Dynamo's and
+    # llm-d's alike, with none of the other role's.
+    everyone = stack.query(f'DCGM_FI_DEV_FB_USED{{namespace="{NAMESPACE}"}}')
+    expected = {s["metric"]["pod"] for s in everyone if ROLE.value_of(s["metric"]) == role}
+    pool = Pool(NAMESPACE, role=role).series("DCGM_FI_DEV_FB_USED")
+    selected = {s["metric"]["pod"] for s in stack.query(pool)}
+    assert selected == expected and len(expected) >= 3
+    stacks = {"llm_d_ai_role" in s["metric"] for s in stack.query(pool)}
+    assert stacks == {True, False}
 
 
 def test_example_keda_queries_return_at_most_one_series(stack: Stack) -> None:
@@ -221,10 +275,7 @@ def test_example_keda_queries_return_at_most_one_series(stack: Stack) -> None:
             query = query.replace(f'namespace="{old_ns}"', f'namespace="{NAMESPACE}"')
             query = query.replace(f'pod=~"{old_dep}-', f'pod=~"{DEPLOYMENT}-')
             series = stack.query(query)
-            if EXTERNAL.search(query):
-                assert len(series) <= 1, (path.name, query)
-            else:
-                assert len(series) == 1, (path.name, query, series)
+            assert len(series) == 1, (path.name, query, series)
 
 
 def _alerts_of(stack: Stack, instance: str) -> list[dict[str, Any]]:
@@ -269,3 +320,21 @@ def test_prometheus_records_dcgm_counters_as_counters(stack: Stack) -> None:
         timeout=10.0)
     assert status == 200
     assert {m["type"] for m in json.loads(body)["data"][metric]} == {"counter"}
+
+
+def test_role_and_queue_panels_split_the_fleet(stack: Stack) -> None:
+    """On the simulated pods, every per-role line is prefill or decode (both present), and
+    every per-queue line one of the demo's KAI queues."""
+    path = ROOT / "dashboards" / "gpu-inference-autoscaling.json"
+    seen: dict[str, set[str]] = {"role": set(), "kai_scheduler_queue": set()}
+    for title, expr, legend in _dashboard_targets(path):
+        label = next((name for name in seen if f"{{{{{name}}}}}" in legend), None)
+        if label is None:
+            continue
+        values = {s["metric"].get(label, "") for s in stack.query(substitute(expr, VARIABLES))}
+        expected = ({"prefill", "decode"} if label == "role"
+                    else {"chat", "search", "research"})
+        assert values and values <= expected, (title, legend, values)
+        seen[label] |= values
+    assert seen == {"role": {"prefill", "decode"},
+                    "kai_scheduler_queue": {"chat", "search", "research"}}

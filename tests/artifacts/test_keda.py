@@ -66,8 +66,8 @@ def test_single_series_detector() -> None:
 
 def test_examples() -> None:
     names = [p.name for p in EXAMPLES]
-    assert names == ["framebuffer-pressure.yaml", "gpu-utilization.yaml",
-                     "inference-queue.yaml", "mig-gr-engine.yaml"]
+    assert names == ["decode-pool.yaml", "framebuffer-pressure.yaml", "gpu-utilization.yaml",
+                     "inference-queue.yaml", "mig-gr-engine.yaml", "prefill-pool.yaml"]
     for path in EXAMPLES:
         _check(_load(path))
     util = _load(ROOT / "deploy" / "keda" / "gpu-utilization.yaml")
@@ -82,7 +82,45 @@ def test_examples() -> None:
     assert [t["metricType"] for t in queue["spec"]["triggers"]] == ["AverageValue", "Value"]
 
 
-@pytest.mark.parametrize("metric", ["util", "gr-engine", "fb"])
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_role_pools_scale_apart(role: str) -> None:
+    """Each pool: a queue-depth and a GPU trigger over that role's pods only, whichever stack
+    labelled them, and never the other role's."""
+    obj = _load(ROOT / "deploy" / "keda" / f"{role}-pool.yaml")
+    queue, gpu = obj["spec"]["triggers"]
+    assert [queue["metricType"], gpu["metricType"]] == ["AverageValue", "Value"]
+    for trigger in (queue, gpu):
+        query = trigger["metadata"]["query"]
+        selectors = re.findall(r"\{([^}]*)\}", query)
+        roles = [m for sel in selectors for m in re.findall(r'(\w+)="(prefill|decode)"', sel)]
+        assert {value for _, value in roles} == {role}
+        assert {label for label, _ in roles} == {
+            "llm_d_ai_role", "nvidia_com_dynamo_sub_component_type",
+            "nvidia_com_dynamo_component_type"}
+        assert "pod=~" not in query
+    # Serving metrics carry no pod labels: the queue is taken from the pods whose GPUs do.
+    assert queue["metadata"]["query"].startswith(
+        'sum(vllm:num_requests_waiting{namespace="inference"} and on (namespace, pod) (')
+    metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if role == "prefill" else "DCGM_FI_PROF_DRAM_ACTIVE"
+    assert metric in gpu["metadata"]["query"] and metric in queue["metadata"]["query"]
+
+
+def test_generate_role_pool() -> None:
+    result = run_generate("keda", "--namespace", "serving", "--deployment", "chat-decode",
+                          "--role", "decode", "--metric", "fb", "--target", "85",
+                          "--queue-target", "6")
+    assert result.returncode == 0, result.stderr
+    obj = yaml.safe_load(result.stdout)
+    _check(obj)
+    assert obj["spec"]["scaleTargetRef"]["name"] == "chat-decode"
+    queries = [t["metadata"]["query"] for t in obj["spec"]["triggers"]]
+    assert all('namespace="serving"' in q and '"decode"' in q for q in queries)
+    bad = run_generate("keda", "--namespace", "s", "--deployment", "d", "--role", "encode",
+                       "--metric", "util", "--target", "50")
+    assert bad.returncode == 2 and "--role" in bad.stderr
+
+
+@pytest.mark.parametrize("metric", ["util", "gr-engine", "fb", "dram"])
 def test_generate_one(metric: str) -> None:
     result = run_generate("keda", "--namespace", "serving", "--deployment", "chat",
                           "--metric", metric, "--target", "65", "--min", "2", "--max", "8",

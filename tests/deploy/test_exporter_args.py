@@ -60,10 +60,11 @@ def _cases() -> list[tuple[str, Obj]]:
         for c, _ in exporter_containers(w)
     ]
     if kubectl() is not None or in_ci():
-        # The overlay's args exist only once its patch is applied (kubectl is required in CI).
-        overlay = render_kustomization(DEPLOY_DIR / "daemonset" / "pod-labels")
-        ds = of_kind(overlay, "DaemonSet")[0]
-        cases += [(f"pod-labels/{c['name']}", c) for c, _ in exporter_containers(ds)]
+        # The overlays' args exist only once their patch is applied (kubectl is required in CI).
+        for name in ("pod-labels", "inference"):
+            overlay = render_kustomization(DEPLOY_DIR / "daemonset" / name)
+            ds = of_kind(overlay, "DaemonSet")[0]
+            cases += [(f"{name}/{c['name']}", c) for c, _ in exporter_containers(ds)]
     return cases
 
 

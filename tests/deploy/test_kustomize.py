@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from exporter import __version__
+from exporter.config import parse_serve_args
 
 from ._manifests import (
     ALL_CHECKS,
@@ -34,6 +35,7 @@ ENTRY_POINTS = {
     "daemonset": DEPLOY_DIR / "daemonset",
     "daemonset-pod-labels": DEPLOY_DIR / "daemonset" / "pod-labels",
     "daemonset-tls": DEPLOY_DIR / "daemonset" / "tls",
+    "daemonset-inference": DEPLOY_DIR / "daemonset" / "inference",
     "sidecar": DEPLOY_DIR / "sidecar",
 }
 
@@ -100,8 +102,9 @@ def test_plain_daemonset_has_no_api_access() -> None:
     assert not any(a.startswith("--kubernetes.pod-labels") for a in args)
 
 
-def test_pod_labels_overlay_grants_exactly_what_the_watch_needs() -> None:
-    objs = render_kustomization(ENTRY_POINTS["daemonset-pod-labels"])
+@pytest.mark.parametrize("overlay", ["daemonset-pod-labels", "daemonset-inference"])
+def test_pod_labels_overlay_grants_exactly_what_the_watch_needs(overlay: str) -> None:
+    objs = render_kustomization(ENTRY_POINTS[overlay])
     ds = of_kind(objs, "DaemonSet")[0]
     spec = pod_spec(ds)
     assert spec["automountServiceAccountToken"] is True
@@ -130,3 +133,17 @@ def test_pod_labels_overlay_grants_exactly_what_the_watch_needs() -> None:
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
     ]
+
+
+def test_inference_overlay_turns_on_the_preset_and_nothing_else() -> None:
+    """Against the pod-labels overlay it renders, the inference overlay changes one thing:
+    the value of `--kubernetes.pod-labels`, which the exporter reads as the preset."""
+    base = render_kustomization(ENTRY_POINTS["daemonset-pod-labels"])
+    objs = render_kustomization(ENTRY_POINTS["daemonset-inference"])
+    ds, base_ds = of_kind(objs, "DaemonSet")[0], of_kind(base, "DaemonSet")[0]
+    args = exporter_containers(ds)[0][0]["args"]
+    assert args == ["serve", "-k", "--kubernetes.pod-labels", "inference"]
+    config = parse_serve_args(args[1:], {}).kubernetes
+    assert (config.pod_label_presets, config.pod_labels) == (("inference",), None)
+    exporter_containers(base_ds)[0][0]["args"] = args
+    assert objs == base

@@ -9,7 +9,9 @@ from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.simkubelet import start_sim_kubelet
+from exporter.k8s.inference_labels import QUEUE, ROLE
+from exporter.k8s.simkubelet import plan_allocations, start_sim_kubelet
+from exporter.k8s.simpods import SimPodMetadata, demo_pod_labels, demo_pod_objects
 from exporter.k8s.source import KubeletSource
 
 
@@ -71,3 +73,59 @@ async def test_time_sliced_node_has_no_owners(socket_path: str) -> None:
                               if dict(s.labels)["UUID"] == g.uuid) for g in inventory.gpus}
     assert per_gpu == {g.uuid: ["0", "1", "2"] for g in inventory.gpus}
     assert len({dict(s.labels)["pod"] for s in rows}) == 3 * len(inventory.gpus)
+
+
+@pytest.mark.parametrize("profile", ["h100-8", "h200-mig", "a100-timesliced", "l4-1"])
+async def test_simulated_pod_labels_through_the_real_rules(socket_path: str,
+                                                           profile: str) -> None:
+    """`--sim.kubelet --kubernetes.pod-labels inference`: the demo's pods get their Dynamo,
+    llm-d and KAI labels from the simulated pod metadata, named by the preset's rules."""
+    inventory = sim_inventory(profile)
+    time_sliced = profile == "a100-timesliced"
+    handle = start_sim_kubelet(socket_path, inventory, time_sliced=time_sliced)
+    config = KubernetesConfig(enabled=True, pod_resources_socket=socket_path,
+                              pod_label_presets=("inference",))
+    metadata = SimPodMetadata.for_node(plan_allocations(inventory, time_sliced=time_sliced),
+                                       config)
+    source = KubeletSource(config, metadata=metadata)
+    try:
+        attribution = await source.refresh(inventory)
+        families = {f.name: f for f in source.families()}
+    finally:
+        await source.close()
+        handle.stop()
+    holders = [dict(ref.extra) for ref in attribution.owners.values()]
+    holders += [dict(s.labels) for s in families["gpu_exporter_pod_gpu_allocation"].samples]
+    assert holders and all("kai_scheduler_queue" in h for h in holders)
+    assert not any(name.startswith("label_") or name == "pod_uid" for h in holders for name in h)
+    roles = {ROLE.value_of(h) for h in holders}
+    queues = {QUEUE.value_of(h) for h in holders}
+    if time_sliced:
+        assert (roles, queues) == ({None}, {"batch"})
+    else:
+        # One GPU (l4-1) makes a graph of one prefill worker.
+        assert roles - {None} == ({"prefill"} if profile == "l4-1" else {"prefill", "decode"})
+        assert "chat" in queues
+    if inventory.instances:
+        # MIG slices serve llm-d: its role and model; whole GPUs serve the Dynamo graph.
+        assert {h.get("llm_d_ai_model") for h in holders} >= {"qwen3-8b"}
+        assert {"search", "research"} <= queues
+    assert families["gpu_exporter_kubernetes_api_up"].samples[0].value == 1.0
+    dropped = families["gpu_exporter_pod_labels_dropped"].samples
+    assert sum(s.value for s in dropped) == 0
+
+
+def test_demo_labels_follow_the_stacks() -> None:
+    pods = plan_allocations(sim_inventory("h200-mig"))
+    labels = demo_pod_labels(pods)
+    assert set(labels) == {(p.namespace, p.name) for p in pods}
+    dynamo = [v for v in labels.values() if "nvidia.com/dynamo-component-type" in v]
+    llm_d = [v for v in labels.values() if "llm-d.ai/role" in v]
+    assert sorted(v["nvidia.com/dynamo-sub-component-type"] for v in dynamo) == [
+        "decode", "decode", "prefill", "prefill"]
+    assert all(v["nvidia.com/dynamo-component-type"] == "worker" for v in dynamo)
+    assert {v["llm-d.ai/role"] for v in llm_d} == {"prefill", "decode"}
+    objects = demo_pod_objects(pods, "node-a")
+    uids = {o["metadata"]["uid"] for o in objects}
+    assert len(uids) == len(pods)
+    assert demo_pod_objects(pods, "node-a") == objects  # the same pods on every start

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+from pathlib import Path
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
+from exporter.k8s.inference_labels import ROLE
 from tests.support.exporter_process import ExporterProcess
+from tests.support.paths import ROOT
 from tests.support.wait import wait_until
 
 Series = list[tuple[str, dict[str, str], float]]
@@ -76,3 +82,36 @@ def test_demo_pod_scope_leaks_nothing(exporter: type[ExporterProcess]) -> None:
     ] + ["notebook-bob-0", "notebook-carol-0", "llm-inference", "inference\""]:
         assert other not in text, other
         assert other not in page.decode(), other
+
+
+def run_sh_demo_args() -> list[str]:
+    """The arguments `scripts/run.sh` gives `serve` on a machine without a driver."""
+    text = (ROOT / "scripts" / "run.sh").read_text().replace("\\\n", " ")
+    line = next(line for line in text.splitlines()
+                if line.startswith("exec ") and "--backend sim" in line)
+    words = shlex.split(line)
+    return [w for w in words[words.index("serve") + 1:] if w != "$@"]
+
+
+def test_demo_with_inference_preset_shows_role_and_queue(
+        exporter: type[ExporterProcess], tmp_path: Path) -> None:
+    """`./scripts/run.sh`'s demo: role and queue labels on /metrics with no cluster. The
+    simulated pod metadata needs neither an API server nor the `kubernetes` package: one that
+    fails on import is put first on the path."""
+    blocker = tmp_path / "kubernetes"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('no kubernetes in the demo')\n")
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    proc = exporter([*run_sh_demo_args(), "-c", "200ms"],
+                    env={"PYTHONPATH": path, "KUBECONFIG": str(tmp_path / "absent")})
+    text, series = scrape_after_kubelet(proc)
+    fb = [labels for name, labels, _ in series if name == "DCGM_FI_DEV_FB_USED"]
+    held = [labels for labels in fb if "pod" in labels]
+    assert held and all("kai_scheduler_queue" in labels for labels in held)
+    assert {ROLE.value_of(labels) for labels in held} == {"prefill", "decode"}
+    assert {labels["kai_scheduler_queue"] for labels in held} == {"chat", "search"}
+    assert {labels.get("llm_d_ai_role") for labels in held} >= {"prefill", "decode"}
+    assert {labels.get("nvidia_com_dynamo_sub_component_type") for labels in held} >= {
+        "prefill", "decode"}
+    assert "gpu_exporter_kubernetes_api_up 1" in text
+    assert "no kubernetes in the demo" not in proc.output()

@@ -1,7 +1,9 @@
-"""(e) Inference autoscaling: the KEDA trigger values next to the replica counts."""
+"""(e) Inference autoscaling: the KEDA trigger values next to the replica counts, then the
+inference fleet by role and by KAI queue (`inference`)."""
 
 from __future__ import annotations
 
+from exporter.artifacts.dashboards.inference import QUEUES, ROLES, SERVING
 from exporter.artifacts.dashboards.spec import (
     JOB_VAR,
     Dashboard,
@@ -12,13 +14,14 @@ from exporter.artifacts.dashboards.spec import (
     Variable,
 )
 from exporter.artifacts.dashboards.workloads import holders
-from exporter.artifacts.keda import Metric, deployment_pods, gpu_query, queue_query
+from exporter.artifacts.keda import Metric, Pool, deployment_pods, gpu_query, queue_query
 
 TS = Kind.TIMESERIES
 PODS = deployment_pods("$deployment")
 NS = "$namespace"
 DEPLOYMENT_NS = f'namespace="{NS}"'
 DEPLOYMENT_PODS = f'pod=~"{PODS}"'
+POOL = Pool(NS, PODS)
 
 NAMESPACE_VAR = Variable("namespace", "Namespace",
                          'label_values({__name__=~"DCGM_F.+|gpu_exporter_pod_gpu_allocation", '
@@ -29,7 +32,7 @@ DEPLOYMENT_VAR = Variable("deployment", "Deployment", "label_values(kube_deploym
 
 
 def _trigger(metric: Metric, title: str) -> Panel:
-    q = gpu_query(metric, NS, PODS)
+    q = gpu_query(metric, POOL)
     return Panel(title, TS, (Query(q.query, metric.value),), "percent",
                  f"The exact `generate keda --metric {metric.value}` query: {q.meaning}. "
                  "Desired replicas = ceil(replicas x value / target).", width=8, min=0, max=100)
@@ -39,9 +42,10 @@ TRIGGERS = Section("KEDA trigger values", (
     _trigger(Metric.UTIL, "GPU utilisation trigger"),
     _trigger(Metric.GR_ENGINE, "Graphics engine trigger (MIG)"),
     _trigger(Metric.FB, "Framebuffer pressure trigger"),
-    Panel("Inference queue trigger", TS, (Query(queue_query(NS, PODS), "waiting requests"),),
+    Panel("Inference queue trigger", TS, (Query(queue_query(POOL), "waiting requests"),),
           "short", "Requests waiting in vLLM's queue, summed over the Deployment "
-          "(AverageValue: desired = ceil(value / target)).", width=8, external=True),
+          "(AverageValue: desired = ceil(value / target)).", width=8, external=True,
+          no_value="No vllm:num_requests_waiting from the Deployment's pods"),
     Panel("GPUs held by the Deployment", TS, (Query(
         f"count(group by (instance, UUID, GPU_I_ID) "
         f"({holders(DEPLOYMENT_NS, DEPLOYMENT_PODS)}))", "devices"),), "none",
@@ -77,8 +81,10 @@ AUTOSCALING = Dashboard(
     uid="gpu-exporter-autoscaling",
     filename="gpu-inference-autoscaling.json",
     title="GPU inference autoscaling",
-    description="KEDA trigger queries of an inference Deployment next to its replica counts.",
+    description="KEDA trigger queries of an inference Deployment next to its replica counts; "
+                "prefill against decode with the serving metrics that explain them; GPU-hours "
+                "and activity per KAI queue.",
     tags=("gpu-exporter", "gpu", "nvidia", "kubernetes", "keda"),
     variables=(JOB_VAR, NAMESPACE_VAR, DEPLOYMENT_VAR),
-    sections=(TRIGGERS, REPLICAS),
+    sections=(TRIGGERS, REPLICAS, ROLES, SERVING, QUEUES),
 )

@@ -89,6 +89,8 @@ def _field_defaults(raw: Json, panel: Panel) -> Json:
         out["min"] = panel.min
     if panel.max is not None:
         out["max"] = panel.max
+    if panel.no_value is not None:
+        out["noValue"] = panel.no_value
     return out
 
 

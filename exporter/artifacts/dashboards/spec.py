@@ -7,7 +7,7 @@ Queries name DCGM fields directly, so a panel whose fields are not all enabled i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from exporter.artifacts.fieldset import FieldSet
@@ -42,14 +42,15 @@ class Panel:
     max: float | None = None
     external: bool = False
     """Reads metrics from outside this exporter (kube-state-metrics, KEDA, the app)."""
+    no_value: str | None = None
+    """What the panel says instead of "No data": which source or setting its data needs."""
 
     def restricted_to(self, fields: FieldSet) -> Panel | None:
         """The panel with only the queries whose fields are all enabled (None if no query is)."""
         queries = tuple(q for q in self.queries if fields.allows(q.expr))
         if not queries:
             return None
-        return Panel(self.title, self.kind, queries, self.unit, self.description, self.width,
-                     self.height, self.min, self.max, self.external)
+        return replace(self, queries=queries)
 
 
 @dataclass(frozen=True, slots=True)

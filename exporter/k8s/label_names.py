@@ -1,0 +1,16 @@
+"""How a Kubernetes label key becomes a Prometheus label name: dcgm-exporter's rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+KeyFilter = Callable[[str], bool]
+"""Says whether a pod label key is copied onto series."""
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def sanitise_label_name(key: str) -> str:
+    """A pod label key as a label name: `[^a-zA-Z0-9_]` -> `_` (dcgm-exporter's rule)."""
+    return _UNSAFE.sub("_", key)

@@ -1,0 +1,134 @@
+"""The in-memory map of this node's pods that enrichment keeps: (namespace, pod) -> the labels
+its series get, its UID and its containers' runtime ids.
+
+Filled from pod objects as the API server serves them (JSON mappings): by the watch in
+`exporter.k8s.enrich`, or, on the simulated node, by `exporter.k8s.simpods`. Scrapes and polls
+only read it. Writers replace whole maps, so a reader on another thread sees either the old or
+the new state, never a half update.
+
+Pure: no `kubernetes` import.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.k8s.pod_labels import DUPLICATE, RESERVED, DroppedLabel, PodLabelRules
+from exporter.selfmetrics import POD_LABELS_DROPPED
+from exporter.series import Family, Labels
+
+log = logging.getLogger(__name__)
+
+PodObject = Mapping[str, Any]
+"""A Pod as the API server serves it (`metadata`, `status`), decoded from JSON."""
+
+_DROPPED_MEMORY = 4096
+"""Distinct dropped pod label keys remembered (so each is logged once); bounded because
+label keys are chosen by every tenant of the cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    labels: Labels
+    """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
+    uid: str
+    containers: Mapping[str, str]
+    """Container runtime id (without the `containerd://` scheme) -> container name."""
+
+
+def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    # Native sidecars are init containers; they can hold GPUs too.
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for item in status.get(key) or []:
+            cid = str(item.get("containerID") or "")
+            if cid:
+                out[cid.rpartition("://")[2]] = str(item.get("name", ""))
+    return out
+
+
+class PodMap:
+    """(namespace, pod) -> PodRecord, with the pod label rules applied once per pod event."""
+
+    def __init__(self, rules: PodLabelRules) -> None:
+        self._rules = rules
+        self._pods: dict[tuple[str, str], PodRecord] = {}
+        self._by_uid: dict[str, tuple[str, str]] = {}
+        self._dropped_seen: set[tuple[str, str]] = set()
+        self._dropped: dict[str, int] = {RESERVED: 0, DUPLICATE: 0}
+
+    # -- reading --------------------------------------------------------------------------
+
+    def labels_for(self, namespace: str, pod: str) -> Labels:
+        record = self._pods.get((namespace, pod))
+        return record.labels if record is not None else ()
+
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        """(namespace, pod, container) of a running container, by pod UID and runtime id."""
+        key = self._by_uid.get(pod_uid)
+        record = self._pods.get(key) if key is not None else None
+        if key is None or record is None:
+            return None
+        name = record.containers.get(container_id)
+        return None if name is None else (key[0], key[1], name)
+
+    def families(self) -> list[Family]:
+        """`gpu_exporter_pod_labels_dropped_total`, while pod labels are copied."""
+        if not self._rules.copies_labels:
+            return []
+        return [POD_LABELS_DROPPED.family(
+            POD_LABELS_DROPPED.sample(float(n), reason=reason)
+            for reason, n in sorted(self._dropped.items()))]
+
+    # -- writing --------------------------------------------------------------------------
+
+    def replace_all(self, objects: Iterable[PodObject]) -> None:
+        """The result of a list: these pods and no others."""
+        self._publish(dict(self._entry(obj) for obj in objects))
+
+    def upsert(self, obj: PodObject) -> None:
+        key, record = self._entry(obj)
+        pods = dict(self._pods)
+        pods[key] = record
+        self._publish(pods)
+
+    def remove(self, obj: PodObject) -> None:
+        pods = dict(self._pods)
+        pods.pop(_key(obj), None)
+        self._publish(pods)
+
+    def _publish(self, pods: dict[tuple[str, str], PodRecord]) -> None:
+        self._by_uid = {r.uid: key for key, r in pods.items() if r.uid}
+        self._pods = pods
+
+    def _entry(self, obj: PodObject) -> tuple[tuple[str, str], PodRecord]:
+        meta = obj.get("metadata") or {}
+        key = _key(obj)
+        uid = str(meta.get("uid", ""))
+        labels, dropped = self._rules.apply(uid, meta.get("labels") or {})
+        if dropped:
+            self._note_dropped(key, dropped)
+        containers = _container_ids(obj.get("status") or {})
+        return key, PodRecord(labels, uid, containers)
+
+    def _note_dropped(self, pod: tuple[str, str], dropped: tuple[DroppedLabel, ...]) -> None:
+        """Counts and logs each dropped key once (per reason), whichever pods carry it."""
+        for d in dropped:
+            if (d.key, d.reason) in self._dropped_seen:
+                continue
+            if len(self._dropped_seen) >= _DROPPED_MEMORY:
+                self._dropped_seen.clear()
+            self._dropped_seen.add((d.key, d.reason))
+            self._dropped[d.reason] += 1
+            why = ("is one of the series' own labels" if d.reason == RESERVED
+                   else "is taken by another label of the pod")
+            log.warning("pod label %r (first seen on %s/%s) not copied: its name %r %s",
+                        d.key, pod[0], pod[1], d.name, why)
+
+
+def _key(obj: PodObject) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
