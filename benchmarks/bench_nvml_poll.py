@@ -142,7 +142,8 @@ def main() -> int:
     collectors = load_collectors(ROOT / "collectors.csv")
     backend = NvmlBackend(pynvml, collectors.specs, clock=sim.time)
     backend.start()
-    assert pynvml.nvmlLib is not None and sim.shares_library_with(pynvml.nvmlLib)
+    assert pynvml.nvmlLib is not None
+    assert sim.shares_library_with(pynvml.nvmlLib)
     for _ in range(3):  # enumerate, first GPM sample, first full cycle
         sim.advance(1.0)
         backend.poll()

@@ -162,6 +162,27 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     return 0
 
 
+def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
+                                                  ConfigMapCollectors | None, Collectors]:
+    """The web config, the ConfigMap follower and the collectors, before NVML: a file that
+    cannot be used stops the start, naming the file and key (ConfigError)."""
+    try:
+        web_config = (LiveWebConfig.load(cfg.web_config_file)
+                      if cfg.web_config_file is not None else None)
+    except WebConfigError as exc:
+        raise ConfigError(f"--web.config.file: {exc}") from None
+    collectors_path = cfg.collectors or default_collectors_path()
+    configmap = _follow_configmap(cfg, collectors_path)
+    try:
+        collectors = (configmap.load_initial() if configmap is not None
+                      else load_collectors(collectors_path))
+    except CollectorsError as exc:
+        if configmap is not None:
+            configmap.close()
+        raise ConfigError(str(exc)) from None
+    return web_config, configmap, collectors
+
+
 def main(argv: Sequence[str]) -> int:
     try:
         cfg = parse_serve_args(argv)
@@ -171,18 +192,18 @@ def main(argv: Sequence[str]) -> int:
     for warning in cfg.startup_warnings:
         log.warning("%s", warning)
     try:
-        # Before NVML: a file that cannot be used stops the start, naming the file and key.
-        web_config = (LiveWebConfig.load(cfg.web_config_file)
-                      if cfg.web_config_file is not None else None)
-    except WebConfigError as exc:
-        return _fail(f"--web.config.file: {exc}")
-    collectors_path = cfg.collectors or default_collectors_path()
-    configmap = _follow_configmap(cfg, collectors_path)
-    try:
-        collectors = (configmap.load_initial() if configmap is not None
-                      else load_collectors(collectors_path))
-    except CollectorsError as exc:
+        web_config, configmap, collectors = _load_start_files(cfg)
+    except ConfigError as exc:
         return _fail(str(exc))
+    try:
+        return _serve(cfg, web_config, configmap, collectors)
+    finally:
+        if configmap is not None:
+            configmap.close()
+
+
+def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
+           configmap: ConfigMapCollectors | None, collectors: Collectors) -> int:
     if configmap is not None:  # the sampler follows the ConfigMap through this path
         cfg = replace(cfg, collectors=configmap.path)
     for warning in collectors.warnings:
@@ -207,6 +228,3 @@ def main(argv: Sequence[str]) -> int:
             return asyncio.run(_run(cfg, lib, backend, collectors, web_config, Path(tmp)))
     except KeyboardInterrupt:
         return 130
-    finally:
-        if configmap is not None:
-            configmap.close()

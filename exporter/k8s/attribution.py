@@ -171,7 +171,7 @@ class AttributionResult:
     resolved: tuple[tuple[Allocation, Resolved], ...] = field(default=())
 
 
-def _no_extra(namespace: str, pod: str) -> Labels:
+def _no_extra(namespace: str, pod: str) -> Labels:  # noqa: ARG001 (an ExtraLabels)
     return ()
 
 

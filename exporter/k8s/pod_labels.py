@@ -81,7 +81,7 @@ def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
     if given and not compiled:
         log.warning("no pod label allow-list pattern compiled: copying every pod label")
     if not compiled:
-        return lambda key: True
+        return lambda _key: True
     return lambda key: any(p.search(key) for p in compiled)
 
 

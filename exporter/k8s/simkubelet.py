@@ -135,7 +135,7 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
             context.abort(failure[0], failure[1])
         return True
 
-    def List(self, request: Any, context: Any) -> Any:
+    def List(self, request: Any, context: Any) -> Any:  # noqa: ARG002 (gRPC servicer)
         self._answer("List", context)
         with self._lock:
             pods = self._pods
@@ -162,7 +162,7 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
         raise AssertionError("unreachable")
 
     def GetAllocatableResources(
-        self, request: Any, context: Any
+        self, request: Any, context: Any  # noqa: ARG002 (gRPC servicer)
     ) -> Any:
         self._answer("GetAllocatableResources", context)
         with self._lock:

@@ -314,11 +314,11 @@ class KubeletSource:
             )
         self._metadata = metadata
 
-    async def wait_metadata(self, timeout: float) -> bool:
+    async def wait_metadata(self, limit_s: float) -> bool:
         """Waits (bounded) until enrichment is set up; False if it isn't (used by tests)."""
         if self._metadata_task is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._metadata_task), timeout)
+                await asyncio.wait_for(asyncio.shield(self._metadata_task), limit_s)
         return self._metadata is not None
 
 
@@ -328,7 +328,7 @@ def _watcher_from_config(config: KubernetesConfig) -> PodMetadata:
     return PodMetadataWatcher.from_config(config)
 
 
-def _no_labels(namespace: str, pod: str) -> Labels:
+def _no_labels(namespace: str, pod: str) -> Labels:  # noqa: ARG001 (a labels_for)
     return ()
 
 

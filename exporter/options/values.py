@@ -67,7 +67,7 @@ def _or_list(items: Sequence[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Text(Value[str]):
-    def parse(self, text: str, where: str) -> str:
+    def parse(self, text: str, where: str) -> str:  # noqa: ARG002 (a Value: never fails)
         return text
 
     def samples(self) -> tuple[str, ...]:
@@ -78,7 +78,7 @@ class Text(Value[str]):
 class FilePath(Value[Path]):
     metavar = "FILE"
 
-    def parse(self, text: str, where: str) -> Path:
+    def parse(self, text: str, where: str) -> Path:  # noqa: ARG002 (a Value: never fails)
         return Path(text)
 
     def samples(self) -> tuple[str, ...]:
@@ -341,7 +341,8 @@ class Separated(Value[tuple[str, ...]]):
     separator: str = ","
     metavar = "LIST"
 
-    def parse(self, text: str, where: str) -> tuple[str, ...]:
+    def parse(self, text: str, where: str  # noqa: ARG002 (a Value: never fails)
+              ) -> tuple[str, ...]:
         return tuple(item.strip() for item in text.split(self.separator) if item.strip())
 
     def samples(self) -> tuple[str, ...]:

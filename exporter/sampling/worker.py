@@ -41,6 +41,14 @@ class DaemonExecutor(concurrent.futures.Executor):
                 future.set_exception(exc)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:  # jobs not started yet are cancelled; a running one finishes
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
         self._jobs.put(None)
         if wait:
             self._thread.join()

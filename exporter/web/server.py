@@ -98,5 +98,6 @@ class WebServer:
         _AIOHTTP_SERVER_LOG.removeFilter(self._quiet_malformed)
 
     def _new_protocol(self) -> web.RequestHandler:
-        assert self._runner is not None and self._runner.server is not None
+        assert self._runner is not None
+        assert self._runner.server is not None
         return self._runner.server()

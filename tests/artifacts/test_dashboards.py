@@ -58,7 +58,8 @@ def test_importable_current_model(path: Path) -> None:
     model = _load(path)
     assert _nulls(model) == []
     assert model["schemaVersion"] >= 39
-    assert "rows" not in model and "id" not in model
+    assert "rows" not in model
+    assert "id" not in model
     inputs = model["__inputs"]
     assert [(i["type"], i["pluginId"]) for i in inputs] == [("datasource", "prometheus")]
     requires = {(r["type"], r["id"]) for r in model["__requires"]}
@@ -83,7 +84,8 @@ def test_panels(path: Path) -> None:
     occupied: set[tuple[int, int]] = set()
     for panel in model["panels"]:
         pos = panel["gridPos"]
-        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24, panel["title"]
+        assert pos["x"] >= 0, panel["title"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
         cells = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
                  for y in range(pos["y"], pos["y"] + pos["h"])}
         assert not cells & occupied, f"{panel['title']} overlaps another panel"

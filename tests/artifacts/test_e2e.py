@@ -65,7 +65,8 @@ class Stack:
         url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
         status, _, body = http_get(url, timeout=10.0)
         payload = json.loads(body)
-        assert status == 200 and payload["status"] == "success", (expr, payload)
+        assert status == 200, (expr, payload)
+        assert payload["status"] == "success", (expr, payload)
         result: list[dict[str, Any]] = payload["data"]["result"]
         return result
 
@@ -260,7 +261,8 @@ def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
     expected = {s["metric"]["pod"] for s in everyone if ROLE.value_of(s["metric"]) == role}
     pool = Pool(NAMESPACE, role=role).series("DCGM_FI_DEV_FB_USED")
     selected = {s["metric"]["pod"] for s in stack.query(pool)}
-    assert selected == expected and len(expected) >= 3
+    assert selected == expected
+    assert len(expected) >= 3
     stacks = {"llm_d_ai_role" in s["metric"] for s in stack.query(pool)}
     assert stacks == {True, False}
 
@@ -307,7 +309,8 @@ def test_healthy_node_fires_nothing(stack: Stack) -> None:
     firing = [a["labels"] for a in alerts if a["state"] == "firing"]
     pending = [a["labels"] for a in alerts
                if a["state"] == "pending" and a["labels"]["alertname"] != "GpuIdleButAllocated"]
-    assert firing == [] and pending == []
+    assert firing == []
+    assert pending == []
 
 
 def test_prometheus_records_dcgm_counters_as_counters(stack: Stack) -> None:
@@ -334,7 +337,8 @@ def test_role_and_queue_panels_split_the_fleet(stack: Stack) -> None:
         values = {s["metric"].get(label, "") for s in stack.query(substitute(expr, VARIABLES))}
         expected = ({"prefill", "decode"} if label == "role"
                     else {"chat", "search", "research"})
-        assert values and values <= expected, (title, legend, values)
+        assert values, (title, legend, values)
+        assert values <= expected, (title, legend, values)
         seen[label] |= values
     assert seen == {"role": {"prefill", "decode"},
                     "kai_scheduler_queue": {"chat", "search", "research"}}

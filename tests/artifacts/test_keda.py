@@ -102,7 +102,8 @@ def test_role_pools_scale_apart(role: str) -> None:
     assert queue["metadata"]["query"].startswith(
         'sum(vllm:num_requests_waiting{namespace="inference"} and on (namespace, pod) (')
     metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if role == "prefill" else "DCGM_FI_PROF_DRAM_ACTIVE"
-    assert metric in gpu["metadata"]["query"] and metric in queue["metadata"]["query"]
+    assert metric in gpu["metadata"]["query"]
+    assert metric in queue["metadata"]["query"]
 
 
 def test_generate_role_pool() -> None:
@@ -117,7 +118,8 @@ def test_generate_role_pool() -> None:
     assert all('namespace="serving"' in q and '"decode"' in q for q in queries)
     bad = run_generate("keda", "--namespace", "s", "--deployment", "d", "--role", "encode",
                        "--metric", "util", "--target", "50")
-    assert bad.returncode == 2 and "--role" in bad.stderr
+    assert bad.returncode == 2
+    assert "--role" in bad.stderr
 
 
 @pytest.mark.parametrize("metric", ["util", "gr-engine", "fb", "dram"])

@@ -118,7 +118,8 @@ def test_an_alias_clashing_with_another_flag_or_variable_is_refused() -> None:
                    env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",))
     with pytest.raises(ValueError, match="declares the variable"):
         check_table((*OPTIONS, clash))
-    assert LOG_LEVEL.aliases and XID_COUNT_WINDOW.aliases
+    assert LOG_LEVEL.aliases
+    assert XID_COUNT_WINDOW.aliases
 
 
 @pytest.mark.parametrize(("text", "patterns"), [

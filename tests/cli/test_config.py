@@ -46,7 +46,8 @@ def test_dcgm_environment_is_honoured() -> None:
     assert cfg.kubernetes.pod_resources_socket == "/run/k0s/kubelet.sock"
     assert cfg.kubernetes.resource_names == ("example.com/gpu", "other.io/gpu")
     assert str(cfg.collectors) == "/etc/dcgm-exporter/default-counters.csv"
-    assert cfg.devices.gpu_ids == frozenset({0, 1}) and not cfg.devices.instances
+    assert cfg.devices.gpu_ids == frozenset({0, 1})
+    assert not cfg.devices.instances
     assert cfg.hostname_label is None
     assert cfg.hostname == "node-a"
 
@@ -79,7 +80,8 @@ def test_bad_values_name_their_source(argv: list[str], env: dict[str, str],
 
 def test_pod_scope_enables_kubernetes() -> None:
     cfg = parse_serve_args(["--scope", "pod"], env={"POD_NAME": "p", "POD_NAMESPACE": "ns"})
-    assert cfg.kubernetes.enabled and cfg.kubernetes.scope == "pod"
+    assert cfg.kubernetes.enabled
+    assert cfg.kubernetes.scope == "pod"
     assert (cfg.kubernetes.pod_name, cfg.kubernetes.pod_namespace) == ("p", "ns")
 
 

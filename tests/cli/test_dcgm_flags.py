@@ -50,7 +50,8 @@ def upstream_flags() -> list[Upstream]:
         longs = [s for s in spellings if s.startswith("--")]
         if len(longs) > 1:  # `--dump-enabled` / `--dump-directory` / ...
             defaults = default_cell.split(" / ")
-            assert len(defaults) == len(longs) and env.endswith("*"), line
+            assert len(defaults) == len(longs), line
+            assert env.endswith("*"), line
             for flag, default in zip(longs, defaults, strict=True):
                 name = "DCGM_EXPORTER_" + flag[2:].upper().replace("-", "_")
                 assert name.startswith(env[:-1]), (name, env)
@@ -148,13 +149,18 @@ def test_every_upstream_variable_at_once_configures_serve() -> None:
     env = {u.env: valid_text(reader_of(option_of(u.flags[0]), u.env)[0], u.default)
            for u in UPSTREAM}
     cfg = serve_config(parse_command_line("serve", [], env))
-    assert cfg.collect_interval_s == 30.0 and cfg.xid_count_window_s == 300.0
+    assert cfg.collect_interval_s == 30.0
+    assert cfg.xid_count_window_s == 300.0
     assert cfg.clock_events_count_window_s == 300.0
-    assert cfg.kubernetes.enabled and cfg.kubernetes.gpu_id_type == "uid"
-    assert cfg.kubernetes.virtual_gpus and cfg.kubernetes.dra
+    assert cfg.kubernetes.enabled
+    assert cfg.kubernetes.gpu_id_type == "uid"
+    assert cfg.kubernetes.virtual_gpus
+    assert cfg.kubernetes.dra
     assert cfg.kubernetes.configmap is None  # upstream's default, "none"
-    assert cfg.use_old_namespace and cfg.replace_blanks_in_model_name
-    assert cfg.log_level == "debug" and cfg.hostname_label is None
+    assert cfg.use_old_namespace
+    assert cfg.replace_blanks_in_model_name
+    assert cfg.log_level == "debug"
+    assert cfg.hostname_label is None
 
 
 def test_a_flag_of_neither_exporter_is_an_error_naming_it(

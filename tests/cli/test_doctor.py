@@ -58,7 +58,8 @@ def h200(kubelet: SimKubeletHandle) -> Inventory:
 SIM = ("--backend", "sim", "--sim.profile", "h200-mig")
 
 
-def test_healthy_simulated_node(h200: Inventory, socket_path: str) -> None:
+@pytest.mark.usefixtures("h200")
+def test_healthy_simulated_node(socket_path: str) -> None:
     rc, lines = run_doctor(*SIM, "--kubernetes.pod-resources-socket", socket_path)
     assert rc == 0, lines
     assert lines_about(lines, "GPUs") == ["[  OK] GPUs: 8 visible: 8x NVIDIA H200"]
@@ -77,8 +78,10 @@ def test_socket_absent(socket_dir: Path) -> None:
     rc, lines = run_doctor(*SIM, "--kubernetes.pod-resources-socket", str(socket_dir / "k.sock"))
     assert rc == 1
     (line,) = lines_about(lines, "pod-resources socket")
-    assert line.startswith("[FAIL]") and "does not exist" in line
-    assert "hostPath" in line and "the directory, not the socket" in line
+    assert line.startswith("[FAIL]")
+    assert "does not exist" in line
+    assert "hostPath" in line
+    assert "the directory, not the socket" in line
 
 
 def test_directory_not_mounted(socket_dir: Path) -> None:
@@ -105,7 +108,9 @@ def test_stale_socket_nobody_listening(socket_dir: Path) -> None:
                            "--kubelet-timeout", "3")
     assert rc == 1
     (line,) = lines_about(lines, "kubelet List")
-    assert line.startswith("[FAIL]") and "UNAVAILABLE" in line and "stale socket" in line
+    assert line.startswith("[FAIL]")
+    assert "UNAVAILABLE" in line
+    assert "stale socket" in line
 
 
 def test_unaccepted_renamed_resource_and_bad_ids(
@@ -146,8 +151,9 @@ def test_no_gpu_resources_warns(kubelet: SimKubeletHandle, socket_path: str) -> 
     assert "device plugin" in lines_about(lines, "resources")[0]
 
 
+@pytest.mark.usefixtures("h200")
 def test_pod_scope_with_get_disabled(
-    h200: Inventory, kubelet: SimKubeletHandle, socket_path: str, monkeypatch: pytest.MonkeyPatch
+    kubelet: SimKubeletHandle, socket_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kubelet.servicer.get_mode = "disabled"
     monkeypatch.setenv("POD_NAMESPACE", "research")
@@ -155,7 +161,8 @@ def test_pod_scope_with_get_disabled(
     rc, lines = run_doctor(*SIM, "--scope", "pod", "--kubernetes.pod-resources-socket", socket_path)
     assert rc == 0, lines
     (line,) = lines_about(lines, "pod scope")
-    assert "holds 1 devices" in line and "Get is disabled" in line
+    assert "holds 1 devices" in line
+    assert "Get is disabled" in line
     monkeypatch.delenv("POD_NAME")
     rc, lines = run_doctor(*SIM, "--scope", "pod", "--kubernetes.pod-resources-socket", socket_path)
     assert rc == 1
@@ -191,7 +198,8 @@ def test_socket_not_permitted_for_non_root(socket_dir: Path) -> None:
         listener.close()
     assert os.waitstatus_to_exitcode(status) == 1, output
     (line,) = lines_about(output.splitlines(), "pod-resources permission")
-    assert line.startswith("[FAIL]") and "uid 65534 may not connect" in line
+    assert line.startswith("[FAIL]")
+    assert "uid 65534 may not connect" in line
     assert "runAsUser: 0" in line
 
 
@@ -200,8 +208,10 @@ def test_nvml_backend_explains_what_is_missing() -> None:
     (first, *_) = lines_about(lines, "NVML")
     if ctypes.util.find_library("nvidia-ml") is None:
         assert rc == 1
-        assert first.startswith("[FAIL] NVML:") and "LIBRARY_NOT_FOUND" in first
-        assert "--backend sim" in first and "NVIDIA_VISIBLE_DEVICES=all" in first
+        assert first.startswith("[FAIL] NVML:")
+        assert "LIBRARY_NOT_FOUND" in first
+        assert "--backend sim" in first
+        assert "NVIDIA_VISIBLE_DEVICES=all" in first
     else:  # a machine with the driver: the library loads (or says why it can't)
         assert first.startswith(("[  OK] NVML:", "[FAIL] NVML:"))
 
@@ -216,9 +226,11 @@ def test_profiling(args: tuple[str, ...], verdict: str, found: str) -> None:
     rc, lines = run_doctor("--backend", "sim", *args, "--skip-kubernetes")
     assert rc == 0, lines
     (line,) = lines_about(lines, "profiling")
-    assert line.startswith(verdict) and found in line, line
+    assert line.startswith(verdict), line
+    assert found in line, line
     if verdict == "[WARN]":
-        assert "(all 8 GPUs)" in line and "NO_PERMISSION" in line
+        assert "(all 8 GPUs)" in line
+        assert "NO_PERMISSION" in line
         assert "fix: load the nvidia kernel module with NVreg_RestrictProfilingToAdminUsers=0" \
             in line
 
@@ -227,11 +239,13 @@ def test_unknown_sim_profile() -> None:
     rc, lines = run_doctor("--backend", "sim", "--sim.profile", "nope", "--skip-kubernetes")
     assert rc == 1
     (nvml,) = lines_about(lines, "NVML")
-    assert "unknown --sim.profile 'nope'" in nvml and "h100-8" in nvml
+    assert "unknown --sim.profile 'nope'" in nvml
+    assert "h100-8" in nvml
 
 
+@pytest.mark.usefixtures("h200")
 def test_enrichment_rbac(
-    h200: Inventory, socket_path: str, api: FakeApiServer, tmp_path: Path,
+    socket_path: str, api: FakeApiServer, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
@@ -246,7 +260,8 @@ def test_enrichment_rbac(
     rc, lines = run_doctor(*args)
     assert rc == 1
     (line,) = lines_about(lines, "API server")
-    assert "403" in line and "get/list/watch on pods" in line
+    assert "403" in line
+    assert "get/list/watch on pods" in line
     monkeypatch.delenv("NODE_NAME")
     rc, lines = run_doctor(*args)
     assert "NODE_NAME is not set" in lines_about(lines, "API server")[0]

@@ -63,7 +63,9 @@ def test_simulated_node_serves_dcgm_gpu_and_mig_series(exporter: type[ExporterPr
                 if name == "DCGM_FI_DEV_POWER_USAGE" and "GPU_I_ID" in dict(labels)]
     assert samples[("gpu_exporter_nvml_up", ())] == 1.0
     status, _, body = proc.get("/")
-    assert status == 200 and b"3g.71gb" in body and b"GPU-" in body
+    assert status == 200
+    assert b"3g.71gb" in body
+    assert b"GPU-" in body
 
 
 def test_promtool_accepts_the_exposition(exporter: type[ExporterProcess]) -> None:
@@ -199,7 +201,8 @@ def test_reload_under_scrape_load_never_serves_blank_or_mixed(
     small_names = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"})
     mixed = [sorted(s ^ big_names) for s in set(seen) - {big_names, small_names}]
     assert not mixed, f"a scrape saw a mix of two configurations: {mixed}"
-    assert big_names in seen and small_names in seen
+    assert big_names in seen
+    assert small_names in seen
     # A broken file is refused: the running configuration stays and the failure is counted.
     csv.write_text("DCGM_FI_DEV_GPU_TMP, gauge, typo\n")
     proc.proc.send_signal(signal.SIGHUP)
@@ -270,7 +273,8 @@ def test_no_nvml_library_explains_and_points_to_sim(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "exporter", "serve", "--backend", "auto"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
-    assert "libnvidia-ml.so.1" in result.stderr and "--backend sim" in result.stderr
+    assert "libnvidia-ml.so.1" in result.stderr
+    assert "--backend sim" in result.stderr
 
 
 def test_serve_path_never_imports_heavy_libraries(tmp_path: Path) -> None:

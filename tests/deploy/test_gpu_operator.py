@@ -143,7 +143,8 @@ def test_the_chart_default_renders_a_container_with_no_args_and_four_env_vars() 
     daemonset = render_exporter_daemonset(DEFAULT)
     container = _container(daemonset)
     assert container["image"] == f"registry.example.com/platform/gpu-exporter:{__version__}"
-    assert "args" not in container and "command" not in container
+    assert "args" not in container
+    assert "command" not in container
     assert [e["name"] for e in container["env"]] == [
         "DCGM_EXPORTER_LISTEN", "DCGM_EXPORTER_KUBERNETES", "DCGM_EXPORTER_COLLECTORS",
         "NODE_NAME"]
@@ -234,7 +235,8 @@ def test_pods_holding_gpus_through_the_device_plugin_label_them(runs: Runs,
     run = runs.get(case_id)
     namespace, pod, container = EXCLUSIVE_POD
     exclusive = run.labelled_gpu_series("0", "pod")
-    assert exclusive and all(
+    assert exclusive
+    assert all(
         (s.get("namespace"), s.get("pod"), s.get("container")) == (namespace, pod, container)
         for s in exclusive)
     # A time-sliced GPU has several holders: its series carry none, and each holder has an
@@ -275,7 +277,8 @@ def test_pod_labels_follow_the_allow_list(runs: Runs) -> None:
 def test_pod_uid_label(runs: Runs) -> None:
     namespace, pod, _ = EXCLUSIVE_POD
     series = runs.get("pod-labels").labelled_gpu_series("0", "pod_uid")
-    assert series and all(s.get("pod_uid") == pod_uid(namespace, pod) for s in series)
+    assert series
+    assert all(s.get("pod_uid") == pod_uid(namespace, pod) for s in series)
 
 
 def test_the_dra_pod_metadata_golden_copies_every_pod_label(runs: Runs) -> None:
@@ -303,4 +306,5 @@ def test_a_gpu_claimed_through_dra_is_attributed(runs: Runs, case_id: str) -> No
 
 def test_hpc_job_mapping_labels_the_gpu(runs: Runs) -> None:
     series = runs.get("hpc-job-mapping").labelled_gpu_series("0", "hpc_job")
-    assert series and all(s.get("hpc_job") == HPC_JOB for s in series)
+    assert series
+    assert all(s.get("hpc_job") == HPC_JOB for s in series)

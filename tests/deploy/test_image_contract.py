@@ -51,14 +51,15 @@ def test_image_ships_dcgm_exporter_csvs_in_a_real_directory(image: ImageSpec,
                                                            tmp_path: Path) -> None:
     lay_out_image(image, REPO_ROOT, tmp_path)
     etc = tmp_path / "etc" / "dcgm-exporter"
-    assert etc.is_dir() and not etc.is_symlink()
+    assert etc.is_dir()
+    assert not etc.is_symlink()
     assert sorted(p.name for p in etc.iterdir()) == [
         "1.x-compatibility-metrics.csv", "dcp-metrics-included.csv", "default-counters.csv"]
     for path in etc.iterdir():
         assert path.read_bytes() == (SHIPPED_CSVS / path.name).read_bytes()
 
 
-@pytest.mark.parametrize("broken, error", [
+@pytest.mark.parametrize(("broken", "error"), [
     ("RUN ln -s /usr/local/lib/site-packages/exporter/fields /etc/dcgm-exporter\n",
      "RUN"),
     ('ENTRYPOINT gpu-exporter serve\n', "exec (JSON) form"),

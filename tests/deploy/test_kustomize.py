@@ -95,7 +95,8 @@ def test_rendered_image_is_the_placeholder(rendered: tuple[str, list[Obj]]) -> N
 
 def test_plain_daemonset_has_no_api_access() -> None:
     objs = render_kustomization(ENTRY_POINTS["daemonset"])
-    assert of_kind(objs, "ClusterRole") == [] and of_kind(objs, "ClusterRoleBinding") == []
+    assert of_kind(objs, "ClusterRole") == []
+    assert of_kind(objs, "ClusterRoleBinding") == []
     ds = of_kind(objs, "DaemonSet")[0]
     assert pod_spec(ds)["automountServiceAccountToken"] is False
     args = exporter_containers(ds)[0][0]["args"]
@@ -111,7 +112,8 @@ def test_pod_labels_overlay_grants_exactly_what_the_watch_needs(overlay: str) ->
     args = exporter_containers(ds)[0][0]["args"]
     assert args[:2] == ["serve", "-k"]
     regex = args[args.index("--kubernetes.pod-labels") + 1]
-    assert args_have(args, "--kubernetes.pod-labels", regex) and regex_is_valid(regex)
+    assert args_have(args, "--kubernetes.pod-labels", regex)
+    assert regex_is_valid(regex)
 
     sa = of_kind(objs, "ServiceAccount")[0]
     assert spec["serviceAccountName"] == sa["metadata"]["name"]

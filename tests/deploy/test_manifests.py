@@ -120,7 +120,8 @@ def test_strict_validation_rejects_a_misspelt_field() -> None:
     ctx = pod_spec(ds)["containers"][0]["securityContext"]
     ctx["readOnlyRootFileSystem"] = ctx.pop("readOnlyRootFilesystem")
     problems = validate_builtin(ds, "1.33")
-    assert problems and "readOnlyRootFileSystem" in problems[0]
+    assert problems
+    assert "readOnlyRootFileSystem" in problems[0]
     # The lenient schema would have let the typo through, leaving the root writable.
     kubernetes_validate.validate(ds, "1.33", strict=False)
 
@@ -139,7 +140,8 @@ def test_cli_rejects_a_broken_copy(tmp_path: Path) -> None:
     broken.write_text(text.replace("allowPrivilegeEscalation:", "allowPrivilegeEscalatoin:"))
     done = _cli("--strict", "-k", "1.33", str(broken))
     assert done.returncode != 0
-    assert "ERROR" in done.stdout and "allowPrivilegeEscalatoin" in done.stdout
+    assert "ERROR" in done.stdout
+    assert "allowPrivilegeEscalatoin" in done.stdout
 
 
 def test_crd_validation_rejects_a_misspelt_field() -> None:

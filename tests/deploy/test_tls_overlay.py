@@ -81,11 +81,13 @@ def test_each_side_names_what_the_other_provides(objs: list[Obj]) -> None:
     path, text = _web_config_text(objs)
     config = parse_web_config(text, Path(path))
     tls = config.tls
-    assert tls is not None and tls.client_auth_type == "RequireAndVerifyClientCert"
+    assert tls is not None
+    assert tls.client_auth_type == "RequireAndVerifyClientCert"
     mounts = _mounts(objs)
     serving = _named(objs, "Certificate", "gpu-exporter-serving")["spec"]
     for file in (tls.cert_file, tls.key_file, tls.client_ca_file):
-        assert file is not None and mounts[str(file.parent)] == serving["secretName"], file
+        assert file is not None, file
+        assert mounts[str(file.parent)] == serving["secretName"], file
 
     endpoint = _endpoint(objs)
     assert endpoint["scheme"] == "https"
@@ -94,7 +96,8 @@ def test_each_side_names_what_the_other_provides(objs: list[Obj]) -> None:
     assert {tls_config["ca"]["secret"]["name"], tls_config["cert"]["secret"]["name"],
             tls_config["keySecret"]["name"]} == {scraper["secretName"]}
     assert tls_config["serverName"] in serving["dnsNames"]
-    assert "server auth" in serving["usages"] and "client auth" in scraper["usages"]
+    assert "server auth" in serving["usages"]
+    assert "client auth" in scraper["usages"]
     assert tls.client_allowed_sans is not None
     assert set(scraper["dnsNames"]) <= set(tls.client_allowed_sans)
     assert serving["issuerRef"] == scraper["issuerRef"]  # one CA: each side trusts the other
@@ -109,7 +112,8 @@ def test_probes_stay_plain_http_on_the_metrics_port(objs: list[Obj]) -> None:
     container = _container(objs)
     for kind, path in (("livenessProbe", "/health"), ("readinessProbe", "/ready")):
         probe = container[kind]["httpGet"]
-        assert probe["path"] == path and probe.get("scheme", "HTTP") == "HTTP", kind
+        assert probe["path"] == path, kind
+        assert probe.get("scheme", "HTTP") == "HTTP", kind
 
 
 @pytest.fixture
@@ -168,12 +172,14 @@ def test_probes_and_the_servicemonitor_scrape_get_through(
         raise AssertionError((root / "exporter.log").read_text()[-2000:]) from None
     ca = root / "etc/gpu-exporter/tls/ca.crt"
     scrape = Client(port, ca, (root / "scraper.crt", root / "scraper.key")).get(auth=creds)
-    assert isinstance(scrape, Response) and scrape.status == 200
+    assert isinstance(scrape, Response)
+    assert scrape.status == 200
     assert b"DCGM_FI_DEV_GPU_UTIL" in scrape.body
     assert scrape.headers["X-Content-Type-Options"] == "nosniff"
     assert Client(port, ca).get(auth=creds) == REFUSED  # no client certificate
     plain = Client(port).get(auth=creds)
-    assert isinstance(plain, Response) and plain.status == 400
+    assert isinstance(plain, Response)
+    assert plain.status == 400
 
 
 def test_the_example_config_is_valid_yaml_for_the_toolkit(objs: list[Obj]) -> None:

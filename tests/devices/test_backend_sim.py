@@ -212,7 +212,8 @@ def test_a_failed_walk_is_followed_by_full_readings_once_it_succeeds() -> None:
         assert "DCGM_FI_DEV_GPU_TEMP" in backend.poll().values[(0, -1)]
         lib.failing = True
         clock.advance(61)  # the periodic walk
-        assert backend.poll().values == {} and not backend.up
+        assert backend.poll().values == {}
+        assert not backend.up
         assert backend.call_errors[("enumerate", "UNKNOWN")] == 1
         lib.failing = False
         clock.advance(1)

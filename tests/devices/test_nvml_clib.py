@@ -103,7 +103,9 @@ def expected_h100_values(energy_mj: float) -> dict[str, float]:
     """Every default field of collectors.csv for H100 above, in exported units."""
     total, reserved, used = (H100["memory_total_bytes"], H100["memory_reserved_bytes"],
                              H100["memory_used_bytes"])
-    assert isinstance(total, int) and isinstance(reserved, int) and isinstance(used, int)
+    assert isinstance(total, int)
+    assert isinstance(reserved, int)
+    assert isinstance(used, int)
     return {
         "DCGM_FI_DEV_SM_CLOCK": 1755, "DCGM_FI_DEV_MEM_CLOCK": 2619,
         "DCGM_FI_DEV_MEMORY_TEMP": 73, "DCGM_FI_DEV_GPU_TEMP": 61,
@@ -181,7 +183,8 @@ def test_mig_sparse_indices_and_profile_labels(nvmlsim_lib: Path, tmp_path: Path
     parent, gi2, gi9 = values["0,-1"], values["0,2"], values["0,9"]
     # physical values on the parent only; utilisation does not exist under MIG
     assert parent["DCGM_FI_DEV_POWER_USAGE"] == 78.0
-    assert "DCGM_FI_DEV_GPU_UTIL" not in parent and "DCGM_FI_DEV_POWER_USAGE" not in gi2
+    assert "DCGM_FI_DEV_GPU_UTIL" not in parent
+    assert "DCGM_FI_DEV_POWER_USAGE" not in gi2
     # framebuffer and GPM per GPU instance (two compute instances share GI 2's)
     assert (gi2["DCGM_FI_DEV_FB_USED"], gi2["DCGM_FI_DEV_FB_FREE"]) == (22, 71424 - 22)
     assert (gi9["DCGM_FI_DEV_FB_USED"], gi9["DCGM_FI_DEV_FB_FREE"]) == (9, 16384 - 9)
@@ -248,7 +251,8 @@ def test_profiling_restricted_to_admins_is_reported(nvmlsim_lib: Path, tmp_path:
                 if name.startswith("DCGM_FI_PROF_")]
     assert r["values"]["0,-1"]["DCGM_FI_DEV_GPU_TEMP"] == 61  # the rest is unaffected
     (warning,) = r["warnings"]  # once for the node, not once per GPU or poll
-    assert "NO_PERMISSION" in warning and "RmProfilingAdminOnly" in warning
+    assert "NO_PERMISSION" in warning
+    assert "RmProfilingAdminOnly" in warning
     assert "NVreg_RestrictProfilingToAdminUsers=0" in warning
     # one refused attempt per GPU, then GPM is not asked again
     assert r["errors"]["nvmlGpmMetricsGet:NO_PERMISSION"] == 2
@@ -306,10 +310,12 @@ def test_unsupported_values_are_omitted_and_not_asked_again(nvmlsim_lib: Path,
         out["errors"] = errors()
     """)
     gpu0, gpu1 = r["values"]["0,-1"], r["values"]["1,-1"]
-    assert "DCGM_FI_DEV_MEMORY_TEMP" not in gpu0 and gpu0["DCGM_FI_DEV_GPU_TEMP"] == 34
+    assert "DCGM_FI_DEV_MEMORY_TEMP" not in gpu0
+    assert gpu0["DCGM_FI_DEV_GPU_TEMP"] == 34
     assert gpu0["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == pytest.approx(0.2)
     assert "DCGM_FI_PROF_SM_ACTIVE" not in gpu0  # metric 2 is not in this GPU's set
-    assert "DCGM_FI_DEV_POWER_USAGE" not in gpu1 and gpu0["DCGM_FI_DEV_POWER_USAGE"] == 120.0
+    assert "DCGM_FI_DEV_POWER_USAGE" not in gpu1
+    assert gpu0["DCGM_FI_DEV_POWER_USAGE"] == 120.0
     assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" not in gpu1  # FUNCTION_NOT_FOUND: as unsupported
     assert not any(k.startswith("DCGM_FI_PROF_") for k in gpu1)
     assert gpu1["DCGM_FI_DEV_GPU_TEMP"] == 34
@@ -543,7 +549,8 @@ def test_exporter_rides_out_driver_and_gpu_faults(nvmlsim_lib: Path, tmp_path: P
     assert any(lab.get("code") == "GPU_IS_LOST" and v >= 1 for lab, v in errors)
     init_errors = [v for lab, v in errors
                    if lab.get("function") == "nvmlInit" and lab.get("code") == "DRIVER_NOT_LOADED"]
-    assert init_errors and init_errors[0] >= 1
+    assert init_errors
+    assert init_errors[0] >= 1
     # back at 6 s, picked up again without a restart
     wait_for(proc, lambda s: len(find(s, "DCGM_FI_DEV_GPU_TEMP")) == 2, timeout=40)
     assert proc.proc.poll() is None
@@ -583,7 +590,8 @@ def test_a_hung_driver_call_holds_neither_scrapes_nor_exit(nvmlsim_lib: Path, tm
 
     status, body = wait_until(ready_is_stale, timeout=15, interval=0.1, what="/ready stale")
     assert status == 503, body
-    assert b"stale: last successful poll" in body and b"(limit 1.5s)" in body, body
+    assert b"stale: last successful poll" in body, body
+    assert b"(limit 1.5s)" in body, body
     assert proc.proc.poll() is None
     # the call is still blocked (120 s): SIGTERM must end the process anyway
     proc.proc.send_signal(signal.SIGTERM)

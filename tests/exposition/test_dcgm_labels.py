@@ -61,7 +61,8 @@ def text_of(snap: Snapshot, style: LabelStyle = DEFAULT_STYLE, jobs: JobMap | No
 
 def test_default_style_is_dcgm_exporters_current_one() -> None:
     text = text_of(snapshot())
-    assert 'UUID="GPU-aaa"' in text and "uuid=" not in text
+    assert 'UUID="GPU-aaa"' in text
+    assert "uuid=" not in text
     assert 'modelName="NVIDIA H200 NVL"' in text
 
 

@@ -60,7 +60,8 @@ def test_profiles_differ_where_hardware_differs() -> None:
     l4 = exposition("l4-1")
     a100 = exposition("a100-timesliced")
     # No GPM before Hopper: no profiling series at all, never zeros.
-    assert "DCGM_FI_PROF_" not in l4 and "DCGM_FI_PROF_" not in a100
+    assert "DCGM_FI_PROF_" not in l4
+    assert "DCGM_FI_PROF_" not in a100
     # The L4 has no NVLink and no memory temperature sensor: omitted.
     assert "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{" not in l4
     assert "DCGM_FI_DEV_MEMORY_TEMP{" not in l4

@@ -55,7 +55,8 @@ def test_dcgm_label_order_mig_labels_and_driver_label() -> None:
     assert text.count('GPU_I_ID="2",Hostname="node-a",DCGM_FI_DRIVER_VERSION="590.48.01"} 22') == 1
     # A value that is missing is omitted, not zero.
     assert 'DCGM_FI_DEV_POWER_USAGE{gpu="1"' not in text
-    assert "DCGM_FI_DEV_POWER_USAGE{" in text and " 78.280000\n" in text
+    assert "DCGM_FI_DEV_POWER_USAGE{" in text
+    assert " 78.280000\n" in text
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" in text
     assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in text
     assert "DCGM_FI_DRIVER_VERSION{" not in text  # label fields emit no series
@@ -68,7 +69,8 @@ def test_label_values_are_escaped() -> None:
 
 def test_host_label_variants() -> None:
     lower = render(device_families(snapshot(host=HostLabel("hostname", "n")))).text.decode()
-    assert 'hostname="n"' in lower and "Hostname=" not in lower
+    assert 'hostname="n"' in lower
+    assert "Hostname=" not in lower
     none = render(device_families(snapshot(host=HostLabel(None, "n")))).text.decode()
     assert "ostname=" not in none
 

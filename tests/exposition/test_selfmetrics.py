@@ -96,7 +96,8 @@ def test_device_labels_come_first_and_vary() -> None:
     mig = (("gpu", "0"), ("UUID", "GPU-a"), ("GPU_I_PROFILE", "1g"), ("GPU_I_ID", "9"))
     family = XID_ERRORS.family([XID_ERRORS.device_sample(gpu, 2.0, xid="79"),
                                 XID_ERRORS.device_sample(mig, 1.0, xid="43")])
-    assert family.type == "counter" and family.samples[0].labels[-1] == ("xid", "79")
+    assert family.type == "counter"
+    assert family.samples[0].labels[-1] == ("xid", "79")
     with pytest.raises(LabelMismatch):
         XID_ERRORS.family([Sample(gpu, 1.0)])
 

@@ -47,7 +47,8 @@ def test_a_served_field_keeps_the_name_the_csv_gives_it(name: str) -> None:
     collectors = parse_collectors(f"{name}, {type_}, my help\n", "x.csv")
     assert collectors.warnings == ()
     (enabled,) = collectors.fields
-    assert enabled.spec.name == name and enabled.help == "my help"
+    assert enabled.spec.name == name
+    assert enabled.help == "my help"
     assert enabled.type is MetricType(type_)
     assert collectors.names == {name}
 
@@ -114,7 +115,8 @@ def test_an_unserved_line_warns_once_with_its_reason(reason: Reason, name: str) 
     assert collectors.fields == ()
     (warning,) = collectors.warnings
     field = dcgm_names().field(name)
-    assert field is not None and field.reason is reason
+    assert field is not None
+    assert field.reason is reason
     assert warning.startswith(f"x.csv:2: {name} ")
     assert reason.explain(field.nvml_source) in warning
     assert warning.endswith("; skipped")
@@ -165,7 +167,8 @@ def test_1x_compatibility_csv_serves_every_line_under_its_1x_name() -> None:
     path = ROOT / "exporter" / "fields" / "dcgm-exporter" / "1.x-compatibility-metrics.csv"
     collectors = load_collectors(path)
     names = [f.spec.name for f in collectors.fields]
-    assert names and all(n.startswith("dcgm_") for n in names)
+    assert names
+    assert all(n.startswith("dcgm_") for n in names)
     assert len(names) == len(set(names)) == 20  # two lines repeat a name
     by_name = {f.spec.name: f for f in collectors.fields}
     assert by_name["dcgm_gpu_temp"].spec.reader is BY_NAME["DCGM_FI_DEV_GPU_TEMP"].reader

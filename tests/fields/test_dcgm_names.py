@@ -51,7 +51,8 @@ def test_aliases_renames_and_1x_names_share_their_canonical_field() -> None:
                      ("DCGM_FI_DEV_CPU_UTIL_TOTAL", "DCGM_FI_DEV_CPU_UTIL_RATIO"),
                      ("DCGM_FI_DEV_NVSWITCH_POWER_VDD", "DCGM_FI_DEV_NVSWITCH_POWER_VDD_WATTS")]:
         field = table.field(old)
-        assert field is not None and field is table.field(new)
+        assert field is not None
+        assert field is table.field(new)
         assert field.name == new  # the newest release's name is the canonical one
 
 
@@ -59,7 +60,8 @@ def test_every_catalog_field_is_a_dcgm_field() -> None:
     table = dcgm_names()
     for spec in CATALOG:
         field = table.field(spec.name)
-        assert field is not None and field.reason is Reason.NVML, spec.name
+        assert field is not None, spec.name
+        assert field.reason is Reason.NVML, spec.name
     assert {spec.name for spec in table.served.values()} <= {s.name for s in CATALOG}
     # Two catalog entries for one id (a renamed field kept under both names) serve it once.
     ids = {field.dcgm_id for s in CATALOG if (field := table.field(s.name)) is not None}
@@ -84,7 +86,8 @@ def test_served_names_resolve_to_the_catalog_spec_itself(name: str) -> None:
 
 def test_a_served_alias_resolves_to_the_spec_under_its_own_name() -> None:
     resolved = dcgm_names().resolve("DCGM_FI_DEV_GPU_TEMP_CELSIUS")
-    assert not isinstance(resolved, DcgmField) and resolved is not None
+    assert not isinstance(resolved, DcgmField)
+    assert resolved is not None
     catalog = next(s for s in CATALOG if s.name == "DCGM_FI_DEV_GPU_TEMP")
     assert resolved.name == "DCGM_FI_DEV_GPU_TEMP_CELSIUS"
     assert (resolved.reader, resolved.part, resolved.convert, resolved.scope, resolved.type) == \
@@ -109,5 +112,6 @@ def test_catalog_names_do_not_load_the_table_and_loading_it_is_cheap() -> None:
     out = subprocess.run([sys.executable, "-c", LAZY_PROBE], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True, env={"PYTHONPATH": str(ROOT)})
     probe = json.loads(out.stdout)
-    assert probe["lazy"] and probe["loaded"]
+    assert probe["lazy"]
+    assert probe["loaded"]
     assert probe["growth_kib"] < 4096, probe

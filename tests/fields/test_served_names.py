@@ -4,7 +4,6 @@ exported on a simulated node with the same series as the catalog name."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -41,7 +40,7 @@ def all_names_csv() -> str:
 
 
 @pytest.fixture(scope="module")
-def exported() -> Iterator[tuple[Collectors, dict[str, Series], str]]:
+def exported() -> tuple[Collectors, dict[str, Series], str]:
     clock = FakeClock(start=1_700_000_000.0)
     collectors = parse_collectors(all_names_csv(), "all.csv")
     assert collectors.warnings == ()
@@ -56,7 +55,7 @@ def exported() -> Iterator[tuple[Collectors, dict[str, Series], str]]:
         text = render(device_families(snapshot)).text.decode()
     finally:
         backend.close()
-    yield collectors, series_by_name(text), text
+    return collectors, series_by_name(text), text
 
 
 def series_by_name(text: str) -> dict[str, Series]:

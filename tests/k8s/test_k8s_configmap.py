@@ -37,7 +37,8 @@ def fallback(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def follower(api: FakeApiServer, fallback: Path) -> Iterator[ConfigMapCollectors]:
+def follower(api: FakeApiServer, fallback: Path  # noqa: ARG001 (served by it)
+             ) -> Iterator[ConfigMapCollectors]:
     made = ConfigMapCollectors.open(REF, fallback, retry_s=0.2, poll_s=0.2)
     assert made is not None
     try:
@@ -57,7 +58,8 @@ async def test_the_configmaps_fields_are_served_and_its_changes_reloaded(
 ) -> None:
     api.state.configmaps = [config_map(*REF, {"metrics": MAP_CSV})]
     collectors = follower.load_initial()
-    assert follower.source == CONFIGMAP and collectors.names == {"DCGM_FI_DEV_POWER_USAGE"}
+    assert follower.source == CONFIGMAP
+    assert collectors.names == {"DCGM_FI_DEV_POWER_USAGE"}
     backend = NvmlBackend(SimNvml("l4-1"), collectors.specs)
     backend.start()
     settings = SamplerSettings(interval_s=1.0, host=HostLabel("Hostname", "n"),
@@ -94,7 +96,8 @@ def test_an_absent_configmap_means_the_file_until_it_is_created(
     api: FakeApiServer, follower: ConfigMapCollectors, fallback: Path
 ) -> None:
     assert follower.load_initial().names == {"DCGM_FI_DEV_GPU_TEMP"}
-    assert follower.source == FILE and follower.path.resolve() == fallback
+    assert follower.source == FILE
+    assert follower.path.resolve() == fallback
     api.state.push("ADDED", config_map(*REF, {"metrics": MAP_CSV}), CONFIGMAPS)
     wait_until(lambda: follower.source == CONFIGMAP)
     assert load_collectors(follower.path).names == {"DCGM_FI_DEV_POWER_USAGE"}
@@ -118,7 +121,8 @@ def test_a_forbidden_configmap_means_the_file(
     api.state.configmaps = [config_map(*REF, {"metrics": MAP_CSV})]
     api.state.denied.add((CONFIGMAPS, "get"))
     assert follower.load_initial().names == {"DCGM_FI_DEV_GPU_TEMP"}
-    assert follower.source == FILE and follower.errors >= 1
+    assert follower.source == FILE
+    assert follower.errors >= 1
 
 
 def test_without_the_watch_verb_the_configmap_is_read_again(

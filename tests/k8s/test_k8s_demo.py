@@ -50,7 +50,8 @@ async def test_every_allocation_attributed_in_one_poll(socket_path: str, profile
     # Time-sliced replicas: one GPU shared by three notebook pods, never given an owner.
     if len(whole) >= 2:
         notebooks = [r for r in rows if r["namespace"] == "research"]
-        assert len(notebooks) == 3 and len({r["gpu"] for r in notebooks}) == 1
+        assert len(notebooks) == 3
+        assert len({r["gpu"] for r in notebooks}) == 1
         assert {r["replica"] for r in notebooks} == {"0", "1", "2"}
         assert (int(notebooks[0]["gpu"]), -1) not in attribution.owners
     assert all(ref.namespace == "inference" and ref.container == "server"
@@ -96,7 +97,8 @@ async def test_simulated_pod_labels_through_the_real_rules(socket_path: str,
         handle.stop()
     holders = [dict(ref.extra) for ref in attribution.owners.values()]
     holders += [dict(s.labels) for s in families["gpu_exporter_pod_gpu_allocation"].samples]
-    assert holders and all("kai_scheduler_queue" in h for h in holders)
+    assert holders
+    assert all("kai_scheduler_queue" in h for h in holders)
     assert not any(name.startswith("label_") or name == "pod_uid" for h in holders for name in h)
     roles = {ROLE.value_of(h) for h in holders}
     queues = {QUEUE.value_of(h) for h in holders}

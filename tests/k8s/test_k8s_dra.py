@@ -84,7 +84,8 @@ class Node:
 
     async def synced(self) -> None:
         await self.refresh()  # starts the watch
-        assert self.dra.watch is not None and self.dra.watch.synced.wait(10)
+        assert self.dra.watch is not None
+        assert self.dra.watch.synced.wait(10)
 
     def family(self, name: str) -> dict[Labels, float]:
         (fam,) = [f for f in self.source.families() if f.name == name]
@@ -99,7 +100,8 @@ class Node:
 
 
 @pytest.fixture
-async def node(kubeconfig: str, socket_path: str, kubelet: SimKubeletHandle
+async def node(kubeconfig: str, socket_path: str,  # noqa: ARG001 (set as $KUBECONFIG)
+               kubelet: SimKubeletHandle,  # noqa: ARG001 (serving on socket_path)
                ) -> AsyncIterator[Node]:
     made = Node(socket_path)
     try:
@@ -155,7 +157,8 @@ async def test_a_claim_shared_by_two_pods_and_a_share_id_give_allocation_rows(
         "gpu": "1", "UUID": gpu_uuid(1), "pod": "nb-a", "namespace": "research",
         "container": "nb", "resource": DRIVER, **dict(dra_labels("shared-gpu", "research",
                                                                  "gpu-1"))}
-    assert by_pod["embed-0"]["gpu"] == "0" and by_pod["embed-0"]["dra_share_id"] == share
+    assert by_pod["embed-0"]["gpu"] == "0"
+    assert by_pod["embed-0"]["dra_share_id"] == share
     assert by_pod["embed-1"]["dra_share_id"] == other_share
 
 
@@ -224,8 +227,9 @@ async def test_the_exporters_own_admin_claim_on_every_gpu_is_left_out(
         await blind.close()
 
 
+@pytest.mark.usefixtures("kubeconfig")
 async def test_in_pod_scope_the_own_pods_claims_are_what_is_shown(
-    kubeconfig: str, socket_path: str, kubelet: SimKubeletHandle
+    socket_path: str, kubelet: SimKubeletHandle
 ) -> None:
     kubelet.servicer.set_pods([
         pod_resources("inference", "llm-0", {}, {"server": [

@@ -53,10 +53,12 @@ def test_demo_node_scope(exporter: type[ExporterProcess]) -> None:
     for inst in inventory.instances:
         labels = fb[inst.key]
         if len(inst.mig_devices) == 1:
-            assert labels["namespace"] == "inference" and labels["container"] == "server"
+            assert labels["namespace"] == "inference"
+            assert labels["container"] == "server"
         else:
             assert "pod" not in labels
-    assert "pod" not in fb[(7, -1)] and "pod" not in fb[(6, -1)]
+    assert "pod" not in fb[(7, -1)]
+    assert "pod" not in fb[(6, -1)]
     assert fb[(2, -1)]["namespace"] == "inference"
     rows = [labels for name, labels, _ in series if name == "gpu_exporter_pod_gpu_allocation"]
     notebooks = sorted(r["pod"] for r in rows if r["gpu"] == "7")
@@ -107,7 +109,8 @@ def test_demo_with_inference_preset_shows_role_and_queue(
     text, series = scrape_after_kubelet(proc)
     fb = [labels for name, labels, _ in series if name == "DCGM_FI_DEV_FB_USED"]
     held = [labels for labels in fb if "pod" in labels]
-    assert held and all("kai_scheduler_queue" in labels for labels in held)
+    assert held
+    assert all("kai_scheduler_queue" in labels for labels in held)
     assert {ROLE.value_of(labels) for labels in held} == {"prefill", "decode"}
     assert {labels["kai_scheduler_queue"] for labels in held} == {"chat", "search"}
     assert {labels.get("llm_d_ai_role") for labels in held} >= {"prefill", "decode"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
@@ -80,8 +81,9 @@ def test_watch_follows_pods_of_this_node(api: FakeApiServer, kubeconfig: str) ->
         watcher.close()
 
 
+@pytest.mark.usefixtures("kubeconfig")
 async def test_source_adds_labels_without_a_request_per_refresh(
-    api: FakeApiServer, kubeconfig: str, kubelet: SimKubeletHandle, socket_path: str
+    api: FakeApiServer, kubelet: SimKubeletHandle, socket_path: str
 ) -> None:
     api.state.pods = [LLM, pod("research", "nb-a", "uid-nb-a", {"team": "rs"}),
                       pod("research", "nb-b", "uid-nb-b", {})]
@@ -106,8 +108,10 @@ async def test_source_adds_labels_without_a_request_per_refresh(
             "llm-0", "inference", "server", (("pod_uid", "uid-llm-0"), ("label_team", "ml")))}
         (fam,) = [f for f in source.families() if f.name == "gpu_exporter_pod_gpu_allocation"]
         extras = {dict(s.labels)["pod"]: dict(s.labels) for s in fam.samples}
-        assert extras["nb-a"]["label_team"] == "rs" and extras["nb-a"]["pod_uid"] == "uid-nb-a"
-        assert "label_team" not in extras["nb-b"] and extras["nb-b"]["pod_uid"] == "uid-nb-b"
+        assert extras["nb-a"]["label_team"] == "rs"
+        assert extras["nb-a"]["pod_uid"] == "uid-nb-a"
+        assert "label_team" not in extras["nb-b"]
+        assert extras["nb-b"]["pod_uid"] == "uid-nb-b"
         assert len(api.state.lists()) == 1
         assert "gpu_exporter_kubernetes_api_up" in [f.name for f in source.families()]
     finally:
@@ -139,12 +143,15 @@ def test_check_access_explains_rbac_and_reachability(
     assert ok, message
     api.state.forbidden = True
     ok, message = check_access(config, kubeconfig=kubeconfig)
-    assert not ok and "403" in message and "get/list/watch" in message
+    assert not ok
+    assert "403" in message
+    assert "get/list/watch" in message
     dead = FakeApiServer()
     dead_config = dead.write_kubeconfig(tmp_path / "dead")  # never started: nothing listens
     dead._server.server_close()
     ok, message = check_access(config, kubeconfig=dead_config)
-    assert not ok and "unreachable" in message
+    assert not ok
+    assert "unreachable" in message
 
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -167,8 +174,9 @@ def of(series: Series, name: str, **match: str) -> list[dict[str, str]]:
             if n == name and all(dict(labels).get(k) == v for k, v in match.items())]
 
 
+@pytest.mark.usefixtures("kubeconfig")
 async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
-    api: FakeApiServer, kubeconfig: str, socket_path: str
+    api: FakeApiServer, socket_path: str
 ) -> None:
     """The simulated H200 node with the demo's allocations, polled by the real sampler with
     dcgm-exporter's pod labels, pod UID and virtual GPUs."""
@@ -208,16 +216,21 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
             ("notebook-carol-0", "2", "uid-notebook-carol-0"),
         ]
         for s in shared:
-            assert s["namespace"] == "research" and s["container"] == "notebook"
-            assert s["app_kubernetes_io_name"] == "llm" and s["llm_d_ai_role"] == "decode"
-            assert "team" not in s and "label_team" not in s
+            assert s["namespace"] == "research"
+            assert s["container"] == "notebook"
+            assert s["app_kubernetes_io_name"] == "llm"
+            assert s["llm_d_ai_role"] == "decode"
+            assert "team" not in s
+            assert "label_team" not in s
         # An exclusive GPU: one series, its pod's labels, no vgpu; an idle one: unlabelled.
         (exclusive,) = of(series, util, gpu="2")
-        assert exclusive["namespace"] == "inference" and "vgpu" not in exclusive
+        assert exclusive["namespace"] == "inference"
+        assert "vgpu" not in exclusive
         assert exclusive["pod_uid"] == f"uid-{exclusive['pod']}"
         assert exclusive["llm_d_ai_role"] == "decode"
         (idle,) = of(series, util, gpu="6")
-        assert "pod" not in idle and "pod_uid" not in idle
+        assert "pod" not in idle
+        assert "pod_uid" not in idle
         # The 3g.71gb instance whose two compute instances are two pods': two copies.
         split = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
         assert len({s["pod"] for s in split}) == 2 == len(split)
@@ -236,7 +249,8 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
                    in metadata.labels_for("research", "notebook-bob-0"))
         await sampler.poll_once()
         (bob,) = of(parsed(sampler.current.text.decode()), util, pod="notebook-bob-0")
-        assert bob["llm_d_ai_role"] == "prefill" and bob["vgpu"] == "1"
+        assert bob["llm_d_ai_role"] == "prefill"
+        assert bob["vgpu"] == "1"
         assert len(api.state.lists()) == 1
     finally:
         await sampler.close()

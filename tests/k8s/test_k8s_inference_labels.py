@@ -84,7 +84,8 @@ def test_inference_copies_every_stack_under_dcgm_names_without_uid() -> None:
 def test_each_preset_copies_only_its_own_keys(name: str) -> None:
     labels, _ = preset_rules(name).apply("uid-1", EVERY_KEY)
     prefixes = {"dynamo": "nvidia_com_dynamo_", "llm-d": "llm_d_ai_", "kai": "kai_scheduler_"}
-    assert labels and all(label.startswith(prefixes[name]) for label, _ in labels)
+    assert labels
+    assert all(label.startswith(prefixes[name]) for label, _ in labels)
     assert len(labels) == len(PRESETS[name].keys)
 
 
@@ -103,7 +104,8 @@ def test_preset_with_dcgm_allowlist_or_regex() -> None:
                                                                               "^team$"))
     labels, dropped = both.apply("u", {**LLM_D_POD, "team": "ml"})
     # A key both select is copied once, not reported as a duplicate.
-    assert dropped == () and labels == (("kai_scheduler_queue", "search"), ("team", "ml"))
+    assert dropped == ()
+    assert labels == (("kai_scheduler_queue", "search"), ("team", "ml"))
     with_regex = preset_rules("llm-d", pod_labels="team")
     assert with_regex.apply("u", {**LLM_D_POD, "team": "ml"})[0] == (
         ("pod_uid", "u"), ("label_team", "ml"), ("llm_d_ai_model", "qwen3-8b"),

@@ -50,7 +50,8 @@ def test_pod_uid_follows_its_own_switch() -> None:
         ("pod_uid", "uid-1"), ("team", "ml"))
     only_uid = PodLabelRules.from_config(KubernetesConfig(enable_pod_uid=True))
     assert only_uid.apply("uid-1", {"team": "ml"})[0] == (("pod_uid", "uid-1"),)
-    assert not only_uid.copies_labels and only_uid.labels_anything
+    assert not only_uid.copies_labels
+    assert only_uid.labels_anything
     # An unknown UID (pod not yet seen) is left out rather than shown empty.
     assert only_uid.apply("", {})[0] == ()
     nothing = PodLabelRules.from_config(KubernetesConfig())
@@ -72,11 +73,13 @@ def test_allowlist_skips_bad_patterns_and_falls_back_to_all(
 ) -> None:
     caplog.set_level(logging.WARNING, "exporter.k8s.pod_labels")
     keep = allowlist_filter(["(unclosed", "^team$"])
-    assert keep("team") and not keep("role")
+    assert keep("team")
+    assert not keep("role")
     assert "(unclosed" in caplog.text
     caplog.clear()
     every = allowlist_filter(["(unclosed"])
-    assert every("team") and every("role")
+    assert every("team")
+    assert every("role")
     assert "copying every pod label" in caplog.text
     assert allowlist_filter([])("anything")
 

@@ -251,7 +251,8 @@ def test_per_container_use_of_a_time_sliced_gpu(node: Node) -> None:
         {"nb-a": 0.4, "nb-b": 0.2})  # nb-a: mean of 30 and 50 %
     assert poll[UNATTRIBUTED] == [({}, 1.0)]  # the host process, pid 303
     # Exclusive GPUs are labelled already: their processes are never listed.
-    assert process_lists[0] == 0 and process_lists[1] > 0
+    assert process_lists[0] == 0
+    assert process_lists[1] > 0
 
 
 def test_sm_utilisation_from_process_samples_since_the_last_poll(node: Node) -> None:
@@ -271,7 +272,8 @@ def test_pod_scope_sees_only_its_own_processes(node: Node) -> None:
     (poll,), _ = node.run({"scope": "pod", "pod_name": "nb-a", "pod_namespace": "ml"}, [2.0],
                           [(UID_A, CID_A)])
     dumped = json.dumps(poll)
-    assert "nb-b" not in dumped and '"rs"' not in dumped
+    assert "nb-b" not in dumped
+    assert '"rs"' not in dumped
     assert UNATTRIBUTED not in poll
     assert set(by_pod(poll, MEMORY)) == {"nb-a"}
     assert by_pod(poll, MEMORY)["nb-a"][1] == pytest.approx(4 * GIB * 6 / 7)

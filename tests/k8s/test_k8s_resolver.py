@@ -37,7 +37,8 @@ def test_hits_and_misses_cached_until_the_inventory_changes() -> None:
     known, unknown = parsed(mig_uuid(1, 5, 0)), parsed(mig_uuid(7, 7, 7))
     for _ in range(5):
         found = resolver.resolve(known, inventory)
-        assert found is not None and found.entity.key == (1, 5)
+        assert found is not None
+        assert found.entity.key == (1, 5)
         assert resolver.resolve(unknown, inventory) is None
     assert sorted(inventory.lookups) == sorted([mig_uuid(1, 5, 0), mig_uuid(7, 7, 7)])
 

@@ -591,10 +591,11 @@ class NoPods:
     def start(self) -> None:
         pass
 
-    def labels_for(self, namespace: str, pod: str) -> Labels:
+    def labels_for(self, namespace: str, pod: str) -> Labels:  # noqa: ARG002 (PodMetadata)
         return ()
 
-    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+    def container_of(self, pod_uid: str, container_id: str  # noqa: ARG002 (PodMetadata)
+                     ) -> tuple[str, str, str] | None:
         return None
 
     def families(self) -> list[Family]:
@@ -628,7 +629,8 @@ async def test_a_stuck_process_read_is_kept_and_never_joined_by_a_second(
         await source.refresh(inventory)
         assert lib.entered.wait(10)
         # ... but not the read itself, which the source still holds as pending.
-        assert len(started) == 1 and not started[0].done()
+        assert len(started) == 1
+        assert not started[0].done()
         await source.refresh(inventory)
         assert len(started) == 1, "a second read was started while the first was stuck"
         lib.release.set()
@@ -636,7 +638,8 @@ async def test_a_stuck_process_read_is_kept_and_never_joined_by_a_second(
         assert {f.entity.key for f in found} == {g.key for g in inventory.gpus}
         # Once the stuck read is done, the next refresh starts a fresh one and uses it.
         await source.refresh(inventory)
-        assert len(started) == 2 and started[1].done()
+        assert len(started) == 2
+        assert started[1].done()
         assert scalar(source, "gpu_exporter_unattributed_gpu_processes") > 0
     finally:
         lib.release.set()

@@ -78,7 +78,8 @@ async def test_off_by_default(kubelet: SimKubeletHandle, socket_path: str) -> No
     src = make_source(socket_path)
     try:
         attribution = await src.refresh(plain_node(2))
-        assert attribution.sharers == {} and attribution.owners == {}
+        assert attribution.sharers == {}
+        assert attribution.owners == {}
         assert allocation_pods(src) == {"alice", "bob"}
     finally:
         await src.close()
@@ -161,7 +162,8 @@ async def test_ids_of_the_other_form_are_matched_and_logged_once(
         await src.close()
     assert attribution.owners == {(0, -1): PodRef("q", "g", "c"), (1, -1): PodRef("p", "g", "c")}
     hints = [r for r in caplog.records if "GPU id type" in r.getMessage()]
-    assert len(hints) == 1 and device_id in hints[0].getMessage()
+    assert len(hints) == 1
+    assert device_id in hints[0].getMessage()
 
 
 def test_copies_render_as_distinct_series() -> None:

@@ -13,7 +13,8 @@ from .build import LIBRARY_NAME, build_library
 def test_builds_once_and_rebuilds_when_stale(tmp_path: Path) -> None:
     out = build_library(tmp_path)
     library = out / LIBRARY_NAME
-    assert out == tmp_path and library.is_file()
+    assert out == tmp_path
+    assert library.is_file()
     first = library.stat().st_mtime_ns
     assert build_library(tmp_path) == tmp_path
     assert library.stat().st_mtime_ns == first  # unchanged inputs: no recompilation

@@ -97,13 +97,16 @@ def test_values_and_units_as_nvml_reports_them(nvmlsim_lib: Path, tmp_path: Path
     assert r["driver"] == "570.124.06"
     assert r["name"] == "NVIDIA H100 80GB HBM3"
     assert r["uuid"] == "GPU-12345678-abcd-ef01-2345-6789abcdef01"
-    assert r["bus_id"] == "00000000:9B:00.0" and r["bus"] == 0x9B
+    assert r["bus_id"] == "00000000:9B:00.0"
+    assert r["bus"] == 0x9B
     assert (r["sm"], r["memclk"], r["temp"]) == (1755, 2619, 61)
-    assert r["power"] == 312345 and r["power1"] == 99999  # milliwatts
+    assert r["power"] == 312345
+    assert r["power1"] == 99999
     assert r["limit"] == 700000
     assert r["energy"] >= 123456789  # mJ, grows with the real clock
     assert r["replay"] == 4
-    assert r["util"] == [87, 41] and (r["enc"], r["dec"]) == (3, 9)
+    assert r["util"] == [87, 41]
+    assert (r["enc"], r["dec"]) == (3, 9)
     total, reserved, used = 85520809984, 560988160, 1234567891
     assert r["mem"] == [total, reserved, used, total - reserved - used]
     assert r["mem1"] == [total, used + reserved, total - reserved - used]  # v1 folds reserved
@@ -186,7 +189,8 @@ def test_sparse_mig_enumeration(nvmlsim_lib: Path, tmp_path: Path) -> None:
         fv = pynvml.nvmlDeviceGetFieldValues(h, [(138, 0xFFFFFFFF)])
         out["nvlink_ret"] = fv[0].nvmlReturn
     """)
-    assert r["mode"] == [1, 1] and r["max"] == 7
+    assert r["mode"] == [1, 1]
+    assert r["max"] == 7
     slots = {int(k): v for k, v in r["slots"].items()}
     assert [i for i, v in slots.items() if v is not None] == [0, 1, 5]
     assert slots[0]["name"] == "NVIDIA H200 MIG 1c.3g.71gb"
@@ -205,7 +209,8 @@ def test_sparse_mig_enumeration(nvmlsim_lib: Path, tmp_path: Path) -> None:
     assert {slots[i]["power"] for i in (0, 1, 5)} == {"not supported"}
     assert r["nvmlDeviceGetUtilizationRates"] == "not supported"
     assert r["nvmlDeviceGetEncoderUtilization"] == "not supported"
-    assert r["mode1"] == [0, 0] and r["gpu1_slot0"] == "not found"
+    assert r["mode1"] == [0, 0]
+    assert r["gpu1_slot0"] == "not found"
     assert r["nvlink_ret"] == 3  # NVLink queries are refused in MIG mode
 
 
@@ -235,7 +240,8 @@ def test_mig_layout_change_invalidates_old_handles(nvmlsim_lib: Path, tmp_path: 
     """)
     assert r["old"] == "invalid"
     assert r["found"] == [[3, "NVIDIA H200 MIG 7g.141gb", 1]]
-    assert r["mode"] == [0, 0] and r["util"] == 0
+    assert r["mode"] == [0, 0]
+    assert r["util"] == 0
 
 
 def test_gpm_metrics_are_time_weighted_between_samples(nvmlsim_lib: Path,
@@ -390,7 +396,8 @@ def test_xid_wait_times_out_and_delivers(nvmlsim_lib: Path, tmp_path: Path) -> N
                            [uuid, xid_type, 94, 9, 0]]
     assert r["drained"] == "timeout"
     assert r["power_while_waiting"] > 0
-    assert r["threaded"] == {"xid": 48} and r["alive"] is False
+    assert r["threaded"] == {"xid": 48}
+    assert r["alive"] is False
     assert r["scheduled"] == 119
 
 
@@ -443,12 +450,14 @@ def test_hang_blocks_one_call_without_holding_the_library(nvmlsim_lib: Path,
     assert r["after_hang"] == 120000
     assert r["blocked_s"] >= 0.5  # the hang's length of wall time, not simulated time
     assert r["hanging"] == 1
-    assert r["waiter_alive"] is False and r["got"]["xid"] == 79
+    assert r["waiter_alive"] is False
+    assert r["got"]["xid"] == 79
     assert r["meanwhile"] == [120000, 34, 2]
     assert r["still_hanging"] == [1, True]
     assert r["woken"] == 1
     # the blocked call answers from the state after the hang: the value set meanwhile
-    assert r["stuck_alive"] is False and r["got"]["power"] == 200000
+    assert r["stuck_alive"] is False
+    assert r["got"]["power"] == 200000
     assert r["after_end"] == [200000, 0]  # end_hangs also disarmed the hang
 
 
@@ -485,7 +494,8 @@ def test_gpu_lost_after_n_calls_and_recovery(nvmlsim_lib: Path, tmp_path: Path) 
             timeline.append(state(pynvml.nvmlDeviceGetTemperature, h1, 0))
         out["timeline"] = timeline
     """)
-    assert r["seq"][:3] == [120000] * 3 and r["seq"][3:] == ["lost", "lost"]
+    assert r["seq"][:3] == [120000] * 3
+    assert r["seq"][3:] == ["lost", "lost"]
     assert r["other"] == 120000
     assert r["mig"] == "NVMLError_GpuIsLost"
     assert r["by_index"] == "NVMLError_GpuIsLost"

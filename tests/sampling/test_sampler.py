@@ -87,7 +87,8 @@ async def test_ready_turns_503_when_data_goes_stale() -> None:
     assert sampler.readiness()[0]
     now[0] += 0.2
     ok, reason = sampler.readiness()
-    assert not ok and reason.startswith("stale: last successful poll 3.1s ago (limit 3.0s)")
+    assert not ok
+    assert reason.startswith("stale: last successful poll 3.1s ago (limit 3.0s)")
     await sampler.poll_once()
     assert sampler.readiness()[0]
     await sampler.close()

@@ -11,7 +11,8 @@ from tests.support.paths import ROOT, fixture_file
 
 spec = importlib.util.spec_from_file_location("nvml_contract",
                                               ROOT / "scripts" / "nvml_contract.py")
-assert spec is not None and spec.loader is not None
+assert spec is not None
+assert spec.loader is not None
 contract = importlib.util.module_from_spec(spec)
 sys.modules["nvml_contract"] = contract
 spec.loader.exec_module(contract)
@@ -45,7 +46,8 @@ def test_matching_values_pass_and_a_power_mismatch_fails() -> None:
     rows = capture_rows(fixture_file("nvidia-smi", "linux-x86_64__nvidia-h200__590.48.01.txt"))
     row = rows[0]
     row["index"] = "0"
-    assert row["power.draw"] is not None and row["memory.used"] is not None
+    assert row["power.draw"] is not None
+    assert row["memory.used"] is not None
     samples, labels = contract.samples_from_exposition(exposition_for(row))
     results = contract.compare(samples, labels, rows)
     assert all(r.ok for r in results), [r for r in results if not r.ok]

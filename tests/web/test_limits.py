@@ -102,7 +102,8 @@ def test_silent_clients_are_cut_on_a_tls_port_too(pki: Pki,
             _connections(served.port, 10, b"\x16\x03\x01\x02\x00") as stalled:
         tls = Client(served.port, pki.ca_file())
         answer = tls.get()
-        assert isinstance(answer, Response) and answer.status == 200
+        assert isinstance(answer, Response)
+        assert answer.status == 200
         wait_until(lambda: all(_closed_by_server(s) for s in silent + stalled), 10.0,
                    what="silent and stalled TLS clients cut")
     assert served.refused("header_timeout") + served.refused("tls_handshake") == 20
@@ -141,7 +142,8 @@ def test_oversized_request_heads_are_refused(head: bytes, why: bytes,
                                              serve: type[ServedInThread]) -> None:
     served = serve(None)
     answer = _raw_exchange(served.port, head)
-    assert answer.split(b" ", 2)[1] == b"400" and why in answer, answer[:300]
+    assert answer.split(b" ", 2)[1] == b"400", answer[:300]
+    assert why in answer, answer[:300]
     assert _scrape_ok(served.port)
 
 
@@ -166,7 +168,8 @@ def test_malformed_requests_log_one_line_per_interval(
     records = [r for r in caplog.records if r.name == "aiohttp.server"]
     assert len(records) == 1, [r.getMessage() for r in records]
     (record,) = records
-    assert record.exc_info is None and "\n" not in record.getMessage()
+    assert record.exc_info is None
+    assert "\n" not in record.getMessage()
     assert "malformed request" in record.getMessage()
     assert _scrape_ok(served.port)
 
@@ -180,7 +183,8 @@ def test_only_the_four_endpoints_exist(serve: type[ServedInThread]) -> None:
     served = serve(None)
     for path in ("/debug/pprof/", "/metrics/", "/static/x", "/..%2fetc/passwd"):
         answer = Client(served.port).get(path)
-        assert isinstance(answer, Response) and answer.status == 404, path
+        assert isinstance(answer, Response), path
+        assert answer.status == 404, path
     assert _raw_exchange(served.port, b"POST /metrics HTTP/1.1\r\nHost: x\r\n"
                          b"Content-Length: 0\r\nConnection: close\r\n\r\n").startswith(
         b"HTTP/1.1 405")
@@ -206,7 +210,8 @@ def test_a_kept_alive_connection_outlives_the_header_timeout(
         for _ in range(2):
             conn.request("GET", "/metrics")
             response = conn.getresponse()
-            assert response.status == 200 and b"DCGM" in response.read()
+            assert response.status == 200
+            assert b"DCGM" in response.read()
             first_socket = conn.sock
             time.sleep(3 * FAST.header_timeout_s)  # idle, as between two scrapes
         assert conn.sock is first_socket  # the same connection served both

@@ -97,4 +97,5 @@ async def test_enabled_openmetrics_goes_to_scrapers_that_prefer_it(accept: str) 
 
 async def test_enabled_openmetrics_still_gives_text_to_others() -> None:
     ctype, body = await _scrape(True, "text/plain;version=0.0.4")
-    assert ctype.startswith("text/plain; version=0.0.4") and body == TEXT
+    assert ctype.startswith("text/plain; version=0.0.4")
+    assert body == TEXT

@@ -137,5 +137,6 @@ def test_bcrypt_is_loaded_only_with_basic_auth_users(
         client = Client(served.port, folder / "ca.crt",
                         (folder / "client.crt", folder / "client.key"))
         answer = client.get(auth=("prometheus", PASSWORD))
-        assert isinstance(answer, Response) and answer.status == 200
+        assert isinstance(answer, Response)
+        assert answer.status == 200
         assert ("_bcrypt" in _maps(served.proc.pid)) is users

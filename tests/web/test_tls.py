@@ -81,7 +81,8 @@ def test_client_auth_type(auth_type: str, pki: Pki, serve: type[ServedInThread])
 
     client = Client(served.port, ca, good)
     ok = client.get(auth=creds)
-    assert isinstance(ok, Response) and ok.status == 200
+    assert isinstance(ok, Response)
+    assert ok.status == 200
     assert b"DCGM_FI_DEV_GPU_TEMP" in ok.body
     assert ok.headers["X-Content-Type-Options"] == "nosniff"
     assert ok.headers["Strict-Transport-Security"] == "max-age=31536000"
@@ -89,7 +90,8 @@ def test_client_auth_type(auth_type: str, pki: Pki, serve: type[ServedInThread])
 
     for wrong in (("prometheus", "wrong"), ("nobody", PASSWORD), None):
         denied = client.get(auth=wrong)
-        assert isinstance(denied, Response) and denied.status == 401, wrong
+        assert isinstance(denied, Response), wrong
+        assert denied.status == 401, wrong
         assert denied.headers["WWW-Authenticate"].startswith("Basic")
         assert denied.headers["X-Content-Type-Options"] == "nosniff"
         assert b"DCGM" not in denied.body
@@ -101,7 +103,8 @@ def test_client_auth_type(auth_type: str, pki: Pki, serve: type[ServedInThread])
     second = pki.ca.server()
     _replace(folder, "server", second.cert_pem, second.key_pem)
     rotated = client.get(auth=creds)
-    assert isinstance(rotated, Response) and rotated.status == 200
+    assert isinstance(rotated, Response)
+    assert rotated.status == 200
     assert rotated.server_serial == second.serial != first.serial
 
 
@@ -148,13 +151,17 @@ def test_a_failed_reload_keeps_the_running_certificate(pki: Pki,
     mismatched = pki.ca.server()
     _replace(folder, "server", mismatched.cert_pem, first.key_pem)  # not its key
     kept = client.get(auth=creds)
-    assert isinstance(kept, Response) and kept.server_serial == first.serial
-    assert live.reloads["failure"] == 1 and live.reloads["success"] == 0
-    assert client.get(auth=creds) != REFUSED and live.reloads["failure"] == 1  # not retried
+    assert isinstance(kept, Response)
+    assert kept.server_serial == first.serial
+    assert live.reloads["failure"] == 1
+    assert live.reloads["success"] == 0
+    assert client.get(auth=creds) != REFUSED
+    assert live.reloads["failure"] == 1
 
     _replace(folder, "server", mismatched.cert_pem, mismatched.key_pem)
     fixed = client.get(auth=creds)
-    assert isinstance(fixed, Response) and fixed.server_serial == mismatched.serial
+    assert isinstance(fixed, Response)
+    assert fixed.server_serial == mismatched.serial
     assert live.reloads["success"] == 1
 
 
@@ -168,10 +175,12 @@ def test_probes_answer_over_plain_http_on_the_tls_port(pki: Pki,
     plain = Client(served.port)
     for path in ("/health", "/ready"):
         answer = plain.get(path)
-        assert isinstance(answer, Response) and answer.status == 200, path
+        assert isinstance(answer, Response), path
+        assert answer.status == 200, path
     for path in ("/metrics", "/"):
         answer = plain.get(path, auth=("prometheus", PASSWORD))
-        assert isinstance(answer, Response) and answer.status == 400, path
+        assert isinstance(answer, Response), path
+        assert answer.status == 400, path
         assert b"DCGM" not in answer.body
     # Over TLS without a certificate the handshake itself is refused, probes included.
     assert Client(served.port, pki.ca_file()).get("/health") == REFUSED
@@ -187,4 +196,5 @@ def test_credentials_are_checked_with_bcrypt_once(pki: Pki,
         assert _status(client.get(auth=creds)) == 200
         assert _status(client.get(auth=("prometheus", "guess"))) == 401
     auth = live.applied.auth
-    assert auth is not None and auth.bcrypt_checks == 2  # one per distinct password
+    assert auth is not None
+    assert auth.bcrypt_checks == 2

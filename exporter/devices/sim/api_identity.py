@@ -16,7 +16,7 @@ class IdentityCalls(SimCore):
     def nvmlInit(self) -> None:
         self._init("nvmlInit")
 
-    def nvmlInitWithFlags(self, flags: int) -> None:
+    def nvmlInitWithFlags(self, flags: int) -> None:  # noqa: ARG002 (pynvml's signature)
         self._init("nvmlInitWithFlags")
 
     def _init(self, name: str) -> None:

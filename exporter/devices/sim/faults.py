@@ -292,7 +292,8 @@ def parse_fault(spec: str) -> Fault:
     gpu = items.int_("gpu")
     at = items.duration("at")
     if kind == "xid":
-        assert gpu is not None and at is not None
+        assert gpu is not None
+        assert at is not None
         code = items.int_("code", low=1)
         assert code is not None
         return XidFault(gpu, code, at, items.int_("gi"), spec)
@@ -301,13 +302,16 @@ def parse_fault(spec: str) -> Fault:
     if kind == "gpm-admin-only":
         return GpmAdminOnlyFault(spec)
     if kind == "fb-ramp":
-        assert gpu is not None and at is not None
+        assert gpu is not None
+        assert at is not None
         over = items.duration("over")
         to = items.percent("to")
-        assert over is not None and to is not None
+        assert over is not None
+        assert to is not None
         return FbRampFault(gpu, at, over, to, items.int_("gi"), spec)
     if kind == "ecc":
-        assert gpu is not None and at is not None
+        assert gpu is not None
+        assert at is not None
         dbe, sbe = items.int_("dbe") or 0, items.int_("sbe") or 0
         if "dbe" not in raw and "sbe" not in raw:
             raise ValueError(
@@ -316,7 +320,8 @@ def parse_fault(spec: str) -> Fault:
             )
         return EccFault(gpu, at, dbe, sbe, spec)
     if kind == "remap":
-        assert gpu is not None and at is not None
+        assert gpu is not None
+        assert at is not None
         failure = items.int_("failure", high=1)
         pending = items.int_("pending", high=1)
         if failure is None and pending is None:

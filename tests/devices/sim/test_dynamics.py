@@ -73,8 +73,10 @@ def test_values_stay_in_plausible_ranges(make_sim: SimFactory) -> None:
         for i in range(8):
             h = sim.nvmlDeviceGetHandleByIndex(i)
             util = sim.nvmlDeviceGetUtilizationRates(h)
-            assert isinstance(util.gpu, int) and 0 <= util.gpu <= 100
-            assert isinstance(util.memory, int) and 0 <= util.memory <= 100
+            assert isinstance(util.gpu, int)
+            assert 0 <= util.gpu <= 100
+            assert isinstance(util.memory, int)
+            assert 0 <= util.memory <= 100
             seen_util.add(util.gpu)
             power = sim.nvmlDeviceGetPowerUsage(h)
             assert 60_000 <= power <= sim.nvmlDeviceGetPowerManagementLimit(h)
@@ -87,7 +89,8 @@ def test_values_stay_in_plausible_ranges(make_sim: SimFactory) -> None:
             assert mem.free >= 0
     # The load moves: utilisation spans a wide range and clocks drop at idle.
     assert max(seen_util) - min(seen_util) > 50
-    assert 345 in seen_clocks and 1980 in seen_clocks
+    assert 345 in seen_clocks
+    assert 1980 in seen_clocks
 
 
 def test_counters_and_energy_only_grow(make_sim: SimFactory) -> None:
