@@ -7,11 +7,15 @@ import os
 import stat
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from exporter.devices.model import Inventory
 from exporter.doctor.report import FAIL, INFO, OK, WARN, Report
 from exporter.k8s.config import KubernetesConfig
+
+if TYPE_CHECKING:
+    from exporter.k8s.attribution import Allocation
+    from exporter.k8s.client import PodResourcesClient
 
 
 def check_socket(path: str, report: Report) -> bool:
@@ -77,7 +81,6 @@ async def kubelet_checks(
         resource_accepted,
     )
     from exporter.k8s.client import KubeletCallError, PodResourcesClient, allocations_of
-    from exporter.k8s.device_ids import looks_like_gpu_id
 
     client = PodResourcesClient(config.pod_resources_socket, timeout_s=timeout_s)
     try:
@@ -102,8 +105,7 @@ async def kubelet_checks(
 
         if config.scope == "pod":
             await _check_own_pod(client, config, report)
-        _check_resource_names(config, allocatable, allocations, report,
-                              resource_accepted, looks_like_gpu_id)
+        _check_resource_names(config, allocatable, allocations, report)
 
         accepted = [a for a in allocations
                     if resource_accepted(a.resource, config.resource_names)]
@@ -137,7 +139,8 @@ async def kubelet_checks(
         await client.close()
 
 
-async def _check_own_pod(client: Any, config: KubernetesConfig, report: Report) -> None:
+async def _check_own_pod(client: PodResourcesClient, config: KubernetesConfig,
+                         report: Report) -> None:
     from exporter.k8s.client import KubeletCallError
 
     if not (config.pod_name and config.pod_namespace):
@@ -163,11 +166,13 @@ async def _check_own_pod(client: Any, config: KubernetesConfig, report: Report) 
 def _check_resource_names(
     config: KubernetesConfig,
     allocatable: dict[str, list[str]],
-    allocations: Sequence[Any],
+    allocations: Sequence[Allocation],
     report: Report,
-    resource_accepted: Any,
-    looks_like_gpu_id: Any,
 ) -> None:
+    # Imported here as kubelet_checks does: doctor loads the k8s layer only when it runs.
+    from exporter.k8s.attribution import resource_accepted
+    from exporter.k8s.device_ids import looks_like_gpu_id
+
     ids: dict[str, list[str]] = {name: list(v) for name, v in allocatable.items()}
     allocated: Counter[str] = Counter()
     for a in allocations:
