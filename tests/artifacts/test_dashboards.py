@@ -45,9 +45,9 @@ def _nulls(value: Any, path: str = "") -> list[str]:
     return []
 
 
-def test_the_five_dashboards_exist() -> None:
+def test_the_six_dashboards_exist() -> None:
     assert [p.name for p in DASHBOARDS] == [
-        "gpu-fleet-overview.json", "gpu-inference-autoscaling.json",
+        "gpu-chargeback.json", "gpu-fleet-overview.json", "gpu-inference-autoscaling.json",
         "gpu-kubernetes-workloads.json", "gpu-mig.json", "gpu-node-detail.json"]
 
 
