@@ -120,7 +120,7 @@ class GroupBy(Value[str]):
 
 
 PROMETHEUS: Option[str | None] = Option(
-    "prometheus", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "prometheus_url", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
     flags=("--prometheus",), env=("GPU_EXPORTER_PROMETHEUS_URL",), metavar="URL",
     help="Prometheus, Thanos or Mimir query URL (Mimir: up to `/prometheus`); required")
 BEARER_TOKEN: Option[str | None] = Option(

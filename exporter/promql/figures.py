@@ -86,7 +86,7 @@ def pod_figure(figure: Figure, window_s: float, resolution_s: float) -> str:
         return h.per_pod(f"max_over_time((\n{h.holder_activity()}\n){r})", "max",
                          drop=(h.ACTIVITY_SOURCE,))
     if figure is ENERGY:
-        energy = h.holder_energy_mj(duration(2 * resolution_s))
+        energy = h.holder_energy_mj(duration(resolution_s))
         return h.per_pod(f"sum_over_time((\n{energy}\n){r})") + " / 3.6e9"
     if figure is FB_MIB_HOURS:
         return (h.per_pod(f"sum_over_time((\n{h.holder_framebuffer_mib()}\n){r})")

@@ -108,19 +108,25 @@ def holder_activity() -> str:
             f"{device_activity()}")
 
 
-def holder_energy_mj(twice_resolution: str) -> str:
-    """Per holding: its share of the GPU's energy in one resolution step (mJ).
+def gpu_energy_mj(resolution: str) -> str:
+    """Per GPU (UUID): the energy counter's rise over the last `resolution` (mJ).
 
-    The step's energy is half the counter's increase over two steps: a window of one step
-    would hold a single sample, and so no increase, when the scrape interval equals the
-    resolution. `increase()` follows counter resets. The GPU's counter series change labels
-    when its holder changes (an exclusive GPU's series carry the pod), so the increases of
-    all its series are added, then divided by how many series it has now (more than one
-    only where dcgm-exporter's virtual-GPU option repeats them per holder). The energy of
-    MIG slices nobody holds stays unattributed."""
-    return (f"(\n{holder_share()}\n)\n* on(UUID) group_left\n"
-            f"max by (UUID) (sum by (UUID) (increase({ENERGY}[{twice_resolution}])) / 2\n"
-            f" / count by (UUID) ({ENERGY}))")
+    The plain difference of the last samples, not `increase()`: summed over consecutive
+    steps it telescopes to the counter's exact rise, where `increase()` extrapolates each
+    window and runs a few percent high. Averaged by UUID first: the GPU's series change labels
+    when its holder changes (an exclusive GPU's series carry the pod), and dcgm-exporter's
+    virtual-GPU option repeats them per holder. A drop is a counter reset (driver reload,
+    GPU reset): that step counts what the new counter has counted since."""
+    now = f"avg by (UUID) ({ENERGY})"
+    before = f"avg by (UUID) ({ENERGY} offset {resolution})"
+    return (f"max by (UUID) (\n  ({now} - {before}) >= 0\n  or on(UUID)\n"
+            f"  ({now} and on(UUID) {before})\n)")
+
+
+def holder_energy_mj(resolution: str) -> str:
+    """Per holding: its share of its GPU's energy in the last resolution step (mJ). The
+    energy of MIG slices nobody holds stays unattributed."""
+    return f"(\n{holder_share()}\n)\n* on(UUID) group_left\n{gpu_energy_mj(resolution)}"
 
 
 def holder_framebuffer_mib() -> str:

@@ -14,14 +14,14 @@ import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from exporter.report.compute import UsageReport
 
-__all__ = ["usage", "usage_report"]
+__all__ = ["ReportOptions", "usage", "usage_report"]
 
 
 def _instant(value: datetime | str | float | None, fallback: float) -> float:
@@ -36,28 +36,31 @@ def _instant(value: datetime | str | float | None, fallback: float) -> float:
     return float(value)
 
 
-def usage_report(
-    prometheus: str,
-    *,
-    start: datetime | str | float | None = None,
-    end: datetime | str | float | None = None,
-    last: str = "1d",
-    group_by: str = "namespace",
-    step: str | None = None,
-    resolution: str = "1m",
-    source: str = "auto",
-    idle_below: float = 5.0,
-    idle_window: str = "30m",
-    top: int = 10,
-    price: float | None = None,
-    price_file: str | Path | None = None,
-    grid_intensity: float | None = None,
-    headers: Mapping[str, str] | None = None,
-    bearer_token: str | None = None,
-    ca_file: str | Path | None = None,
-    insecure_skip_verify: bool = False,
-    timeout: str = "2m",
-) -> UsageReport:
+class ReportOptions(TypedDict, total=False):
+    """What `usage` and `usage_report` take besides the server's URL (the command's options;
+    durations as Prometheus writes them, times as datetimes, RFC 3339 text or Unix seconds)."""
+
+    start: datetime | str | float | None
+    end: datetime | str | float | None
+    last: str
+    group_by: str
+    step: str | None
+    resolution: str
+    source: str
+    idle_below: float
+    idle_window: str
+    top: int
+    price: float | None
+    price_file: str | Path | None
+    grid_intensity: float | None
+    headers: Mapping[str, str] | None
+    bearer_token: str | None
+    ca_file: str | Path | None
+    insecure_skip_verify: bool
+    timeout: str
+
+
+def usage_report(prometheus: str, **options: Unpack[ReportOptions]) -> UsageReport:
     """The whole report: `totals` (a frame per group), `steps`, `idle_pods` and notes."""
     from exporter.options.report_table import parse_span
     from exporter.report.client import PrometheusClient
@@ -65,31 +68,37 @@ def usage_report(
     from exporter.report.connection import Connection
     from exporter.report.prices import load_prices
 
-    stop = _instant(end, time.time())
-    begin = _instant(start, stop - parse_span(last, "last"))
-    sent = dict(headers or {})
-    if bearer_token:
-        sent["Authorization"] = f"Bearer {bearer_token}"
+    o = options
+    stop = _instant(o.get("end"), time.time())
+    begin = _instant(o.get("start"), stop - parse_span(o.get("last", "1d"), "last"))
+    sent = dict(o.get("headers") or {})
+    token = o.get("bearer_token")
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    ca_file, price_file, step = o.get("ca_file"), o.get("price_file"), o.get("step")
     connection = Connection(
         url=prometheus.rstrip("/"), headers=tuple(sent.items()),
-        timeout_s=parse_span(timeout, "timeout"),
-        ca_file=Path(ca_file) if ca_file else None, insecure_skip_verify=insecure_skip_verify)
+        timeout_s=parse_span(o.get("timeout", "2m"), "timeout"),
+        ca_file=Path(ca_file) if ca_file else None,
+        insecure_skip_verify=o.get("insecure_skip_verify", False))
     request = ReportRequest(
-        start=begin, end=stop, group_by=group_by,
+        start=begin, end=stop, group_by=o.get("group_by", "namespace"),
         step_s=parse_span(step, "step") if step else None,
-        resolution_s=parse_span(resolution, "resolution"), source=source,
-        idle_below_pct=idle_below, idle_window_s=parse_span(idle_window, "idle_window"),
-        top=top, prices=load_prices(Path(price_file) if price_file else None, price),
-        grid_intensity_g_per_kwh=grid_intensity)
+        resolution_s=parse_span(o.get("resolution", "1m"), "resolution"),
+        source=o.get("source", "auto"), idle_below_pct=o.get("idle_below", 5.0),
+        idle_window_s=parse_span(o.get("idle_window", "30m"), "idle_window"),
+        top=o.get("top", 10),
+        prices=load_prices(Path(price_file) if price_file else None, o.get("price")),
+        grid_intensity_g_per_kwh=o.get("grid_intensity"))
     return build_report(PrometheusClient(connection), request)
 
 
-def usage(prometheus: str, **options: object) -> pd.DataFrame:
+def usage(prometheus: str, **options: Unpack[ReportOptions]) -> pd.DataFrame:
     """One row per group: allocated, active and idle GPU-hours, energy, framebuffer, cost.
 
-    Takes `usage_report`'s keyword arguments. The frame's `attrs` say where the figures
-    came from (`source`), the range (`start`, `end`) and the notes."""
-    report = usage_report(prometheus, **options)  # type: ignore[arg-type]
+    The frame's `attrs` say where the figures came from (`source`), the range (`start`,
+    `end`, Unix seconds) and the notes."""
+    report = usage_report(prometheus, **options)
     frame = report.totals.copy()
     frame.attrs.update({"start": report.start, "end": report.end,
                         "source": report.source.describe(), "notes": list(report.notes)})

@@ -27,8 +27,9 @@ DESCRIPTION = ("GPU-hours allocated and active, idle-allocated GPU-hours, energy
 
 
 def request_from(settings: Resolution, now: float) -> ReportRequest:
-    end = settings[opt.END] if settings[opt.END] is not None else now
-    start = settings[opt.START] if settings[opt.START] is not None else end - settings[opt.LAST]
+    given_end, given_start = settings[opt.END], settings[opt.START]
+    end = now if given_end is None else given_end
+    start = end - settings[opt.LAST] if given_start is None else given_start
     if end <= start:
         raise ConfigError("--start must come before --end")
     below = settings[opt.IDLE_BELOW]

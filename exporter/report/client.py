@@ -76,7 +76,7 @@ class PrometheusClient:
                 body = answer.read()
         except urllib.error.HTTPError as exc:
             raise _http_error(exc, c, expr) from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise _timeout(c) from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError | socket.timeout):

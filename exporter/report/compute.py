@@ -19,8 +19,16 @@ from exporter.promql import figures as f
 from exporter.report import queries as q
 from exporter.report.client import PrometheusClient, Series
 from exporter.report.connection import ReportError
-from exporter.report.plan import Call, Grouping, aligned_windows, auto_step, calls, grouping
-from exporter.report.plan import multiple_of, windows
+from exporter.report.plan import (
+    Call,
+    Grouping,
+    aligned_windows,
+    auto_step,
+    calls,
+    grouping,
+    multiple_of,
+    windows,
+)
 from exporter.report.prices import Prices
 
 GROUP = "group"
@@ -170,8 +178,8 @@ def build_report(client: PrometheusClient, request: ReportRequest,
     steps, totals = _frames(rows, idle_rows, request, start, end)
     idle_pods = pd.DataFrame(pod_rows, columns=["namespace", "pod", "idle_gpu_hours"])
     if not idle_pods.empty:
-        idle_pods = (idle_pods.groupby(["namespace", "pod"], as_index=False)["idle_gpu_hours"]
-                     .sum().sort_values("idle_gpu_hours", ascending=False)
+        idle_pods = (idle_pods.groupby(["namespace", "pod"])["idle_gpu_hours"].sum()
+                     .reset_index().sort_values("idle_gpu_hours", ascending=False)
                      .head(request.top).reset_index(drop=True))
     report = UsageReport(request, start, end, step, idle_window, source, totals, steps,
                          idle_pods, client.stats.queries, client.stats.points)
@@ -221,8 +229,10 @@ def _frames(rows: dict[str, list[dict[str, object]]], idle_rows: list[dict[str, 
     if request.grid_intensity_g_per_kwh is not None:
         totals["co2_kg"] = totals["energy_kwh"] * request.grid_intensity_g_per_kwh / 1000
     if request.prices is not None:
-        hours = allocated.groupby([GROUP, "modelName"])[f.ALLOCATED.key].sum()
-        totals["cost"] = request.prices.cost(hours)
+        hours = allocated.groupby([GROUP, "modelName"])[f.ALLOCATED.key].sum().reset_index()
+        cost = request.prices.cost(zip(hours[GROUP].astype(str), hours["modelName"].astype(str),
+                                       hours[f.ALLOCATED.key].astype(float), strict=True))
+        totals["cost"] = pd.Series(cost, dtype=float)
     return steps, totals
 
 

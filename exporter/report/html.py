@@ -18,7 +18,7 @@ import pandas as pd
 
 from exporter.promql import duration
 from exporter.report.compute import GROUP, TIME, UsageReport
-from exporter.report.render import COLUMNS, heading, with_total
+from exporter.report.render import COLUMNS, cell, heading, with_total
 
 MAX_SERIES = 8
 """Groups drawn by name in the stacked charts; the rest are summed as "other"."""
@@ -131,11 +131,9 @@ def _table(report: UsageReport) -> str:
     for name in table.index:
         cells = []
         for column in table.columns:
-            value, decimals = table.at[name, column], COLUMNS[column][1]
-            if decimals < 0:
-                cells.append(f"<td>{html.escape(str(value))}</td>")
-            else:
-                cells.append(f'<td class="n">{float(value):,.{decimals}f}</td>')
+            text = html.escape(cell(table.at[name, column], COLUMNS[column][1]))
+            css = "" if COLUMNS[column][1] < 0 else ' class="n"'
+            cells.append(f"<td{css}>{text}</td>")
         css = ' class="total"' if name == table.index[-1] else ""
         rows.append(f"<tr{css}><td>{html.escape(str(name))}</td>{''.join(cells)}</tr>")
     return (f'<table id="usage"><thead><tr><th>{html.escape(report.request.group_by)}</th>'

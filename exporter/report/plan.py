@@ -125,5 +125,5 @@ def aligned_windows(start: float, end: float, window_s: float) -> list[float]:
     epoch, as subqueries align) that lie wholly inside [start, end]."""
     first = math.ceil(round((start + window_s) / window_s, 6)) * window_s
     last = math.floor(round(end / window_s, 6)) * window_s
-    count = int(round((last - first) / window_s)) + 1
+    count = round((last - first) / window_s) + 1
     return [first + i * window_s for i in range(max(0, count))]

@@ -10,11 +10,9 @@ model it does not name:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
 
 from exporter.report.connection import ReportError
 
@@ -29,15 +27,17 @@ class Prices:
     def price(self, model: str) -> float | None:
         return self.by_model.get(model, self.default)
 
-    def cost(self, hours: pd.Series) -> pd.Series:
-        """Cost per group from GPU-hours indexed by (group, modelName)."""
-        missing = sorted({m for _, m in hours.index if self.price(m) is None})
+    def cost(self, hours: Iterable[tuple[str, str, float]]) -> dict[str, float]:
+        """Cost per group from (group, modelName, GPU-hours)."""
+        rows = list(hours)
+        missing = sorted({model for _, model, _ in rows if self.price(model) is None})
         if missing:
             raise ReportError(f"the price file names no price for {', '.join(map(repr, missing))}"
                               f"; add them or a \"{ANY_MODEL}\" entry")
-        priced = [h * (self.price(m) or 0.0) for (_, m), h in hours.items()]
-        groups = [g for g, _ in hours.index]
-        return pd.Series(priced, index=groups, dtype=float).groupby(level=0).sum()
+        cost: dict[str, float] = {}
+        for group, model, held in rows:
+            cost[group] = cost.get(group, 0.0) + held * (self.price(model) or 0.0)
+        return cost
 
 
 def load_prices(path: Path | None, default: float | None) -> Prices | None:

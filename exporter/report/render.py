@@ -61,14 +61,15 @@ def heading(report: UsageReport) -> str:
             f"{_when(report.end)}")
 
 
-def _cell(value: Any, decimals: int) -> str:
-    return str(value) if decimals < 0 else f"{float(value):,.{decimals}f}"
+def cell(value: object, decimals: int) -> str:
+    """A table cell: text as it is, a number with `decimals` places."""
+    return str(value) if decimals < 0 else f"{value:,.{decimals}f}"
 
 
 def table_text(report: UsageReport) -> str:
     table = with_total(report)
     head = ["group", *(COLUMNS[c][0] for c in table.columns)]
-    rows = [[str(name), *(_cell(table.at[name, c], COLUMNS[c][1]) for c in table.columns)]
+    rows = [[str(name), *(cell(table.at[name, c], COLUMNS[c][1]) for c in table.columns)]
             for name in table.index]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 

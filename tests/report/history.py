@@ -100,8 +100,9 @@ def _holder(history: History, gpu: Gpu, t: float, index: dict[str, list[Tenancy]
     return None
 
 
-def write_openmetrics(history: History, out: TextIO) -> int:
-    """The history as OpenMetrics text; returns the number of samples."""
+def write_openmetrics(history: History, out: TextIO, with_rules: bool = False) -> int:
+    """The history as OpenMetrics text; returns the number of samples. `with_rules`: also
+    the usage recording rules' series, as a ruler would have recorded them."""
     index: dict[str, list[Tenancy]] = {g.uuid: [] for g in history.gpus}
     for tenancy in history.tenancies:
         index[tenancy.gpu.uuid].append(tenancy)
@@ -131,21 +132,61 @@ def write_openmetrics(history: History, out: TextIO) -> int:
             for series in lines.values():
                 out.writelines(series)
                 samples += len(series)
+    if with_rules:
+        samples += _write_rule_series(history, out)
     out.write("# EOF\n")
     return samples
 
 
-def backfill(history: History, folder: Path) -> Path:
-    """Storage blocks holding `history`, under `folder/tsdb`."""
+def _write_rule_series(history: History, out: TextIO, window_s: float = 3600.0) -> int:
+    """What the usage recording rules would have recorded: each pod's figures per hour,
+    computed from its tenancy (held the whole time it is scheduled)."""
+    ends = [t for t in history.times() if t % window_s == 0 and t - window_s >= history.start]
+    figures = {
+        "pod:gpu_exporter_allocated_gpu_hours:window": lambda t, h: h,
+        "pod:gpu_exporter_active_gpu_hours:window": lambda t, h: h * t.utilisation,
+        "pod:gpu_exporter_activity:max_window": lambda t, h: t.utilisation,
+        "pod:gpu_exporter_energy_kwh:window": lambda t, h: h * t.power_w / 1000,
+        "pod:gpu_exporter_framebuffer_mib_hours:window":
+            lambda t, h: h * (40000.0 * t.utilisation + 1000),
+        "pod:gpu_exporter_held_hours:window": lambda t, h: h,
+        "pod:gpu_exporter_framebuffer_mib:max_window":
+            lambda t, h: 40000.0 * t.utilisation + 1000,
+    }
+    samples = 0
+    for name, value in figures.items():
+        out.write(f"# TYPE {name} gauge\n")
+        for tenancy in history.tenancies:
+            extra = ',activity_source="utilisation"' if "active_gpu" in name else ""
+            labels = (f'namespace="{tenancy.namespace}",pod="{tenancy.pod}",'
+                      f'modelName="{MODEL}",Hostname="{tenancy.gpu.node}"{extra}')
+            for end in ends:
+                held_h = max(0.0, min(end, tenancy.end) - max(end - window_s,
+                                                               tenancy.start)) / 3600
+                if held_h > 0:
+                    out.write(f"{name}{{{labels}}} {value(tenancy, held_h)!r} {end:.3f}\n")
+                    samples += 1
+    out.write("# TYPE gpu_exporter:report_rules_window_seconds gauge\n")
+    out.writelines(f"gpu_exporter:report_rules_window_seconds {window_s:g} {end:.3f}\n"
+                   for end in ends)
+    return samples + len(ends)
+
+
+def backfill(history: History, folder: Path, with_rules: bool = False) -> Path:
+    """Storage blocks holding `history` (and with `with_rules` its recording rules' series),
+    under `folder/tsdb`."""
     promtool = require_tool("promtool", "prometheus")
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "history.om"
     with source.open("w") as out:
-        write_openmetrics(history, out)
+        write_openmetrics(history, out, with_rules)
     tsdb = folder / "tsdb"
+    # One pass over the file per block: the default 2 h blocks would mean a pass per 2 h of
+    # history, so blocks may span the whole history (Prometheus compacts them anyway).
+    span_h = max(2, int((history.end - history.start) // 3600) + 1)
     result = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
-                             str(source), str(tsdb)], capture_output=True, text=True,
-                            timeout=900)
+                             f"--max-block-duration={span_h}h", str(source), str(tsdb)],
+                            capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         raise AssertionError(f"promtool backfill failed:\n{result.stdout}{result.stderr}")
     source.unlink()

@@ -15,6 +15,7 @@ holding it at that moment), never from the report's code.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def schedule() -> list[ScheduledPod]:
 def _pieces() -> list[tuple[float, float]]:
     edges = sorted({0.0, DURATION_S, *(h.arrive for h in HOLDINGS),
                     *(h.leave for h in HOLDINGS)})
-    return list(zip(edges, edges[1:], strict=False))
+    return list(itertools.pairwise(edges))
 
 
 def shares_over_time() -> list[tuple[float, float, Holding, float]]:

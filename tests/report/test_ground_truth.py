@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from exporter.devices.sim.dynamics import GpuDynamics
+from exporter.devices.sim.faults import parse_fault
+from exporter.devices.sim.profiles import get_profile
 from exporter.k8s.simkubelet import SimKubeletServicer, serve_pod_resources
 from exporter.k8s.simschedule import PodSchedule
 from exporter.promql import RULE_MARKER, recording_rules
@@ -143,22 +146,36 @@ def test_the_idle_pod_is_caught(live: Live) -> None:
         assert groups[ns]["idle_gpu_hours"] == 0.0, ns
 
 
-def _power_integral(live: Live) -> dict[int, list[tuple[float, float]]]:
-    """Per GPU, the simulated power (W) at each scrape, by seconds into the schedule."""
-    series = live.prometheus.query_range("max by (gpu) (DCGM_FI_DEV_POWER_USAGE)",
-                                         live.started - 2,
-                                         live.ended + 2, SCRAPE_S / 2)
-    return {int(s["metric"]["gpu"]): [(float(t) - live.started, float(v))
-                                      for t, v in s["values"]] for s in series}
+def _simulated_gpus() -> dict[int, GpuDynamics]:
+    """The simulated node's GPUs as the exporter simulates them (same profile, seed 0 and
+    faults): pure functions of simulated time."""
+    faults = [parse_fault(plan.IDLE_FAULT)]
+    return {spec.index: GpuDynamics(plan.PROFILE, spec, 0, faults)
+            for spec in get_profile(plan.PROFILE).gpus}
+
+
+def _simulated_time_of(gpu: GpuDynamics, energy_mj: float) -> float:
+    """The simulated time at which the energy counter read `energy_mj` (it only rises)."""
+    low, high = 0.0, 1.0
+    while gpu.energy_mj(high) < energy_mj:
+        high *= 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if gpu.energy_mj(middle) < energy_mj else (low, middle)
+    return low
 
 
 def test_energy_is_the_integral_of_the_simulated_power(live: Live) -> None:
-    power = _power_integral(live)
+    gpus = _simulated_gpus()
+    # Where the schedule's zero falls in simulated time, from one scraped counter value.
+    counter = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="2"}'
+    energy_mj, scraped_at = (float(live.prometheus.query(expr, live.started)[0]["value"][1])
+                             for expr in (f"max({counter})", f"max(timestamp({counter}))"))
+    zero = _simulated_time_of(gpus[2], energy_mj) - (scraped_at - live.started)
 
     def joules(gpu: int, a: float, b: float) -> float:
-        points = [(t, w) for t, w in power[gpu] if a <= t <= b]
-        return sum((t1 - t0) * (w0 + w1) / 2
-                   for (t0, w0), (t1, w1) in zip(points, points[1:], strict=False))
+        """The simulated power integrated over [a, b] seconds of the schedule."""
+        return (gpus[gpu].energy_mj(zero + b) - gpus[gpu].energy_mj(zero + a)) / 1000
 
     expected = {ns: j / 3.6e6 for ns, j in plan.expected_energy_joules(joules).items()}
     groups = _groups(live.report_json("--source", "raw"))
@@ -195,7 +212,7 @@ def test_chargeback_dashboard_queries_give_the_report_numbers(live: Live) -> Non
         if ref not in column or ref == "C":
             continue  # the idle panel counts whole rule windows, checked by the report tests
         query = (expr.replace("$__range", f"{int(span_s * 1000) - 1}ms")
-                 .replace("$namespace", ".*").replace("$cluster", ".*"))
+                 .replace("$namespace", ".*").replace("$job", ".*"))
         rows = {r["metric"].get("namespace", ""): float(r["value"][1])
                 for r in live.prometheus.query(query, at)}
         for ns, row in groups.items():
