@@ -140,8 +140,7 @@ def build_report(client: PrometheusClient, request: ReportRequest,
     unit = source.unit_s
     group = grouping(request.group_by)
     start = request.start
-    end = start + multiple_of(request.end - start, unit) if source.rules else \
-        start + max(unit, (request.end - start) // unit * unit)
+    end = start + max(unit, (request.end - start) // unit * unit)
     step = multiple_of(request.step_s or auto_step(end - start, unit), unit)
     idle_window = multiple_of(request.idle_window_s, unit)
     max_chunk = request.max_chunk_s or (RULES_CHUNK_S if source.rules else 86400.0)

@@ -12,9 +12,12 @@ import html
 import io
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 from exporter.promql import duration
 from exporter.report.compute import GROUP, TIME, UsageReport
@@ -43,7 +46,7 @@ def _own_ids(svg: str, prefix: str) -> str:
     return svg.replace("url(#", f"url(#{prefix}")
 
 
-def _svg(draw: Callable[[Any], None], height: float = 3.6) -> str:
+def _svg(draw: Callable[[Axes], None], height: float = 3.6) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,12 +65,13 @@ def _svg(draw: Callable[[Any], None], height: float = 3.6) -> str:
 
 
 def _wide(report: UsageReport, column: str) -> pd.DataFrame:
-    """Per window (rows) and group (columns), the largest groups first, the rest summed."""
+    """Per window (rows) and group (columns), the groups holding most GPU-hours first (the
+    same order, and so the same colours, in every chart), the rest summed."""
     wide = report.steps.pivot_table(index=TIME, columns=GROUP, values=column, aggfunc="sum",
                                     fill_value=0.0)
-    order = wide.sum().sort_values(ascending=False).index
-    wide = wide[order]
-    if len(order) > MAX_SERIES:
+    ranking = report.totals["allocated_gpu_hours"].sort_values(ascending=False).index
+    wide = wide[[g for g in ranking if g in wide.columns]]
+    if len(wide.columns) > MAX_SERIES:
         kept = wide.iloc[:, :MAX_SERIES - 1].copy()
         kept["other"] = wide.iloc[:, MAX_SERIES - 1:].sum(axis=1)
         wide = kept
@@ -75,16 +79,17 @@ def _wide(report: UsageReport, column: str) -> pd.DataFrame:
     return wide
 
 
-def _stacked(report: UsageReport, column: str, ylabel: str) -> Callable[[Any], None]:
-    def draw(axes: Any) -> None:
+def _stacked(report: UsageReport, column: str, ylabel: str) -> Callable[[Axes], None]:
+    def draw(axes: Axes) -> None:
         wide = _wide(report, column)
         shape = ("%Y-%m-%d" if report.step_s >= 86400 else
                  "%m-%d %H:%M" if report.step_s >= 3600 else "%H:%M:%S")
         labels = [t.strftime(shape) for t in wide.index]
         bottom = [0.0] * len(wide)
-        for name in wide.columns:
+        for number, name in enumerate(wide.columns):
             values = list(wide[name])
-            axes.bar(range(len(wide)), values, bottom=bottom, label=name, width=0.85)
+            axes.bar(range(len(wide)), values, bottom=bottom, label=name, width=0.85,
+                     color=f"C{number % 10}")
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         every = max(1, len(labels) // 12)
         axes.set_xticks(range(0, len(labels), every), labels[::every], rotation=30,
@@ -94,8 +99,8 @@ def _stacked(report: UsageReport, column: str, ylabel: str) -> Callable[[Any], N
     return draw
 
 
-def _allocated_active(report: UsageReport) -> Callable[[Any], None]:
-    def draw(axes: Any) -> None:
+def _allocated_active(report: UsageReport) -> Callable[[Axes], None]:
+    def draw(axes: Axes) -> None:
         totals = report.totals.sort_values("allocated_gpu_hours").tail(15)
         names = [str(n) or "(none)" for n in totals.index]
         rows = range(len(totals))
@@ -109,8 +114,8 @@ def _allocated_active(report: UsageReport) -> Callable[[Any], None]:
     return draw
 
 
-def _idle_pods(report: UsageReport) -> Callable[[Any], None]:
-    def draw(axes: Any) -> None:
+def _idle_pods(report: UsageReport) -> Callable[[Axes], None]:
+    def draw(axes: Axes) -> None:
         pods = report.idle_pods.iloc[::-1]
         if pods.empty:
             axes.text(0.5, 0.5, "no pod sat idle for a whole window", ha="center",

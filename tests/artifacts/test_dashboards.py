@@ -144,7 +144,7 @@ def test_only_enabled_fields_appear(tmp_path: Path) -> None:
     result = run_generate("dashboards", "--collectors", str(csv), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     written = sorted((tmp_path / "dashboards").glob("*.json"))
-    assert len(written) == 5
+    assert len(written) == 6
     for path in written:
         model = _load(path)
         for panel in _panels(model):

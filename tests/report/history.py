@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -142,7 +142,7 @@ def _write_rule_series(history: History, out: TextIO, window_s: float = 3600.0) 
     """What the usage recording rules would have recorded: each pod's figures per hour,
     computed from its tenancy (held the whole time it is scheduled)."""
     ends = [t for t in history.times() if t % window_s == 0 and t - window_s >= history.start]
-    figures = {
+    figures: dict[str, Callable[[Tenancy, float], float]] = {
         "pod:gpu_exporter_allocated_gpu_hours:window": lambda t, h: h,
         "pod:gpu_exporter_active_gpu_hours:window": lambda t, h: h * t.utilisation,
         "pod:gpu_exporter_activity:max_window": lambda t, h: t.utilisation,

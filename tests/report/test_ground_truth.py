@@ -200,9 +200,8 @@ def test_chargeback_dashboard_queries_give_the_report_numbers(live: Live) -> Non
     targets = {t["refId"] + ":" + p["title"]: t["expr"] for p in model["panels"]
                for t in p.get("targets", []) if p["title"].startswith("Per namespace")}
     assert targets, "no per-namespace panel in the chargeback dashboard"
-    from exporter.report.plan import multiple_of
-
-    span_s = multiple_of(live.ended + 10 - (live.started - 10), RULE_WINDOW_S)
+    # The report's range: from its start, whole rule windows.
+    span_s = (live.ended + 10 - (live.started - 10)) // RULE_WINDOW_S * RULE_WINDOW_S
     at = live.started - 10 + span_s
     column = {"A": "allocated_gpu_hours", "B": "active_gpu_hours",
               "C": "idle_gpu_hours", "D": "energy_kwh"}
