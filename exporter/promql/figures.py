@@ -31,28 +31,28 @@ class Figure:
     help: str
 
 
-ALLOCATED = Figure("allocated_gpu_hours", "pod:gpu_exporter_allocated_gpu_hours:window",
+ALLOCATED = Figure("allocated_gpu_hours", "pod:gpu_usage_allocated_gpu_hours:window",
                    "sum", "GPU-hours held (whole GPU 1, MIG by compute slices, shared split)")
-ACTIVE = Figure("active_gpu_hours", "pod:gpu_exporter_active_gpu_hours:window", "sum",
+ACTIVE = Figure("active_gpu_hours", "pod:gpu_usage_active_gpu_hours:window", "sum",
                 "GPU-hours weighted by activity, by `activity_source`")
-ACTIVITY_MAX = Figure("activity_max", "pod:gpu_exporter_activity:max_window", "max",
+ACTIVITY_MAX = Figure("activity_max", "pod:gpu_usage_activity:max_window", "max",
                       "highest activity (0-1) of the pod's devices while held")
-ENERGY = Figure("energy_kwh", "pod:gpu_exporter_energy_kwh:window", "sum",
+ENERGY = Figure("energy_kwh", "pod:gpu_usage_energy_kwh:window", "sum",
                 "energy, the GPU's counter increase times the holding's share (kWh)")
-FB_MIB_HOURS = Figure("fb_mib_hours", "pod:gpu_exporter_framebuffer_mib_hours:window", "sum",
+FB_MIB_HOURS = Figure("fb_mib_hours", "pod:gpu_usage_framebuffer_mib_hours:window", "sum",
                       "framebuffer in use integrated over time (MiB-hours)")
-HELD_HOURS = Figure("held_hours", "pod:gpu_exporter_held_hours:window", "sum",
+HELD_HOURS = Figure("held_hours", "pod:gpu_usage_held_hours:window", "sum",
                     "hours the pod held any GPU")
-FB_PEAK = Figure("fb_peak_mib", "pod:gpu_exporter_framebuffer_mib:max_window", "max",
+FB_PEAK = Figure("fb_peak_mib", "pod:gpu_usage_framebuffer_mib:max_window", "max",
                  "most framebuffer the pod had in use at once (MiB)")
 
 RULES: tuple[Figure, ...] = (ALLOCATED, ACTIVE, ACTIVITY_MAX, ENERGY, FB_MIB_HOURS,
                              HELD_HOURS, FB_PEAK)
-IDLE_RULE = "pod:gpu_exporter_idle_gpu_hours:window"
+IDLE_RULE = "pod:gpu_usage_idle_gpu_hours:window"
 """GPU-hours of rule windows in which the pod's activity stayed below the rules' idle
 threshold (for dashboards; the report applies its own threshold to the figures above)."""
 DEFAULT_IDLE_BELOW = 0.05
-RULE_MARKER = "gpu_exporter:report_rules_window_seconds"
+RULE_MARKER = "gpu_usage:rules_window_seconds"
 """Recorded with the rules, always: their window in seconds. The report reads it to know
 whether, and since when, the rules cover a range."""
 RULE_GROUP = "gpu-exporter.usage"

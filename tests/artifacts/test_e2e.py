@@ -33,8 +33,8 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
-EXTERNAL = re.compile(r"\b(kube_|keda_|vllm:|pod:gpu_exporter_)")
-"""Sources absent here; the usage recording rules (`pod:gpu_exporter_*`) are evaluated hourly,
+EXTERNAL = re.compile(r"\b(kube_|keda_|vllm:|pod:gpu_usage_)")
+"""Sources absent here; the usage recording rules (`pod:gpu_usage_*`) are evaluated hourly,
 and the chargeback dashboard over them is checked by tests/report/test_ground_truth.py."""
 NAMESPACE, DEPLOYMENT = "inference", "llm-inference"
 """Where the simulated kubelet puts its inference pods."""

@@ -143,14 +143,14 @@ def _write_rule_series(history: History, out: TextIO, window_s: float = 3600.0) 
     computed from its tenancy (held the whole time it is scheduled)."""
     ends = [t for t in history.times() if t % window_s == 0 and t - window_s >= history.start]
     figures: dict[str, Callable[[Tenancy, float], float]] = {
-        "pod:gpu_exporter_allocated_gpu_hours:window": lambda t, h: h,
-        "pod:gpu_exporter_active_gpu_hours:window": lambda t, h: h * t.utilisation,
-        "pod:gpu_exporter_activity:max_window": lambda t, h: t.utilisation,
-        "pod:gpu_exporter_energy_kwh:window": lambda t, h: h * t.power_w / 1000,
-        "pod:gpu_exporter_framebuffer_mib_hours:window":
+        "pod:gpu_usage_allocated_gpu_hours:window": lambda t, h: h,
+        "pod:gpu_usage_active_gpu_hours:window": lambda t, h: h * t.utilisation,
+        "pod:gpu_usage_activity:max_window": lambda t, h: t.utilisation,
+        "pod:gpu_usage_energy_kwh:window": lambda t, h: h * t.power_w / 1000,
+        "pod:gpu_usage_framebuffer_mib_hours:window":
             lambda t, h: h * (40000.0 * t.utilisation + 1000),
-        "pod:gpu_exporter_held_hours:window": lambda t, h: h,
-        "pod:gpu_exporter_framebuffer_mib:max_window":
+        "pod:gpu_usage_held_hours:window": lambda t, h: h,
+        "pod:gpu_usage_framebuffer_mib:max_window":
             lambda t, h: 40000.0 * t.utilisation + 1000,
     }
     samples = 0
@@ -166,8 +166,8 @@ def _write_rule_series(history: History, out: TextIO, window_s: float = 3600.0) 
                 if held_h > 0:
                     out.write(f"{name}{{{labels}}} {value(tenancy, held_h)!r} {end:.3f}\n")
                     samples += 1
-    out.write("# TYPE gpu_exporter:report_rules_window_seconds gauge\n")
-    out.writelines(f"gpu_exporter:report_rules_window_seconds {window_s:g} {end:.3f}\n"
+    out.write("# TYPE gpu_usage:rules_window_seconds gauge\n")
+    out.writelines(f"gpu_usage:rules_window_seconds {window_s:g} {end:.3f}\n"
                    for end in ends)
     return samples + len(ends)
 

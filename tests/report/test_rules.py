@@ -95,30 +95,30 @@ def test_rules_compute_the_accounting_by_hand(tmp_path: Path) -> None:
     tenth = 10 / 60  # ten one-minute steps, in hours
     kwh = 10 * ENERGY_PER_MIN_MJ / 3.6e9
     tests = [
-        *_expect("pod:gpu_exporter_allocated_gpu_hours:window", "60m",
+        *_expect("pod:gpu_usage_allocated_gpu_hours:window", "60m",
                 {"p1": tenth, "p2": tenth * 3 / 7, "p3": tenth / 2, "p4": tenth / 2}),
-        *_expect("pod:gpu_exporter_held_hours:window", "60m",
+        *_expect("pod:gpu_usage_held_hours:window", "60m",
                 {"p1": tenth, "p2": tenth, "p3": tenth, "p4": tenth}),
-        *_expect("pod:gpu_exporter_energy_kwh:window", "60m", {"p1": kwh}),
+        *_expect("pod:gpu_usage_energy_kwh:window", "60m", {"p1": kwh}),
         # The ten minutes holding the reset lose nothing: the step after it counts what
         # the new counter counted.
-        *_expect("pod:gpu_exporter_energy_kwh:window", "70m", {"p1": kwh}),
-        *_expect("pod:gpu_exporter_framebuffer_mib:max_window", "60m",
+        *_expect("pod:gpu_usage_energy_kwh:window", "70m", {"p1": kwh}),
+        *_expect("pod:gpu_usage_framebuffer_mib:max_window", "60m",
                 {"p1": 1000, "p2": 2000, "p3": 1500, "p4": 1500}),
-        *_expect("pod:gpu_exporter_framebuffer_mib_hours:window", "60m",
+        *_expect("pod:gpu_usage_framebuffer_mib_hours:window", "60m",
                 {"p1": 1000 * tenth, "p2": 2000 * tenth, "p3": 1500 * tenth,
                  "p4": 1500 * tenth}),
-        *_expect("pod:gpu_exporter_activity:max_window", "60m",
+        *_expect("pod:gpu_usage_activity:max_window", "60m",
                 {"p1": 0.5, "p2": 0.25, "p3": 0.01, "p4": 0.01}),
-        *_expect("pod:gpu_exporter_idle_gpu_hours:window", "60m",
+        *_expect("pod:gpu_usage_idle_gpu_hours:window", "60m",
                 {"p3": tenth / 2, "p4": tenth / 2}),
     ]
     active = [
-        *_expect("pod:gpu_exporter_active_gpu_hours:window", "60m",
+        *_expect("pod:gpu_usage_active_gpu_hours:window", "60m",
                 {"p1": tenth * 0.5}, "activity_source=utilisation"),
-        *_expect("pod:gpu_exporter_active_gpu_hours:window", "60m",
+        *_expect("pod:gpu_usage_active_gpu_hours:window", "60m",
                 {"p2": tenth * 3 / 7 * 0.25}, "activity_source=profiling"),
-        *_expect("pod:gpu_exporter_active_gpu_hours:window", "60m",
+        *_expect("pod:gpu_usage_active_gpu_hours:window", "60m",
                 {"p3": tenth / 2 * 0.01, "p4": tenth / 2 * 0.01},
                 "activity_source=utilisation"),
     ]
