@@ -13,6 +13,7 @@ from collections.abc import Sequence
 USAGE = """usage: gpu-exporter [serve] [flags]     run the exporter (gpu-exporter serve --help)
        gpu-exporter generate ...         write dashboards, alert rules, KEDA objects
        gpu-exporter doctor ...           explain what stands between this node and its metrics
+       gpu-exporter report ...           GPU-hours, idle time, energy and cost per team
 """
 
 
@@ -29,6 +30,10 @@ def _run(command: str, rest: list[str]) -> int:
         from exporter.doctor import main as doctor_main
 
         return doctor_main(rest)
+    if command == "report":
+        from exporter.report.cli import main as report_main
+
+        return report_main(rest)
     if command in ("help", "-h", "--help"):
         print(USAGE)
         return 0

@@ -1,4 +1,4 @@
-"""`python -m exporter.options --markdown | --write-readme README.md`."""
+"""`python -m exporter.options [--command report] --markdown | --write-readme README.md`."""
 
 from __future__ import annotations
 
@@ -12,16 +12,20 @@ from exporter.options.markdown import markdown_table, write_readme
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exporter.options",
-                                     description="The flag table of `gpu-exporter serve`.")
+                                     description="The flag table of a command.")
+    parser.add_argument("--command", choices=("serve", "report"), default="serve",
+                        help="whose flags (serve's go in README.md, report's in "
+                             "docs/report.md)")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--markdown", action="store_true", help="print it as markdown")
     action.add_argument("--write-readme", type=Path, metavar="README",
                         help="rewrite the block between the options:begin/end markers")
     args = parser.parse_args(argv)
+    table = markdown_table(args.command)
     if args.markdown:
-        sys.stdout.write(markdown_table())
+        sys.stdout.write(table)
         return 0
-    changed = write_readme(args.write_readme)
+    changed = write_readme(args.write_readme, table)
     print(f"{args.write_readme}: {'updated' if changed else 'already up to date'}",
           file=sys.stderr)
     return 0

@@ -6,9 +6,11 @@ from exporter.options import dcgm_table, generate_table
 from exporter.options.dcgm_table import DCGM_OPTIONS
 from exporter.options.generate_table import GENERATE_OPTIONS
 from exporter.options.model import Option
+from exporter.options.report_table import REPORT_OPTIONS
 from exporter.options.serve_table import SERVE_OPTIONS
 
-OPTIONS: tuple[Option[object], ...] = (*SERVE_OPTIONS, *DCGM_OPTIONS, *GENERATE_OPTIONS)
+OPTIONS: tuple[Option[object], ...] = (*SERVE_OPTIONS, *DCGM_OPTIONS, *GENERATE_OPTIONS,
+                                       *REPORT_OPTIONS)
 
 GROUP_DESCRIPTIONS: dict[str, str] = {**dcgm_table.GROUP_DESCRIPTIONS,
                                       **generate_table.GROUP_DESCRIPTIONS}

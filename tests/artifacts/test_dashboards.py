@@ -47,9 +47,9 @@ def _nulls(value: Any, path: str = "") -> list[str]:
     return []
 
 
-def test_the_five_dashboards_exist() -> None:
+def test_the_six_dashboards_exist() -> None:
     assert [p.name for p in DASHBOARDS] == [
-        "gpu-fleet-overview.json", "gpu-inference-autoscaling.json",
+        "gpu-chargeback.json", "gpu-fleet-overview.json", "gpu-inference-autoscaling.json",
         "gpu-kubernetes-workloads.json", "gpu-mig.json", "gpu-node-detail.json"]
 
 
@@ -148,7 +148,7 @@ def test_only_enabled_fields_appear(tmp_path: Path) -> None:
     result = run_generate("dashboards", "--collectors", str(csv), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     written = sorted((tmp_path / "dashboards").glob("*.json"))
-    assert len(written) == 5
+    assert len(written) == 6
     for path in written:
         model = _load(path)
         for panel in _panels(model):

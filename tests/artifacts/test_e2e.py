@@ -44,7 +44,9 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
-EXTERNAL = re.compile(r"\b(kube_|keda_)")
+EXTERNAL = re.compile(r"\b(kube_|keda_|pod:gpu_usage_)")
+"""Sources absent here; the usage recording rules (`pod:gpu_usage_*`) are evaluated hourly,
+and the chargeback dashboard over them is checked by tests/report/test_ground_truth.py."""
 NAMESPACE, DEPLOYMENT = "inference", "llm-inference"
 """Where the simulated kubelet puts its inference pods."""
 FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,over=8s,to=97")

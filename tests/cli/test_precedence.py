@@ -19,6 +19,7 @@ from exporter.options import (
     check_table,
     parse_command_line,
 )
+from exporter.options.report_table import GroupBy, Instant, Span
 from exporter.options.values import (
     Choice,
     Devices,
@@ -103,7 +104,7 @@ def test_every_spelling_of_the_flag_beats_every_variable(
 
 BAD_TEXT: dict[type[Value[object]], str] = {
     Integer: "x", Number: "x", Duration: "fast", Listen: "9400", Devices: "x", Regex: "(",
-    Switch: "maybe", Choice: "nope",
+    Switch: "maybe", Choice: "nope", Span: "fortnight", Instant: "yesterday", GroupBy: "team",
 }
 """A value each type refuses; types that take any text are absent."""
 

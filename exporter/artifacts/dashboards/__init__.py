@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.artifacts.dashboards.autoscaling import AUTOSCALING
+from exporter.artifacts.dashboards.chargeback import CHARGEBACK
 from exporter.artifacts.dashboards.fleet import FLEET
 from exporter.artifacts.dashboards.mig import MIG
 from exporter.artifacts.dashboards.node import NODE
@@ -13,7 +14,7 @@ from exporter.artifacts.dashboards.spec import Dashboard
 from exporter.artifacts.dashboards.workloads import WORKLOADS
 from exporter.artifacts.fieldset import FieldSet
 
-ALL: tuple[Dashboard, ...] = (FLEET, NODE, MIG, WORKLOADS, AUTOSCALING)
+ALL: tuple[Dashboard, ...] = (FLEET, NODE, MIG, WORKLOADS, AUTOSCALING, CHARGEBACK)
 
 
 def build(fields: FieldSet) -> dict[str, str]:

@@ -1,0 +1,118 @@
+"""`gpu-exporter report`: GPU usage, idle time, energy and cost per group, from Prometheus.
+
+Exit status 0 with the report written, 1 when the report could not be made (nothing is
+written then), 2 for a bad option.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
+from exporter.options import report_table as opt
+from exporter.report.client import PrometheusClient
+from exporter.report.compute import ReportRequest, UsageReport, build_report
+from exporter.report.connection import ReportError, connection_from
+from exporter.report.prices import load_prices
+
+DESCRIPTION = ("GPU-hours allocated and active, idle-allocated GPU-hours, energy, framebuffer "
+               "and cost per namespace, pod, node, model or pod label, computed by "
+               "Prometheus (or Thanos, Mimir) from the exporter's series or its recording "
+               "rules.")
+
+
+def request_from(settings: Resolution, now: float) -> ReportRequest:
+    given_end, given_start = settings[opt.END], settings[opt.START]
+    end = now if given_end is None else given_end
+    start = end - settings[opt.LAST] if given_start is None else given_start
+    if end <= start:
+        raise ConfigError("--start must come before --end")
+    below = settings[opt.IDLE_BELOW]
+    if not 0 < below <= 100:
+        raise ConfigError(f"--idle-below {below:g}: expected a percentage above 0, up to 100")
+    if settings[opt.TOP] < 0:
+        raise ConfigError("--top must not be negative")
+    try:
+        prices = load_prices(settings[opt.PRICE_FILE], settings[opt.PRICE])
+    except ReportError as exc:
+        raise ConfigError(str(exc)) from None
+    return ReportRequest(
+        start=start, end=end, group_by=settings[opt.GROUP_BY], step_s=settings[opt.STEP],
+        resolution_s=settings[opt.RESOLUTION], source=settings[opt.SOURCE],
+        max_chunk_s=settings.setting(opt.MAX_CHUNK).value
+        if settings.setting(opt.MAX_CHUNK).source else None,
+        idle_below_pct=below, idle_window_s=settings[opt.IDLE_WINDOW], top=settings[opt.TOP],
+        prices=prices, grid_intensity_g_per_kwh=settings[opt.GRID_INTENSITY])
+
+
+def render(report: UsageReport, fmt: str) -> str:
+    if fmt == "html":
+        from exporter.report.html import html_text
+
+        return html_text(report)
+    from exporter.report.render import csv_text, json_text, table_text
+
+    return {"table": table_text, "csv": csv_text, "json": json_text}[fmt](report)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file beside it: a reader sees the old
+    file or the new one, never half of one."""
+    directory = path.parent if str(path.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _progress(enabled: bool) -> Callable[[int, int], None] | None:
+    if not enabled:
+        return None
+
+    def show(done: int, planned: int) -> None:
+        end = "\n" if done >= planned else ""
+        print(f"\rgpu-exporter report: query {done}/{planned} "
+              f"({100 * done // max(planned, 1)} %)", end=end, file=sys.stderr, flush=True)
+    return show
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser("report", description=DESCRIPTION)
+    try:
+        settings = parse_command_line("report", argv, os.environ, parser)
+        connection = connection_from(settings)
+        request = request_from(settings, time.time())
+    except ConfigError as exc:
+        print(f"gpu-exporter report: {exc}", file=sys.stderr)
+        return 2
+    mode = settings[opt.PROGRESS_OPTION]
+    progress = _progress(mode == "on" or (mode == "auto" and sys.stderr.isatty()))
+    try:
+        report = build_report(PrometheusClient(connection), request, progress)
+        text = render(report, settings[opt.FORMAT])
+        output = settings[opt.OUTPUT]
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            write_whole(output, text)
+            print(f"gpu-exporter report: wrote {output}", file=sys.stderr)
+    except ReportError as exc:
+        print(f"gpu-exporter report: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"gpu-exporter report: error: cannot write {exc.filename}: {exc.strerror}",
+              file=sys.stderr)
+        return 1
+    return 0
