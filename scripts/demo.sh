@@ -32,7 +32,8 @@ scrape_configs:
   - job_name: gpu-exporter
     static_configs: [{targets: ["127.0.0.1:$EXPORTER_PORT"]}]
 EOF
-"$PY" -m exporter serve --backend sim --sim.kubelet -c 5s -a "127.0.0.1:$EXPORTER_PORT" &
+"$PY" -m exporter serve --backend sim --sim.kubelet --kubernetes.pod-labels inference -c 5s \
+  -a "127.0.0.1:$EXPORTER_PORT" &
 prometheus --config.file="$DIR/prometheus.yml" --storage.tsdb.path="$DIR/data" \
   --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" --log.level=warn &
 echo "demo: exporter on :$EXPORTER_PORT, Prometheus on http://127.0.0.1:$PROMETHEUS_PORT" >&2

@@ -41,7 +41,8 @@ FIGURES_GROUP = "figures"
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _SPAN_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
                  "w": 7 * 86400.0, "y": 365 * 86400.0}
-GROUPINGS = ("namespace", "pod", "node", "model")
+GROUPINGS = ("namespace", "pod", "node", "model", "role", "queue", "served-model")
+"""`role`, `queue` and `served-model`: the inference dimensions of the pod-label presets."""
 LABEL_PREFIX = "label:"
 
 
@@ -103,17 +104,17 @@ class Instant(Value[float]):
 
 @dataclass(frozen=True, slots=True)
 class GroupBy(Value[str]):
-    """namespace, pod, node, model, or label:<pod label key>."""
+    """namespace, pod, node, model (of GPU), role, queue, served-model, or label:<key>."""
 
-    metavar = "namespace|pod|node|model|label:KEY"
+    metavar = "namespace|pod|node|model|role|queue|served-model|label:KEY"
 
     def parse(self, text: str, where: str) -> str:
         if text in GROUPINGS:
             return text
         if text.startswith(LABEL_PREFIX) and text[len(LABEL_PREFIX):].strip():
             return text
-        raise ConfigError(f"{where}: {text!r}; expected namespace, pod, node, model or "
-                          "label:<pod label key>, e.g. label:team")
+        raise ConfigError(f"{where}: {text!r}; expected namespace, pod, node, model, role, "
+                          "queue, served-model or label:<pod label key>, e.g. label:team")
 
     def samples(self) -> tuple[str, ...]:
         return ("namespace", "node", "label:team")
@@ -172,8 +173,10 @@ LAST: Option[float] = Option(
 GROUP_BY: Option[str] = Option(
     "group_by", GroupBy(), "namespace", commands=REPORT, group=RANGE_GROUP,
     flags=("--group-by",), default_text="`namespace`",
-    help="`namespace`, `pod`, `node`, `model`, or `label:<pod label key>` (the pod labels "
-         "the exporter copies, e.g. `label:team`)")
+    help="`namespace`, `pod`, `node`, `model` (the GPU model), `role` (prefill/decode), "
+         "`queue` (KAI Scheduler), `served-model` (the LLM served), or `label:<pod label key>` "
+         "(the pod labels the exporter copies, e.g. `label:team`); role, queue and "
+         "served-model read the labels of the `inference` pod-label preset")
 STEP: Option[float | None] = Option(
     "step", Span(), None, commands=REPORT, group=RANGE_GROUP, flags=("--step",),
     default_text="a day, an hour or a minute, by the range",

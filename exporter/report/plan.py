@@ -5,13 +5,17 @@ that fetch those windows without passing the server's point limit.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from exporter.k8s.inference_labels import MODEL, QUEUE, ROLE, Dimension
 from exporter.report.connection import ReportError
 
 MAX_POINTS = 11_000
 """Prometheus refuses a range query with more points than this per series."""
 LABEL_PREFIX = "label:"
+INFERENCE_DIMENSIONS: dict[str, Dimension] = {"role": ROLE, "queue": QUEUE, "served-model": MODEL}
+"""`--group-by` names of the inference dimensions (`model` is the GPU model, `modelName`)."""
 
 
 def sanitise(key: str) -> str:
@@ -30,12 +34,17 @@ class Grouping:
     joined: bool = False
     """True: the group's name is every label joined (namespace/pod); False: the first one
     present (Hostname, else hostname, else instance)."""
+    accepted: tuple[str, ...] = ()
+    """Per label, the regex (matched in full) its value must match to name the group; empty:
+    any value. Dynamo's component type names a role only when it says prefill or decode."""
 
     def key(self, labels: dict[str, str]) -> str:
         values = [labels.get(name, "") for name in self.labels]
         if self.joined:
             return "/".join(values)
-        return next((v for v in values if v), "")
+        patterns = self.accepted or (".+",) * len(values)
+        return next((v for v, p in zip(values, patterns, strict=True)
+                     if v and re.fullmatch(p, v)), "")
 
     @property
     def by(self) -> str:
@@ -51,6 +60,11 @@ def grouping(name: str) -> Grouping:
         return Grouping(name, ("Hostname", "hostname", "instance"))
     if name == "model":
         return Grouping(name, ("modelName",))
+    if name in INFERENCE_DIMENSIONS:
+        # The labels a pod-label preset writes, highest precedence first.
+        sources = INFERENCE_DIMENSIONS[name].sources
+        return Grouping(name, tuple(s.label for s in sources),
+                        accepted=tuple(s.values for s in sources))
     if name.startswith(LABEL_PREFIX):
         key = name[len(LABEL_PREFIX):].strip()
         # `--kubernetes.pod-labels` writes label_<key>; dcgm-exporter's pod labels the key.

@@ -77,6 +77,20 @@ def test_groups() -> None:
                                                          "_3scale_net_tier")
 
 
+def test_inference_groups_read_the_preset_labels() -> None:
+    role = grouping("role")
+    assert role.key({"llm_d_ai_role": "decode"}) == "decode"
+    assert role.key({"nvidia_com_dynamo_sub_component_type": "prefill"}) == "prefill"
+    assert role.key({"nvidia_com_dynamo_component_type": "prefill"}) == "prefill"
+    # A Dynamo component type that is not a phase (frontend, worker) names no role.
+    assert role.key({"nvidia_com_dynamo_component_type": "worker"}) == ""
+    assert grouping("queue").key({"kai_scheduler_queue": "chat"}) == "chat"
+    model = grouping("served-model")
+    assert model.key({"llm_d_ai_model": "qwen3-8b",
+                      "nvidia_com_dynamo_base_model": "other"}) == "qwen3-8b"
+    assert grouping("model").labels == ("modelName",)
+
+
 def test_durations_and_times() -> None:
     assert parse_span("90d", "x") == 90 * DAY
     assert parse_span("1h30m", "x") == 5400
