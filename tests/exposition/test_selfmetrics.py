@@ -131,7 +131,9 @@ def _faults(profile: str) -> list[str]:
     # An XID is lost when it fires before its GPU is registered for events (as with NVML),
     # so a second one follows for an exporter slow to start; the lost GPU comes back so
     # that, on a one-GPU node, it is registered again in time for that second XID.
+    # On a machine so loaded that start-up takes longer than that, a third XID later on.
     return ["--sim.fault", "xid,code=79,gpu=0,at=5s", "--sim.fault", "xid,code=43,gpu=0,at=15s",
+            "--sim.fault", "xid,code=31,gpu=0,at=60s",
             "--sim.fault", f"lost,gpu={last},at=5s,for=2s"]
 
 
