@@ -127,3 +127,6 @@ class Readings:
     keeps its labels after the GPU left the inventory."""
     gpm_supported: dict[int, bool] = field(default_factory=dict)
     """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""
+    links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
+    """Values of link-scope fields by (gpu index, NVLink index); a link without values has
+    no series."""

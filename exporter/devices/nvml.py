@@ -266,6 +266,7 @@ class NvmlBackend:
             xid_window=self.ledger.window() if self._wants_xid else (),
             xid_totals=self.ledger.totals() if self._wants_xid else (),
             gpm_supported=dict(self._reader.gpm_support),
+            links=self._reader.links,
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
         )

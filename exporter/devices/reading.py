@@ -22,6 +22,7 @@ from exporter.devices.enumerate import Enumeration
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.filter import DeviceFilter
 from exporter.devices.gpm import GpmReader
+from exporter.devices.links import LinkValues, active_links
 from exporter.devices.model import Entity, EntityKey
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
@@ -32,7 +33,7 @@ from exporter.devices.nvml_api import (
     Handle,
     NvmlLib,
 )
-from exporter.devices.plan import EntityPlan, Output, build_plan, read_field_values
+from exporter.devices.plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
 from exporter.fields.catalog import FieldSpec, Scope
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ log = logging.getLogger(__name__)
 Values = dict[EntityKey, dict[str, float]]
 """One poll's values: field name -> value, per entity."""
 
-_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
+_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE, Scope.LINK}
 _MIG_PARENT_SCOPES = {Scope.GPU}
+"""NVML answers no NVLink query under MIG, so a MIG-enabled GPU has no link entities."""
 
 
 @dataclass(slots=True)
@@ -68,8 +70,10 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
         scopes = _MIG_PARENT_SCOPES if mig_on else _GPU_SCOPES
         plan = None
         if devices.gpus:
-            plan = build_plan(lib, handle, f"GPU {gpu.gpu}",
-                              [s for s in fields if s.scope in scopes])
+            specs = [s for s in fields if s.scope in scopes]
+            links = active_links(lib, handle) if any(
+                s.scope is Scope.LINK for s in specs) else ()
+            plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links)
         instances = []
         for inst in by_gpu[gpu.gpu]:
             assert inst.gpu_instance_id is not None
@@ -82,16 +86,20 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
     return work
 
 
-def store(outputs: Iterable[Output], answer: Any, out: dict[str, float]) -> None:
-    """The series one answer yields. A part the answer lacks (a failed field or metric),
-    or a value its converter refuses (NaN, an absent sensor's reading), is left out rather
-    than exported."""
+def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
+          links: dict[int, dict[str, float]]) -> None:
+    """The series one answer yields, on the entity (`out`) or on one of its links. A part
+    the answer lacks (a failed field or metric), or a value its converter refuses (NaN, an
+    absent sensor's reading), is left out rather than exported."""
     for o in outputs:
         raw = answer if o.pick is None else o.pick(answer)
         if raw is not None:
             value = o.conv(raw)
             if value is not None:
-                out[o.name] = value
+                if o.link is None:
+                    out[o.name] = value
+                else:
+                    links.setdefault(o.link, {})[o.name] = value
 
 
 class DeviceReader:
@@ -105,6 +113,8 @@ class DeviceReader:
         """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
         self.layout_changed = False
         """Set by a read that found the MIG layout changed; the caller clears it."""
+        self.links: LinkValues = {}
+        """The last read's values of link entities, by (gpu index, link)."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
                devices: DeviceFilter) -> None:
@@ -122,6 +132,7 @@ class DeviceReader:
         """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
         values and of later reads). Never raises for NVML errors."""
         values: Values = {}
+        self.links = {}
         lost: list[int] = []
         for work in self._work:
             try:
@@ -130,6 +141,8 @@ class DeviceReader:
                 lost.append(work.entity.gpu)
                 for key in [k for k in values if k[0] == work.entity.gpu]:
                     del values[key]
+                for link_key in [k for k in self.links if k[0] == work.entity.gpu]:
+                    del self.links[link_key]
         if lost:
             self._work = [w for w in self._work if w.entity.gpu not in lost]
         return values, lost
@@ -159,23 +172,27 @@ class DeviceReader:
     def _read(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
               plan: EntityPlan) -> dict[str, float]:
         out: dict[str, float] = {}
+        links: dict[int, dict[str, float]] = {}
         for step in plan.calls:
             try:
                 answer = step.call()
             except Exception as exc:
-                if self._call_failed(plan, step.function, exc):
+                if self._call_failed(plan, step.function, exc, physical=not entity.is_mig):
                     plan.calls = [s for s in plan.calls if s is not step]
                 continue
-            store(step.outputs, answer, out)
+            store(step.outputs, answer, out, links)
         if plan.field_values is not None:
-            self._read_field_values(plan, out)
+            self._read_field_values(plan, out, links)
         if plan.gpm is not None:
-            self._read_gpm(entity, parent, gpu_instance_id, plan, out)
+            self._read_gpm(entity, parent, gpu_instance_id, plan, out, links)
+        for link, link_values in links.items():
+            self.links[(entity.gpu, link)] = link_values
         return out
 
     # --- nvmlDeviceGetFieldValues ---------------------------------------------------------
 
-    def _read_field_values(self, plan: EntityPlan, out: dict[str, float]) -> None:
+    def _read_field_values(self, plan: EntityPlan, out: dict[str, float],
+                           links: dict[int, dict[str, float]]) -> None:
         fv = plan.field_values
         assert fv is not None
         try:
@@ -186,18 +203,21 @@ class DeviceReader:
             return
         if failed:
             self._field_values_failed(plan, failed)
-        store(fv.outputs, values, out)
+        store(fv.outputs, values, out, links)
 
-    def _field_values_failed(self, plan: EntityPlan, failed: dict[int, int]) -> None:
+    def _field_values_failed(self, plan: EntityPlan, failed: dict[FieldKey, int]) -> None:
         fv = plan.field_values
         assert fv is not None
-        for field_id, code in failed.items():
+        for key, code in failed.items():
             if code == NVML_ERROR_GPU_IS_LOST:
                 raise GpuLost()
-            if code in UNSUPPORTED_CODES:
-                self._errors.note_unsupported(plan.uid, f"field {field_id}",
-                                              "nvmlDeviceGetFieldValues", code)
-                fv.requests = [r for r in fv.requests if r[0] != field_id]
+            if code in UNSUPPORTED_CODES or code == NVML_ERROR_INVALID_ARGUMENT:
+                # INVALID_ARGUMENT per entry: an id this driver does not know, or a link
+                # index the GPU does not have; it will not answer later either.
+                field_id, scope_id = key
+                what = f"field {field_id}" if scope_id == 0 else f"field {field_id}@{scope_id}"
+                self._errors.note_unsupported(plan.uid, what, "nvmlDeviceGetFieldValues", code)
+                fv.requests = [r for r in fv.requests if r != key]
             else:
                 self._errors.count("nvmlDeviceGetFieldValues", code)
         if not fv.requests:
@@ -206,7 +226,8 @@ class DeviceReader:
     # --- GPM --------------------------------------------------------------------------------
 
     def _read_gpm(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
-                  plan: EntityPlan, out: dict[str, float]) -> None:
+                  plan: EntityPlan, out: dict[str, float],
+                  links: dict[int, dict[str, float]]) -> None:
         gpm = plan.gpm
         assert gpm is not None
         supported = self.gpm_support.get(entity.gpu)
@@ -229,7 +250,7 @@ class DeviceReader:
                 gpm.metric_ids = [m for m in gpm.metric_ids if m != metric_id]
             else:
                 self._errors.count("nvmlGpmMetricsGet", code)
-        store(gpm.outputs, values, out)
+        store(gpm.outputs, values, out, links)
 
     def _query_gpm_support(self, entity: Entity, parent: Handle) -> bool:
         try:
@@ -245,14 +266,19 @@ class DeviceReader:
 
     # --- errors -------------------------------------------------------------------------------
 
-    def _call_failed(self, plan: EntityPlan, function: str, exc: Exception) -> bool:
-        """Account for a failed call; True when it should leave the plan (unsupported)."""
+    def _call_failed(self, plan: EntityPlan, function: str, exc: Exception,
+                     physical: bool = False) -> bool:
+        """Account for a failed call; True when it should leave the plan (unsupported).
+
+        `physical`: the call was made on a GPU handle, which cannot go stale the way a MIG
+        handle does, so INVALID_ARGUMENT there means an argument this GPU does not take (a
+        link it lacks, a threshold type it does not report)."""
         if not is_nvml_error(exc):
             log.error("unexpected error from %s on %s: %r", function, plan.uid, exc)
             self._errors.count_exception(function)
             return False
         code = nvml_code(exc)
-        if code in UNSUPPORTED_CODES:
+        if code in UNSUPPORTED_CODES or (physical and code == NVML_ERROR_INVALID_ARGUMENT):
             self._errors.note_unsupported(plan.uid, function, function, code)
             return True
         if code in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND):

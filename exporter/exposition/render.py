@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from exporter.devices.model import Entity, EntityKey
-from exporter.exposition.labels import entity_labels, format_labels, pod_labels
-from exporter.fields.catalog import MetricType, Reader
+from exporter.exposition.labels import entity_labels, format_labels, link_labels, pod_labels
+from exporter.fields.catalog import MetricType, Reader, Scope
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
@@ -75,6 +75,8 @@ def device_families(snapshot: Snapshot) -> list[Family]:
             continue
         if spec.name == XID_COUNT_FIELD:
             samples = _xid_window_samples(snapshot, labels)
+        elif spec.scope is Scope.LINK:
+            samples = _link_samples(snapshot, spec.name, labels)
         else:
             samples = tuple(
                 Sample(entity_labels, v)
@@ -111,6 +113,23 @@ def _series_labels(snapshot: Snapshot) -> dict[EntityKey, tuple[Labels, ...]]:
         if key[0] not in present and (visible is None or key in visible):
             labels[key] = (entity_labels(entity, snapshot.host) + driver,)
     return labels
+
+
+def _link_samples(snapshot: Snapshot, name: str, base: dict[EntityKey, tuple[Labels, ...]]
+                  ) -> tuple[Sample, ...]:
+    """A link field's samples: each link's labels, then what its GPU's series carry after
+    the GPU's own labels (label-type fields, pod labels), once per label set of the GPU."""
+    samples = []
+    for (gpu, link), link_values in sorted(snapshot.readings.links.items()):
+        value = link_values.get(name)
+        entity = snapshot.inventory.by_index(gpu)
+        gpu_label_sets = base.get((gpu, -1))
+        if value is None or entity is None or gpu_label_sets is None:
+            continue
+        own = len(entity_labels(entity, snapshot.host))
+        prefix = link_labels(entity, link, snapshot.host)
+        samples += [Sample(prefix + labels[own:], value) for labels in gpu_label_sets]
+    return tuple(samples)
 
 
 def _xid_window_samples(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]

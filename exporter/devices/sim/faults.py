@@ -122,6 +122,19 @@ class IdleFault:
     spec: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class NvlinkFault:
+    """One NVLink of a GPU takes CRC flit errors at `crc_per_s` from `at` until `until` (its
+    replay, CRC data and recovery counters follow at fixed fractions)."""
+
+    gpu: int
+    link: int
+    at: float
+    crc_per_s: float
+    until: float = math.inf
+    spec: str = ""
+
+
 Fault = (
     XidFault
     | LostFault
@@ -132,6 +145,7 @@ Fault = (
     | ThermalFault
     | PowerBrakeFault
     | IdleFault
+    | NvlinkFault
 )
 
 GRAMMAR: Mapping[str, str] = {
@@ -144,6 +158,7 @@ GRAMMAR: Mapping[str, str] = {
     "thermal": "thermal,gpu=0,at=5s[,for=1m]",
     "power-brake": "power-brake,gpu=0,at=5s[,for=1m]",
     "idle": "idle,gpu=3,at=0s[,for=1m][,gi=2]",
+    "nvlink": "nvlink,gpu=0,link=3,at=5s,rate=20[,for=1m]",
 }
 """One example per kind; square brackets mark optional keys."""
 
@@ -157,6 +172,7 @@ _REQUIRED: Mapping[str, tuple[str, ...]] = {
     "thermal": ("gpu", "at"),
     "power-brake": ("gpu", "at"),
     "idle": ("gpu", "at"),
+    "nvlink": ("gpu", "link", "at", "rate"),
 }
 _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "xid": ("gi",),
@@ -168,6 +184,7 @@ _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "thermal": ("for",),
     "power-brake": ("for",),
     "idle": ("for", "gi"),
+    "nvlink": ("for",),
 }
 _VALUE_HINTS: Mapping[str, str] = {
     "code": "an XID number such as 79",
@@ -181,6 +198,8 @@ _VALUE_HINTS: Mapping[str, str] = {
     "sbe": "a count of single-bit errors (0 or more)",
     "failure": "0 or 1",
     "pending": "0 or 1",
+    "link": "an NVLink index such as 3",
+    "rate": "CRC errors per second (more than 0)",
 }
 
 
@@ -311,6 +330,16 @@ def parse_fault(spec: str) -> Fault:
                 f"{GRAMMAR[kind]}"
             )
         return RemapFault(gpu, at, bool(failure), bool(pending), spec)
+    if kind == "nvlink":
+        assert gpu is not None and at is not None
+        link = items.int_("link", high=35)
+        rate = items._get("rate", float, "is not a number")
+        assert link is not None and rate is not None
+        if rate <= 0:
+            raise items._fail("rate", "must be more than 0")
+        window = items.window()
+        return NvlinkFault(gpu, link, at, rate,
+                           math.inf if window.end is None else window.end, spec)
     assert gpu is not None
     window = items.window()
     if kind == "lost":

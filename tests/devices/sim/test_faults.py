@@ -11,6 +11,7 @@ from exporter.devices.sim import (
     FbRampFault,
     IdleFault,
     LostFault,
+    NvlinkFault,
     NvmlDownFault,
     PowerBrakeFault,
     RemapFault,
@@ -65,7 +66,8 @@ def test_parse_valid_specs(spec: str, expected: object) -> None:
 def test_every_grammar_example_parses() -> None:
     kinds = {"xid": XidFault, "lost": LostFault, "nvml-down": NvmlDownFault,
              "fb-ramp": FbRampFault, "ecc": EccFault, "remap": RemapFault,
-             "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault}
+             "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault,
+             "nvlink": NvlinkFault}
     assert set(GRAMMAR) == set(kinds)
     for kind, example in GRAMMAR.items():
         full = example.replace("[", "").replace("]", "").replace("=N", "=3")

@@ -1,0 +1,257 @@
+"""How this exporter reads a DCGM field, worked out from its row of the reference table.
+
+The table says which NVML call (or `NVML_FI_*` field id, or GPM metric id) DCGM reads and
+which conversion it applies, in a small set of recurring phrasings. `recipe` turns a
+canonical row into a `FieldSpec`, or None when the call needs more than a plain read (a
+struct passed in, a register access, a value DCGM composes): those stay "not read yet".
+NVML constants are resolved through pynvml, so a name nvml.h does not define fails the
+generation rather than shipping a wrong id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import pynvml
+
+from exporter.fields.catalog import (
+    HANDLE,
+    LINK,
+    NVLINK_SCOPE_ALL_LINKS,
+    Arg,
+    Call,
+    Convert,
+    FieldRefs,
+    FieldSpec,
+    GpmLink,
+    MetricType,
+    Part,
+    Reader,
+    Scope,
+)
+
+Row = Mapping[str, str]
+
+_FIELD_VALUES = re.compile(r"nvmlDeviceGetFieldValues\(([\w +]+)\)(?: scopeId=(\w+))?")
+_GPM = re.compile(r"nvmlGpmMetricsGet\((NVML_GPM_METRIC_\w+)\)")
+_GPM_ID = re.compile(r"metric id (\d+)")
+_GPM_LINK = re.compile(r"L0_[TR]X_PER_SEC\((\d+)\) \+ 2n .*L18_[TR]X_PER_SEC\((\d+)\)")
+_CALL = re.compile(r"(nvml\w+)(?:\(([\w, =]*)\))?")
+_LINK_ARG = re.compile(r"link=(\d+)")
+
+_THROUGHPUT = "rate = (delta KiB)"
+"""DCGM turns the NVLink KiB counters into MB/s rates; this exporter exports the counters
+themselves (as it does for DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL): `rate()` gives the same."""
+
+_FIELD_CONVERSIONS = {
+    "none (raw field value; valueType converted to int64)": Convert.NONE,
+    "none (raw field value; valueType converted to double)": Convert.NONE,
+    "value.uiVal": Convert.NONE,
+    "value.uiVal used regardless of valueType; > 200 -> blank": Convert.TEMPERATURE,
+    "value.uiVal mW / 1000.0 -> W (double)": Convert.MILLIWATT_TO_WATT,
+    "mJ / 1000 -> J": Convert.MILLIJOULE_TO_JOULE,
+}
+_GPM_CONVERSIONS = {
+    "GPM percent 0..100 / 100 -> ratio 0..1 (double)": Convert.PERCENT_TO_RATIO,
+    "GPM MiB/s * 1048576 -> bytes/s, truncated to int64": Convert.MIB_PER_S_TO_BYTES_PER_S,
+    "GPM MiB/s * 1048576 -> bytes/s (int64)": Convert.MIB_PER_S_TO_BYTES_PER_S,
+    "GPM percent 0..100 truncated to int64 (NOT divided by 100)": Convert.TRUNCATE,
+    "GPM value truncated to int64 (cumulative since reboot)": Convert.TRUNCATE,
+}
+
+# pynvml's names where they differ from the C function the table names.
+_PYNVML_FUNCTION = {
+    "nvmlDeviceGetCount_v2": "nvmlDeviceGetCount",
+}
+# Functions whose pynvml wrapper already returns the one value the table picks.
+_RETURNS_THE_VALUE = {
+    "nvmlDeviceGetMarginTemperature": "marginTemperature",
+    "nvmlDeviceGetUnrepairableMemoryFlag_v1": "bUnrepairableMemory",
+}
+# Calls that take a caller-built struct (PRM: a register access DCGM packs and unpacks
+# itself): not a plain read.
+_TAKES_A_STRUCT = frozenset({"nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetPlatformInfo",
+                             "nvmlDeviceGetSramEccErrorStatus", "nvmlDeviceReadWritePRM_v1",
+                             "nvmlDeviceReadPRMCounters_v1"})
+_MEMORY_READER_PARTS = {".total": "total", ".free": "free", ".used": "used",
+                        ".reserved": "reserved"}
+
+
+def _constant(name: str) -> int:
+    value = getattr(pynvml, name, None)
+    if not isinstance(value, int):
+        raise ValueError(f"{name} is not an NVML constant pynvml defines")
+    return value
+
+
+def _scope_of(row: Row, reader: Reader) -> Scope:
+    if row["scope"] == "link":
+        return Scope.LINK
+    if reader in (Reader.GPM, Reader.MEMORY) or row["nvml_source"].startswith(
+            "nvmlDeviceGetBAR1MemoryInfo"):
+        # Read per MIG GPU instance under MIG (GPM on its scope, memory on its MIG device).
+        return Scope.INSTANCE
+    return Scope.GPU
+
+
+def _type_of(row: Row) -> MetricType:
+    text = " ".join((row["dcgm_name"], row["conversion"], row["notes"]))
+    capacity = re.search(r"_(FB|BAR1)_TOTAL$", row["dcgm_name"]) is not None
+    cumulative = ("cumulative" in text or (row["dcgm_name"].endswith("_TOTAL") and not capacity)
+                  or _THROUGHPUT in row["conversion"]
+                  or re.search(r"_ECC_[SD]BE_(VOL|AGG)_", row["dcgm_name"]) is not None
+                  or row["dcgm_name"].endswith("_VIOLATION"))
+    return MetricType.COUNTER if cumulative else MetricType.GAUGE
+
+
+def _field_values(row: Row) -> tuple[Part, Convert, str] | None:
+    match = _FIELD_VALUES.fullmatch(row["nvml_source"])
+    if match is None:
+        return None
+    ids = [_constant(n.strip()) for n in match.group(1).split("+")]
+    scope_text = match.group(2)
+    unit = row["unit"]
+    conversion = row["conversion"]
+    if conversion.startswith(_THROUGHPUT):
+        convert, unit = Convert.NONE, "KiB"
+    elif conversion.startswith("decode: mantissa"):
+        convert = Convert.BER
+    elif conversion in _FIELD_CONVERSIONS:
+        convert = _FIELD_CONVERSIONS[conversion]
+    else:
+        return None
+    scope: Arg
+    if scope_text == "link" or row["scope"] == "link":
+        scope = LINK
+    elif scope_text is not None:
+        scope = int(scope_text, 0)
+    elif "scopeId=0xFFFFFFFF" in row["notes"]:
+        # NVLink5 counters: DCGM asks for the aggregate over all links.
+        scope = NVLINK_SCOPE_ALL_LINKS
+    else:
+        scope = 0
+    if len(ids) == 1 and scope == 0:
+        return ids[0], convert, unit
+    return FieldRefs(tuple((i, scope) for i in ids)), convert, unit
+
+
+def _gpm(row: Row) -> tuple[Part, Convert, str] | None:
+    convert = _GPM_CONVERSIONS.get(row["conversion"])
+    if convert is None:
+        return None
+    link = _GPM_LINK.search(row["notes"])
+    if link is not None:
+        return GpmLink(int(link.group(1)), int(link.group(2))), convert, row["unit"]
+    match = _GPM.fullmatch(row["nvml_source"])
+    metric = _GPM_ID.search(row["notes"])
+    if match is None or metric is None or int(metric.group(1)) != _constant(match.group(1)):
+        return None
+    unit = "ratio" if convert is Convert.PERCENT_TO_RATIO else row["unit"]
+    return int(metric.group(1)), convert, unit
+
+
+def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
+    args: list[Arg] = []
+    for arg in (a.strip() for a in (args_text or "").split(",") if a.strip()):
+        lane = _LINK_ARG.fullmatch(arg)
+        if lane is not None:
+            args.append(int(lane.group(1)))
+        elif arg == "link":
+            args.append(LINK if link_scope else 0)
+        else:
+            args.append(_constant(arg))
+    return tuple(args)
+
+
+def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
+    """A plain call: the table's function with constant arguments, and a conversion of a
+    known phrasing. Calls that take a struct or need more than one call return None."""
+    match = _CALL.fullmatch(row["nvml_source"])
+    if match is None:
+        return None
+    function, args_text = match.groups()
+    conversion = row["conversion"]
+    if function == "nvmlDeviceGetMemoryInfo_v2":
+        if conversion.startswith("used / (total - reserved)"):
+            return Reader.MEMORY, None, Convert.FB_USED_RATIO
+        member = conversion.split(" ")[0]
+        if member in _MEMORY_READER_PARTS and "1048576" in conversion:
+            return Reader.MEMORY, _MEMORY_READER_PARTS[member], Convert.BYTES_TO_MIB
+        return None
+    function = _PYNVML_FUNCTION.get(function, function)
+    if function in _TAKES_A_STRUCT or not callable(getattr(pynvml, function, None)):
+        return None
+    args = _call_args(args_text, row["scope"] == "link")
+    if function.startswith(("nvmlDevice", "nvmlGpm")) and function != "nvmlDeviceGetCount":
+        args = (HANDLE, *args)
+    pick: str | int | None = None
+    convert = Convert.NONE
+    word = re.fullmatch(r"word (\d) of a 4 x 64-bit (cpu|node)Set", conversion)
+    if conversion in ("none", "none (cached at attach)") or conversion.startswith(
+            "none; readings > 200"):
+        convert = Convert.TEMPERATURE if "200" in conversion else Convert.NONE
+    elif word is not None:
+        args = (HANDLE, 4, *args[1:])  # four 64-bit words: CPUs / NUMA nodes 0-255
+        pick = int(word.group(1))
+    elif conversion == "MHz * 1000000 -> Hz":
+        convert = Convert.MHZ_TO_HZ
+    elif conversion.startswith(("mW / 1000 integer division", "minLimit mW / 1000 integer",
+                                "maxLimit mW / 1000 integer")):
+        convert = Convert.MILLIWATT_TO_WATT_FLOOR
+        pick = 1 if conversion.startswith("maxLimit") else 0 if "Limit mW" in conversion \
+            else None
+    elif conversion.startswith("mW / 1000.0"):
+        convert = Convert.MILLIWATT_TO_WATT
+    elif conversion.startswith("percent / 100 -> ratio"):
+        convert = Convert.PERCENT_TO_RATIO
+    elif conversion in ("isEnabled (first out-param)", "current mode only"):
+        pick = 0
+    elif conversion == "(major << 16) | minor":
+        convert = Convert.COMPUTE_CAPABILITY
+    elif conversion.startswith("remap: NVML PROHIBITED(2)->1"):
+        convert = Convert.COMPUTE_MODE
+    elif conversion.startswith(".isSupportedDevice"):
+        pick = "isSupportedDevice"
+    elif (attribute := re.match(r"\.(\w+)", conversion)) is not None:
+        name = attribute.group(1)
+        if _RETURNS_THE_VALUE.get(function) == name:
+            pass
+        elif "bytes / 1048576" in conversion:
+            pick, convert = name, Convert.BYTES_TO_MIB
+        elif re.fullmatch(r"\.\w+( bytes.*| \(signed\))?", conversion):
+            pick = name
+        else:
+            return None
+    else:
+        return None
+    return Reader.CALL, Call(function, args, pick), convert
+
+
+def recipe(row: Row, help_text: str) -> FieldSpec | None:
+    """The spec serving the field of this canonical row, or None if it is not a plain read.
+    String fields are not served this way (they are not samples)."""
+    if row["dcgm_type"] not in ("int64", "double"):
+        return None
+    source = row["nvml_source"]
+    reader: Reader
+    unit = row["unit"]
+    if source.startswith("nvmlDeviceGetFieldValues("):
+        found = _field_values(row)
+        if found is None:
+            return None
+        part, convert, unit = found
+        reader = Reader.FIELD_VALUES
+    elif source.startswith("nvmlGpmMetricsGet("):
+        gpm = _gpm(row)
+        if gpm is None:
+            return None
+        part, convert, unit = gpm
+        reader = Reader.GPM
+    else:
+        call = _call(row)
+        if call is None:
+            return None
+        reader, part, convert = call
+    return FieldSpec(row["dcgm_name"], _type_of(row), help_text, unit, reader, part, convert,
+                     _scope_of(row, reader), default=False)
