@@ -65,15 +65,15 @@ _PYNVML_FUNCTION = {
     "nvmlDeviceGetCount_v2": "nvmlDeviceGetCount",
 }
 # Functions whose pynvml wrapper already returns the one value the table picks.
-_RETURNS_THE_VALUE = {
-    "nvmlDeviceGetMarginTemperature": "marginTemperature",
-    "nvmlDeviceGetUnrepairableMemoryFlag_v1": "bUnrepairableMemory",
-}
+_RETURNS_THE_VALUE = {"nvmlDeviceGetMarginTemperature": "marginTemperature"}
 # Calls that take a caller-built struct (PRM: a register access DCGM packs and unpacks
-# itself): not a plain read.
+# itself): not a plain read. nvmlDeviceGetUnrepairableMemoryFlag_v1 is one too, and pynvml
+# 13's struct for it (version, flag) does not match nvml.h 13's (the flag alone): its answer
+# would be read from the wrong word.
 _TAKES_A_STRUCT = frozenset({"nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetPlatformInfo",
                              "nvmlDeviceGetSramEccErrorStatus", "nvmlDeviceReadWritePRM_v1",
-                             "nvmlDeviceReadPRMCounters_v1"})
+                             "nvmlDeviceReadPRMCounters_v1",
+                             "nvmlDeviceGetUnrepairableMemoryFlag_v1"})
 _MEMORY_READER_PARTS = {".total": "total", ".free": "free", ".used": "used",
                         ".reserved": "reserved"}
 

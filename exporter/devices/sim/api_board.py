@@ -174,11 +174,6 @@ class BoardCalls(SimCore):
             histogram.high = min(remapped, fig.bank_remap_max)
             return histogram
 
-    def nvmlDeviceGetUnrepairableMemoryFlag_v1(self, handle: Handle) -> int:
-        with self._lock:
-            gpu, _, t = self._figures(handle, "nvmlDeviceGetUnrepairableMemoryFlag_v1")
-            return gpu.dyn.remapped_rows(t)[3]
-
     def nvmlDeviceGetMemoryErrorCounter(self, handle: Handle, error_type: int,
                                         counter_type: int, location: int) -> int:
         with self._lock:
