@@ -43,6 +43,7 @@ class ServeConfig:
     hostname_label: HostnameLabel | None = "Hostname"
     hostname: str = ""
     xid_count_window_s: float = 300.0
+    clock_events_count_window_s: float = 300.0
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
@@ -88,6 +89,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
         hostname=r[opt.NODE_NAME] or socket.gethostname(),
         xid_count_window_s=r[opt.XID_COUNT_WINDOW],
+        clock_events_count_window_s=r[opt.CLOCK_EVENTS_COUNT_WINDOW],
         log_format=r[opt.LOG_FORMAT],
         log_level=r[opt.LOG_LEVEL],
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),

@@ -175,7 +175,8 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     backend = NvmlBackend(lib, collectors.specs, devices=cfg.devices,
-                          xid_window_s=cfg.xid_count_window_s)
+                          xid_window_s=cfg.xid_count_window_s,
+                          clock_events_window_s=cfg.clock_events_count_window_s)
     try:
         backend.start()
     except BackendUnavailable as exc:

@@ -114,6 +114,16 @@ class XidTotal:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockEventCount:
+    """Polls within the counting window that saw one clock-event reason on one GPU."""
+
+    entity_key: EntityKey
+    reason: str | None
+    """dcgm-exporter's `clock_event` label; None: no reason seen (one series of 0)."""
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Readings:
     """One poll's values: field name -> value, per entity key. Missing means unavailable."""
 
@@ -127,6 +137,9 @@ class Readings:
     keeps its labels after the GPU left the inventory."""
     gpm_supported: dict[int, bool] = field(default_factory=dict)
     """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""
+    clock_events: tuple[ClockEventCount, ...] = ()
+    clock_events_window_s: float = 0.0
+    """Length of the window `clock_events` counts over."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
     """Values of link-scope fields by (gpu index, NVLink index); a link without values has
     no series."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from exporter.devices.accounting import CallErrors
+from exporter.devices.clock_events import ClockEventLedger
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
@@ -21,7 +22,7 @@ from exporter.devices.model import Entity, EntityKey, Inventory, Readings
 from exporter.devices.nvml_api import NVML_ERROR_LIBRARY_NOT_FOUND, NvmlLib
 from exporter.devices.reading import DeviceReader, Values
 from exporter.devices.xid import XidLedger, XidWatcher
-from exporter.fields.catalog import FieldSpec, Reader
+from exporter.fields.catalog import CLOCK_EVENTS_COUNT, FieldSpec, Reader
 from exporter.selfmetrics import GPU_LOST, NVML_ERRORS, NVML_UP
 from exporter.series import Family
 
@@ -66,6 +67,7 @@ class NvmlBackend:
         *,
         devices: DeviceFilter = ALL_DEVICES,
         xid_window_s: float = 300.0,
+        clock_events_window_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -73,6 +75,7 @@ class NvmlBackend:
         self._devices = devices
         self._clock = clock
         self.ledger = XidLedger(xid_window_s, wall_clock)
+        self._clock_events = ClockEventLedger(clock_events_window_s)
         self._errors = CallErrors()
         self.call_errors = self._errors.counts
         """(function, return code name) -> failed NVML calls since start."""
@@ -92,14 +95,17 @@ class NvmlBackend:
         self.gpus_lost_total = 0
         self._fields: tuple[FieldSpec, ...] = ()
         self._wants_xid = False
-        self._wants_last_xid = False
+        self._last_xid_names: tuple[str, ...] = ()
+        """The names the collectors file gives the last-XID field (any of its DCGM names)."""
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
         """Switch to another field set (a reload); takes effect from the next poll."""
         self._fields = fields
         self._wants_xid = any(s.reader is Reader.XID_EVENTS for s in fields)
-        self._wants_last_xid = any(s.name == "DCGM_FI_DEV_XID_ERRORS" for s in fields)
+        self._last_xid_names = tuple(s.name for s in fields
+                                     if s.reader is Reader.XID_EVENTS and s.part is None)
+        self._wants_clock_events = any(s.name == CLOCK_EVENTS_COUNT for s in fields)
         self._needs_enumeration = True  # plans and the XID watcher follow the fields
         self._layout = None
 
@@ -261,6 +267,8 @@ class NvmlBackend:
             self._needs_enumeration = True
         if self._wants_xid:
             self._add_xid_last_codes(values)
+        if self._wants_clock_events:
+            self._count_clock_events(values)
         return Readings(
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
@@ -269,22 +277,37 @@ class NvmlBackend:
             links=self._reader.links,
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
+            clock_events=self._clock_events.counts(
+                self._clock(), {g.key for g in self.inventory.gpus}
+            ) if self._wants_clock_events else (),
+            clock_events_window_s=self._clock_events.window_s,
         )
 
+    def _count_clock_events(self, values: Values) -> None:
+        """The poll's clock-event bitmask goes into the window, not out as a value."""
+        now = self._clock()
+        for key, entity_values in values.items():
+            reasons = entity_values.pop(CLOCK_EVENTS_COUNT, None)
+            if reasons is not None:
+                self._clock_events.record(key, now, int(reasons))
+
     def _add_xid_last_codes(self, values: Values) -> None:
-        if not self._wants_last_xid or self._watcher is None:
+        if not self._last_xid_names or self._watcher is None:
             return
         last = self.ledger.last_codes()
         registered = self._watcher.registered
         for key, entity_values in values.items():
             # No event yet is a true "last XID = 0", but only where events can arrive.
             if key[0] in registered:
-                entity_values["DCGM_FI_DEV_XID_ERRORS"] = float(last.get(key, 0))
+                for name in self._last_xid_names:
+                    entity_values[name] = float(last.get(key, 0))
         present = {g.gpu for g in self.inventory.gpus}
         for key, code in last.items():
             # A GPU that fell off the bus keeps its last XID (typically 79) on display.
             if key[0] not in present:
-                values.setdefault(key, {})["DCGM_FI_DEV_XID_ERRORS"] = float(code)
+                gone = values.setdefault(key, {})
+                for name in self._last_xid_names:
+                    gone[name] = float(code)
 
     # --- self-metrics -----------------------------------------------------------------
 

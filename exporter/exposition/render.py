@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from exporter.devices.model import Entity, EntityKey
 from exporter.exposition.labels import entity_labels, format_labels, link_labels, pod_labels
-from exporter.fields.catalog import MetricType, Reader, Scope
+from exporter.fields.catalog import CLOCK_EVENTS_COUNT, MetricType, Reader, Scope
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
@@ -75,6 +75,8 @@ def device_families(snapshot: Snapshot) -> list[Family]:
             continue
         if spec.name == XID_COUNT_FIELD:
             samples = _xid_window_samples(snapshot, labels)
+        elif spec.name == CLOCK_EVENTS_COUNT:
+            samples = _clock_event_samples(snapshot, labels)
         elif spec.scope is Scope.LINK:
             samples = _link_samples(snapshot, spec.name, labels)
         else:
@@ -130,6 +132,17 @@ def _link_samples(snapshot: Snapshot, name: str, base: dict[EntityKey, tuple[Lab
         prefix = link_labels(entity, link, snapshot.host)
         samples += [Sample(prefix + labels[own:], value) for labels in gpu_label_sets]
     return tuple(samples)
+
+
+def _clock_event_samples(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]
+                         ) -> tuple[Sample, ...]:
+    window = (("window_size_in_ms", str(int(snapshot.readings.clock_events_window_s * 1000))),)
+    return tuple(
+        Sample((*labels, *((("clock_event", c.reason),) if c.reason else ()), *window),
+               float(c.count))
+        for c in snapshot.readings.clock_events
+        for labels in base.get(c.entity_key, ())
+    )
 
 
 def _xid_window_samples(snapshot: Snapshot, base: dict[EntityKey, tuple[Labels, ...]]

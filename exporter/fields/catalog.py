@@ -183,6 +183,9 @@ GPM_PCIE_RX_PER_SEC = 21
 GPM_NVLINK_TOTAL_RX_PER_SEC = 60
 GPM_NVLINK_TOTAL_TX_PER_SEC = 61
 
+CLOCK_EVENTS_COUNT = "DCGM_EXP_CLOCK_EVENTS_COUNT"
+"""Reads the clock-event bitmask each poll; exported as counts per reason in a window."""
+
 NVLINK_BANDWIDTH_PART = "tx+rx"
 """DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: TX + RX over all links, read in one field-value call."""
 
@@ -294,6 +297,9 @@ CATALOG: tuple[FieldSpec, ...] = (
     _f("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", _G,
        "Current clock throttle reasons (older name of DCGM_FI_DEV_CLOCKS_EVENT_REASONS).",
        "bitmask", _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_EXP_CLOCK_EVENTS_COUNT", _G,
+       "Count of clock events within the user-specified time window (see clock_event label).",
+       "count", _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
     _f("DCGM_FI_DRIVER_VERSION", _L, "Driver Version", "",
        _R.DRIVER, None, _V.NONE, _S.GPU),
     _f("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _G, "Ratio of time the graphics engine is active.",

@@ -105,6 +105,12 @@ XID_COUNT_WINDOW: Option[float] = Option(
     flags=("--xid-count-window",), env=("GPU_EXPORTER_XID_COUNT_WINDOW",),
     default_text="`5m`",
     help="window of `DCGM_EXP_XID_ERRORS_COUNT`; a bare number is seconds")
+CLOCK_EVENTS_COUNT_WINDOW: Option[float] = Option(
+    "clock_events_count_window", Duration("s"), 300.0, commands=SERVE,
+    flags=("--clock-events-count-window",), env=("GPU_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW",),
+    default_text="`5m`",
+    help="window of `DCGM_EXP_CLOCK_EVENTS_COUNT` (polls that saw each clock-event reason); "
+         "a bare number is seconds")
 LOG_FORMAT: Option[LogFormat] = Option(
     "log_format", Choice(LOG_FORMATS), "text", commands=SERVE,
     flags=("--log-format",), env=("GPU_EXPORTER_LOG_FORMAT",),
@@ -163,7 +169,7 @@ SKIP_KUBERNETES: Option[bool] = Option(
 SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
     COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
-    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    NODE_NAME, XID_COUNT_WINDOW, CLOCK_EVENTS_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
     POD_NAME, POD_NAMESPACE,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,

@@ -80,16 +80,8 @@ def series_by_name(text: str) -> dict[str, Series]:
     return families
 
 
-def _expected_failure(name: str, catalog_name: str) -> pytest.MarkDecorator | tuple[()]:
-    if catalog_name == "DCGM_FI_DEV_XID_ERRORS":
-        # The NVML backend files the last XID code under the catalog name only.
-        return pytest.mark.xfail(strict=True, reason="last-XID value is keyed on "
-                                 "DCGM_FI_DEV_XID_ERRORS in exporter/devices")
-    return ()
-
-
 @pytest.mark.parametrize(("name", "catalog_name"), [
-    pytest.param(n, c, marks=_expected_failure(n, c), id=n) for n, c in other_names()
+    pytest.param(n, c, id=n) for n, c in other_names()
     if SERVED[c].type is not MetricType.LABEL
 ])
 def test_another_name_exports_the_catalog_names_series(
