@@ -24,14 +24,19 @@ REASONS: tuple[tuple[int, str], ...] = (
 
 
 class ClockEventLedger:
-    """The bitmasks polled within the window, per GPU."""
+    """The bitmasks polled within the window, per GPU, with running counts per reason."""
 
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
         self._seen: dict[EntityKey, collections.deque[tuple[float, int]]] = {}
+        self._counts: dict[EntityKey, list[int]] = {}
 
     def record(self, key: EntityKey, at: float, reasons: int) -> None:
         self._seen.setdefault(key, collections.deque()).append((at, reasons))
+        counts = self._counts.setdefault(key, [0] * len(REASONS))
+        for i, (bit, _) in enumerate(REASONS):
+            if reasons & bit:
+                counts[i] += 1
 
     def counts(self, now: float, present: set[EntityKey]) -> tuple[ClockEventCount, ...]:
         """Counts of the GPUs in `present` (a GPU gone from the inventory is forgotten)."""
@@ -39,13 +44,15 @@ class ClockEventLedger:
         out: list[ClockEventCount] = []
         for key in sorted(self._seen):
             if key not in present:
-                del self._seen[key]
+                del self._seen[key], self._counts[key]
                 continue
-            samples = self._seen[key]
+            samples, counts = self._seen[key], self._counts[key]
             while samples and samples[0][0] < cutoff:
-                samples.popleft()
-            per_reason = [(name, sum(1 for _, m in samples if m & bit)) for bit, name in REASONS]
-            seen = [(name, n) for name, n in per_reason if n]
-            out += [ClockEventCount(key, name, n) for name, n in seen] or [
-                ClockEventCount(key, None, 0)]
+                _, reasons = samples.popleft()
+                for i, (bit, _) in enumerate(REASONS):
+                    if reasons & bit:
+                        counts[i] -= 1
+            seen = [ClockEventCount(key, name, n)
+                    for (_, name), n in zip(REASONS, counts, strict=True) if n]
+            out += seen or [ClockEventCount(key, None, 0)]
         return tuple(out)

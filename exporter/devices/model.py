@@ -140,6 +140,8 @@ class Readings:
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0
     """Length of the window `clock_events` counts over."""
+    labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
+    """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
     """Values of link-scope fields by (gpu index, NVLink index); a link without values has
     no series."""

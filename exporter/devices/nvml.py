@@ -275,6 +275,7 @@ class NvmlBackend:
             xid_totals=self.ledger.totals() if self._wants_xid else (),
             gpm_supported=dict(self._reader.gpm_support),
             links=self._reader.links,
+            labels=self._reader.labels,
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
             clock_events=self._clock_events.counts(

@@ -34,6 +34,7 @@ from exporter.devices.nvml_api import (
     NvmlLib,
 )
 from exporter.devices.plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
+from exporter.devices.static_labels import is_static_label, read_labels
 from exporter.fields.catalog import FieldSpec, Scope
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class GpuWork:
 def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
               devices: DeviceFilter) -> list[GpuWork]:
     work = []
+    fields = [s for s in fields if not is_static_label(s)]  # read once, not planned
     by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
     for inst in enum.inventory.instances:
         by_gpu[inst.gpu].append(inst)
@@ -96,10 +98,7 @@ def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
         if raw is not None:
             value = o.conv(raw)
             if value is not None:
-                if o.link is None:
-                    out[o.name] = value
-                else:
-                    links.setdefault(o.link, {})[o.name] = value
+                (out if o.link is None else links.setdefault(o.link, {}))[o.name] = value
 
 
 class DeviceReader:
@@ -115,6 +114,8 @@ class DeviceReader:
         """Set by a read that found the MIG layout changed; the caller clears it."""
         self.links: LinkValues = {}
         """The last read's values of link entities, by (gpu index, link)."""
+        self.labels: dict[EntityKey, dict[str, str]] = {}
+        """Label-type fields read at the last plan, by entity (an instance has its GPU's)."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
                devices: DeviceFilter) -> None:
@@ -122,6 +123,12 @@ class DeviceReader:
         self._gpm.forget()
         self.gpm_support.clear()
         self._work = plan_work(self._lib, enum, fields, devices)
+        self.labels = {}
+        label_specs = [s for s in fields if is_static_label(s)]
+        for work in self._work if label_specs else ():
+            labels = read_labels(self._lib, work.handle, label_specs, self._errors)
+            for key in (work.entity.key, *(inst.key for inst, _ in work.instances)):
+                self.labels[key] = labels
 
     def clear(self) -> None:
         """No devices to read until the next `replan`; frees the GPM buffers."""

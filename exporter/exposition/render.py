@@ -102,18 +102,26 @@ def _series_labels(snapshot: Snapshot) -> dict[EntityKey, tuple[Labels, ...]]:
         # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
         driver = tuple((f.spec.name, version) for f in snapshot.collectors.fields
                        if f.spec.reader is Reader.DRIVER)
+    read = snapshot.readings.labels
+
+    def label_fields(key: EntityKey) -> Labels:
+        """Label-type fields, sorted by name as dcgm-exporter prints them."""
+        if not read.get(key):
+            return driver
+        return tuple(sorted((*driver, *read[key].items())))
+
     owners = snapshot.attribution.owners
     sharers = snapshot.attribution.sharers
     labels: dict[tuple[int, int], tuple[Labels, ...]] = {}
     for e in visible_entities(snapshot):
-        base = entity_labels(e, snapshot.host) + driver
+        base = entity_labels(e, snapshot.host) + label_fields(e.key)
         refs = sharers.get(e.key) or (owners.get(e.key),)
         labels[e.key] = tuple(base + pod_labels(ref) for ref in refs)
     visible = snapshot.attribution.visible
     present = {g.gpu for g in snapshot.inventory.gpus}
     for key, entity in sorted(snapshot.readings.known.items()):
         if key[0] not in present and (visible is None or key in visible):
-            labels[key] = (entity_labels(entity, snapshot.host) + driver,)
+            labels[key] = (entity_labels(entity, snapshot.host) + label_fields(key),)
     return labels
 
 

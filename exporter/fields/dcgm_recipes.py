@@ -228,9 +228,35 @@ def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
     return Reader.CALL, Call(function, args, pick), convert
 
 
+_NOT_A_PLAIN_STRING = frozenset({
+    "nvmlDeviceGetBrand",  # an enum DCGM spells with nvidia-smi's words
+    "nvmlSystemGetProcessName",  # DCGM asks for its own process's name
+})
+
+
+def _string(row: Row) -> Call | None:
+    """A string field read with one plain call: served as a `label` field (the string is a
+    label on the entity's other series, read once per enumeration)."""
+    match = _CALL.fullmatch(row["nvml_source"])
+    if match is None or row["conversion"] not in ("none", ".busId"):
+        return None
+    function, args_text = match.groups()
+    if function in _NOT_A_PLAIN_STRING or function in _TAKES_A_STRUCT or not callable(
+            getattr(pynvml, function, None)):
+        return None
+    args = _call_args(args_text, False)
+    if function.startswith("nvmlDevice"):
+        args = (HANDLE, *args)
+    return Call(function, args, "busId" if row["conversion"] == ".busId" else None)
+
+
 def recipe(row: Row, help_text: str) -> FieldSpec | None:
-    """The spec serving the field of this canonical row, or None if it is not a plain read.
-    String fields are not served this way (they are not samples)."""
+    """The spec serving the field of this canonical row, or None if it is not a plain read."""
+    if row["dcgm_type"] == "string":
+        string = _string(row)
+        return None if string is None else FieldSpec(
+            row["dcgm_name"], MetricType.LABEL, help_text, "", Reader.CALL, string, Convert.NONE,
+            Scope.GPU, default=False)
     if row["dcgm_type"] not in ("int64", "double"):
         return None
     source = row["nvml_source"]

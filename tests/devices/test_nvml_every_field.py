@@ -37,6 +37,7 @@ readings = backend.poll()
 out["values"] = readings.values[(0, -1)]
 out["links"] = {f"{link}:{name}": v for (gpu, link), values in readings.links.items()
                 for name, v in values.items()}
+out["labels"] = readings.labels[(0, -1)]
 out["errors"] = {f"{fn}:{code}": n for (fn, code), n in backend.call_errors.items()}
 backend.close()
 """
@@ -67,7 +68,7 @@ def test_every_served_field_has_a_value(
     link_names = {key.split(":", 1)[1] for key in links}
     missing = [s.name for s in every_field.served_specs()
                if s.name not in values and s.name not in link_names
-               and s.name not in NO_SAMPLE_HERE]
+               and s.name not in result["labels"] and s.name not in NO_SAMPLE_HERE]
     assert missing == [], f"no value through pynvml: {missing}\nerrors: {result['errors']}"
 
 
@@ -79,6 +80,13 @@ def test_every_value_is_the_scenarios_in_dcgm_units(
              for name, want in scenario.expected.items()
              if result["values"].get(name) != pytest.approx(want, rel=1e-9)}
     assert wrong == {}
+
+
+def test_every_label_field_is_the_scenarios_string(
+        read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
+    scenario, result = read
+    assert len(scenario.expected_labels) >= 10
+    assert result["labels"] == scenario.expected_labels
 
 
 def test_every_link_field_on_every_link(
@@ -144,9 +152,12 @@ def test_an_exporter_with_every_dcgm_name_serves_every_servable_one(
     warnings = re.findall(r"every\.csv:(\d+): (\S+) .*is not served", log)
     assert len(warnings) == unserved
     assert len({line for line, _ in warnings}) == unserved  # once per line
-    # The link fields have their link series.
+    # The link fields have their link series; label fields label the series.
     body = proc.metrics()
     assert 'DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_PER_LINK_TOTAL{nvlink="17",gpu="0"' in body
+    power = next(line for line in body.splitlines() if line.startswith("DCGM_FI_DEV_POWER_USAGE{"))
+    for name, value in scenario.expected_labels.items():
+        assert f'{name}="{value}"' in power, name
     # The fields custom collectors files add most often (docs: dcgm-fields.md) are among
     # them; the PCIe throughput pair is NOT_SUPPORTED in DCGM 4 and named as such.
     assert names >= MOST_USED

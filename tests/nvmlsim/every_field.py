@@ -21,6 +21,7 @@ from exporter.fields.catalog import (
     FieldRefs,
     FieldSpec,
     GpmLink,
+    MetricType,
     Reader,
     Scope,
 )
@@ -28,6 +29,8 @@ from exporter.fields.dcgm_names import dcgm_names
 
 LINKS = 18
 MIB = 1 << 20
+NVML_VERSION = "13.590.48.01"
+"""The simulated library's default NVML version."""
 # NVML_COMPUTEMODE_* and DCGM's values, NVML_NVLINK_* BER encodings.
 _COMPUTE_MODE = {0: 0, 2: 1, 3: 2}
 
@@ -69,6 +72,8 @@ class Scenario:
     """Exported value of each GPU-level field, by spec name."""
     expected_links: dict[str, dict[int, float]] = field(default_factory=dict)
     """Exported value of each link field, by spec name and link."""
+    expected_labels: dict[str, str] = field(default_factory=dict)
+    """Value of each label-type field read through NVML, by spec name."""
 
 
 def served_specs() -> list[FieldSpec]:
@@ -137,10 +142,33 @@ def _call_key(call: Call, link: int | None) -> str:
     return f"{call.function}({','.join(args)}){pick}"
 
 
+_NAMED_FIELD_IDS: set[object] = {3, 4, 5, 6, 29, 30, 31, 74, 75, 76, 77, 78, 79, 82, "tx+rx"}
+"""Field values the simulated library answers from its named device keys (`NAMED`)."""
+
+# String calls the simulated library answers from its named device state.
+_NAMED_STRINGS = {"nvmlDeviceGetName()": NAMED["name"], "nvmlDeviceGetUUID()": NAMED["uuid"],
+                  "nvmlDeviceGetPciInfo_v3().busId": NAMED["pci_bus_id"],
+                  "nvmlSystemGetNVMLVersion()": NVML_VERSION}
+
+
+def _labels(scenario: Scenario, specs: list[FieldSpec]) -> None:
+    """Label-type fields: a string per call, set where the simulated library looks."""
+    for n, spec in enumerate(s for s in specs if s.type is MetricType.LABEL):
+        if not isinstance(spec.part, Call):
+            continue  # the driver version, from the inventory
+        key = _call_key(spec.part, None)
+        value = _NAMED_STRINGS.get(key)
+        if value is None:
+            value = scenario.device["strings"].setdefault(key, f"{spec.name[8:20]}-{n}")
+        scenario.expected_labels[spec.name] = value
+
+
 def build() -> Scenario:
-    scenario = Scenario(dict(NAMED, fields={}, calls={}, gpm={}))
+    scenario = Scenario(dict(NAMED, fields={}, calls={}, gpm={}, strings={}))
     device = scenario.device
     specs = served_specs()
+    _labels(scenario, specs)
+    specs = [s for s in specs if s.type is not MetricType.LABEL]
     # First every key gets a value (the first spec to read it picks one valid for its
     # conversion), then each spec's expectation is worked out from what its keys hold:
     # several fields may read one key (a lane field and the same link's link field).
@@ -170,7 +198,7 @@ def _keys(spec: FieldSpec, link: int | None) -> tuple[str, list[str]] | None:
         if spec.convert is Convert.COMPUTE_CAPABILITY:
             return "calls", [key + "[0]", key + "[1]"]
         return "calls", [key]
-    if spec.reader is Reader.FIELD_VALUES and spec not in CATALOG:
+    if spec.reader is Reader.FIELD_VALUES and part not in _NAMED_FIELD_IDS:
         if isinstance(part, int):
             return "fields", [f"{part}@0"]
         assert isinstance(part, FieldRefs)

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sim_state.h"
 
@@ -278,6 +279,44 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int l
         else *counterValue = 0;
     }
     return sim_finish(r);
+}
+
+/* A string answer from the GPU's "strings"; NOT_SUPPORTED when not set. */
+static nvmlReturn_t text(int fn, nvmlDevice_t device, char *out, unsigned length,
+                         const char *key) {
+    sim_gpu *g;
+    int slot;
+    nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
+    if (r == NVML_SUCCESS) {
+        const char *value = sim_string_get(g, key);
+        if (!out) r = NVML_ERROR_INVALID_ARGUMENT;
+        else if (!value) r = NVML_ERROR_NOT_SUPPORTED;
+        else if (strlen(value) + 1 > length) r = NVML_ERROR_INSUFFICIENT_SIZE;
+        else memcpy(out, value, strlen(value) + 1);
+    }
+    return sim_finish(r);
+}
+
+nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length) {
+    return text(FN_nvmlDeviceGetSerial, device, serial, length, "nvmlDeviceGetSerial()");
+}
+
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length) {
+    return text(FN_nvmlDeviceGetVbiosVersion, device, version, length,
+                "nvmlDeviceGetVbiosVersion()");
+}
+
+nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version,
+                                              unsigned int length) {
+    return text(FN_nvmlDeviceGetInforomImageVersion, device, version, length,
+                "nvmlDeviceGetInforomImageVersion()");
+}
+
+nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, nvmlInforomObject_t object,
+                                         char *version, unsigned int length) {
+    char key[SIM_VALUE_KEY];
+    snprintf(key, sizeof key, "nvmlDeviceGetInforomVersion(%d)", (int)object);
+    return text(FN_nvmlDeviceGetInforomVersion, device, version, length, key);
 }
 
 /* ------------------------------------------------------------------ device-less calls */

@@ -120,6 +120,12 @@ int sim_value_set(sim_gpu *g, const char *key, double value) {
     return 0;
 }
 
+const char *sim_string_get(const sim_gpu *g, const char *key) {
+    for (unsigned i = 0; i < g->nstrings; i++)
+        if (strcmp(g->strings[i].key, key) == 0) return g->strings[i].value;
+    return NULL;
+}
+
 /* Error context: a JSON path such as "devices[1].mig[0]" plus the node's position. */
 typedef struct {
     const char *origin;
@@ -698,6 +704,22 @@ static int apply_values(const ctx_t *c, const sj_node *obj, sim_gpu *g, const ch
     return 0;
 }
 
+/* "strings": {"<function>(<args>)": "text"}, as "calls" but for string answers. */
+static int apply_strings(const ctx_t *c, const sj_node *obj, sim_gpu *g) {
+    if (want(c, obj, SJ_OBJ)) return -1;
+    g->nstrings = 0;
+    for (const sj_node *m = obj->child; m; m = m->next) {
+        if (g->nstrings >= SIM_MAX_STRINGS)
+            return err_at(c, m, "more than %d strings", SIM_MAX_STRINGS);
+        sim_string *e = &g->strings[g->nstrings];
+        if (snprintf(e->key, sizeof e->key, "%s", m->key) >= (int)sizeof e->key)
+            return err_at(c, m, "key \"%s\" is too long", m->key);
+        if (get_string(c, m, e->value, sizeof e->value)) return -1;
+        g->nstrings++;
+    }
+    return 0;
+}
+
 static int apply_device(const ctx_t *c, const sj_node *obj, unsigned index) {
     if (want(c, obj, SJ_OBJ)) return -1;
     sim_gpu *g = &g_sim.gpus[index];
@@ -743,6 +765,8 @@ static int apply_device(const ctx_t *c, const sj_node *obj, unsigned index) {
             }
         } else if (strcmp(m->key, "lost") == 0) {
             if (apply_lost(c, m, g)) return -1;
+        } else if (strcmp(m->key, "strings") == 0) {
+            if (apply_strings(c, m, g)) return -1;
         } else if (strcmp(m->key, "fields") == 0 || strcmp(m->key, "calls") == 0) {
             if (apply_values(c, m, g, strcmp(m->key, "fields") == 0 ? "fi:" : "call:")) return -1;
         } else {

@@ -23,6 +23,8 @@
 #define SIM_MAX_GPM 128     /* GPM metric ids one scope can answer */
 #define SIM_MAX_VALUES 384  /* "fields" and "calls" entries of one GPU */
 #define SIM_VALUE_KEY 64
+#define SIM_MAX_STRINGS 8   /* "strings" entries of one GPU */
+#define SIM_STRING 96
 #define SIM_MAX_FIELD_RET 16
 #define SIM_MAX_PENDING 128 /* XID events not yet due */
 #define SIM_MAX_SETS 8
@@ -118,7 +120,11 @@
     X(nvmlDeviceGetCpuAffinity)                            \
     X(nvmlDeviceGetMemoryAffinity)                         \
     X(nvmlDeviceGetNvLinkState)                            \
-    X(nvmlDeviceGetNvLinkErrorCounter)
+    X(nvmlDeviceGetNvLinkErrorCounter)                     \
+    X(nvmlDeviceGetSerial)                                 \
+    X(nvmlDeviceGetVbiosVersion)                           \
+    X(nvmlDeviceGetInforomVersion)                         \
+    X(nvmlDeviceGetInforomImageVersion)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,
@@ -165,6 +171,11 @@ typedef struct {
     char key[SIM_VALUE_KEY];
     double value;
 } sim_value;
+
+typedef struct {
+    char key[SIM_VALUE_KEY];
+    char value[SIM_STRING];
+} sim_string;
 
 typedef struct {
     double at; /* simulated seconds at which NVML took the sample */
@@ -214,6 +225,8 @@ typedef struct {
     unsigned nprocs;
     sim_value values[SIM_MAX_VALUES];
     unsigned nvalues;
+    sim_string strings[SIM_MAX_STRINGS];
+    unsigned nstrings;
     unsigned field_ret_id[SIM_MAX_FIELD_RET];
     int field_ret_code[SIM_MAX_FIELD_RET];
     unsigned nfield_ret;
@@ -300,6 +313,8 @@ SIM_INTERNAL int sim_add_hang(const char *function, int gpu, double at, double f
 /* Generic values (sim_scenario.c): 0 and the value, or -1 when the key is not set. */
 SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, double *out);
 SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, double value);
+/* Generic strings ("strings": the call's key as for "calls"): NULL when not set. */
+SIM_INTERNAL const char *sim_string_get(const sim_gpu *g, const char *key);
 
 /* nvmlsim.c: the call prologue the entry points in sim_calls.c share */
 SIM_INTERNAL nvmlReturn_t sim_begin_call(int fn);

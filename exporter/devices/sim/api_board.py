@@ -154,6 +154,28 @@ class BoardCalls(SimCore):
             gpu, _, _ = self._figures(handle, "nvmlDeviceGetInforomConfigurationChecksum")
             return 0x5A3C0000 + gpu.spec.board.pci_device_id % 0xFFFF
 
+    def nvmlDeviceGetSerial(self, handle: Handle) -> str:
+        with self._lock:
+            self._figures(handle, "nvmlDeviceGetSerial")
+            return "0000000000000"
+
+    def nvmlDeviceGetVbiosVersion(self, handle: Handle) -> str:
+        with self._lock:
+            return self._figures(handle, "nvmlDeviceGetVbiosVersion")[1].vbios
+
+    def nvmlDeviceGetInforomImageVersion(self, handle: Handle) -> str:
+        with self._lock:
+            return self._figures(handle, "nvmlDeviceGetInforomImageVersion")[1].inforom_image
+
+    def nvmlDeviceGetInforomVersion(self, handle: Handle, infoROM_object: int) -> str:
+        with self._lock:
+            _, fig, _ = self._figures(handle, "nvmlDeviceGetInforomVersion")
+            if infoROM_object == pynvml.NVML_INFOROM_OEM:
+                return fig.inforom_oem
+            if infoROM_object == pynvml.NVML_INFOROM_ECC:
+                return fig.inforom_ecc
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)  # the power object reads N/A
+
     def nvmlDeviceGetPciInfo_v3(self, handle: Handle) -> Any:
         with self._lock:
             gpu, _, _ = self._figures(handle, "nvmlDeviceGetPciInfo_v3")
