@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from exporter.devices.fabric import fabric_manager_status
 from exporter.fields.catalog import Convert
 
 Conv = Callable[[Any], float | None]
@@ -57,4 +58,5 @@ CONVERTERS: dict[Convert, Conv] = {
     Convert.COMPUTE_CAPABILITY: _compute_capability,
     Convert.BER: _ber,
     Convert.FB_USED_RATIO: _fb_used_ratio,
+    Convert.FABRIC_MANAGER_STATUS: fabric_manager_status,
 }

@@ -123,6 +123,9 @@ class NvmlLib(Protocol):
     def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
         """1 when the link is up; NOT_SUPPORTED / INVALID_ARGUMENT for a link it lacks."""
         ...
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> Any:
+        """Fills the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
+        ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
         """Entries are ints or (field id, scope id); returns a sequence of structs with
         `.fieldId`, `.scopeId`, `.nvmlReturn`, `.valueType` and `.value` (a union with

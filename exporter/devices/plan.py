@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.devices.convert import CONVERTERS, Conv
+from exporter.devices.fabric import fabric_reader
 from exporter.devices.nvml_api import (
     NVML_CLOCK_MEM,
     NVML_CLOCK_SM,
@@ -77,6 +78,7 @@ _CALLS: dict[Reader, tuple[str, Callable[[NvmlLib, Handle], Callable[[], Any]]]]
                                                      version=NVML_MEMORY_V2)),
     Reader.REMAPPED_ROWS: ("nvmlDeviceGetRemappedRows",
                            lambda lib, h: functools.partial(lib.nvmlDeviceGetRemappedRows, h)),
+    Reader.FABRIC: ("nvmlDeviceGetGpuFabricInfoV", fabric_reader),
     Reader.CLOCK_EVENTS: ("nvmlDeviceGetCurrentClocksEventReasons",
                           lambda lib, h: functools.partial(
                               lib.nvmlDeviceGetCurrentClocksEventReasons, h)),

@@ -56,6 +56,7 @@ class Reader(enum.Enum):
     GPM = "nvmlGpmMetricsGet"
     XID_EVENTS = "nvmlEventSetWait_v2"
     DRIVER = "nvmlSystemGetDriverVersion"
+    FABRIC = "nvmlDeviceGetGpuFabricInfoV(v3)"
     CALL = "NVML call"
     """Any other plain NVML call, described by a `Call` part."""
 
@@ -77,6 +78,7 @@ class Convert(enum.Enum):
     COMPUTE_CAPABILITY = "(major << 16) | minor"
     BER = "mantissa (bits 8-11) x 10^-exponent (bits 0-7)"
     FB_USED_RATIO = "used / (total - reserved)"
+    FABRIC_MANAGER_STATUS = "DCGM fabric manager status from state and status"
 
 
 HANDLE = "h"

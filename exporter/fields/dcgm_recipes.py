@@ -70,7 +70,7 @@ _RETURNS_THE_VALUE = {"nvmlDeviceGetMarginTemperature": "marginTemperature"}
 # itself): not a plain read. nvmlDeviceGetUnrepairableMemoryFlag_v1 is one too, and pynvml
 # 13's struct for it (version, flag) does not match nvml.h 13's (the flag alone): its answer
 # would be read from the wrong word.
-_TAKES_A_STRUCT = frozenset({"nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetPlatformInfo",
+_TAKES_A_STRUCT = frozenset({"nvmlDeviceGetPlatformInfo",
                              "nvmlDeviceGetSramEccErrorStatus", "nvmlDeviceReadWritePRM_v1",
                              "nvmlDeviceReadPRMCounters_v1",
                              "nvmlDeviceGetUnrepairableMemoryFlag_v1"})
@@ -164,6 +164,15 @@ def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
     return tuple(args)
 
 
+def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
+    """Fabric registration fields; the error code (DCGM's own return codes for NVML's) and
+    the cluster UUID (a string that changes when registration completes) are not read."""
+    if conversion.startswith(".state/.status -> dcgmFabricManagerStatus_t"):
+        return Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS
+    member = re.match(r"\.(cliqueId|healthMask|healthSummary)\b", conversion)
+    return None if member is None else (Reader.FABRIC, member.group(1), Convert.NONE)
+
+
 def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
     """A plain call: the table's function with constant arguments, and a conversion of a
     known phrasing. Calls that take a struct or need more than one call return None."""
@@ -179,6 +188,8 @@ def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
         if member in _MEMORY_READER_PARTS and "1048576" in conversion:
             return Reader.MEMORY, _MEMORY_READER_PARTS[member], Convert.BYTES_TO_MIB
         return None
+    if function == "nvmlDeviceGetGpuFabricInfoV":
+        return _fabric(conversion)
     function = _PYNVML_FUNCTION.get(function, function)
     if function in _TAKES_A_STRUCT or not callable(getattr(pynvml, function, None)):
         return None

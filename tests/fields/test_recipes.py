@@ -92,6 +92,14 @@ def served(name: str) -> FieldSpec:
      Convert.COMPUTE_MODE, Scope.GPU, MetricType.GAUGE, "enum"),
     ("DCGM_FI_CUDA_DRIVER_VERSION", Reader.CALL, Call("nvmlSystemGetCudaDriverVersion_v2", ()),
      Convert.NONE, Scope.GPU, MetricType.GAUGE, ""),
+    ("DCGM_FI_DEV_FABRIC_MANAGER_STATUS", Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS,
+     Scope.GPU, MetricType.GAUGE, "enum"),
+    ("DCGM_FI_DEV_FABRIC_HEALTH_MASK", Reader.FABRIC, "healthMask", Convert.NONE, Scope.GPU,
+     MetricType.GAUGE, "bitmask"),
+    ("DCGM_FI_DEV_SERIAL", Reader.CALL, Call("nvmlDeviceGetSerial"), Convert.NONE, Scope.GPU,
+     MetricType.LABEL, ""),
+    ("DCGM_FI_DEV_PCI_BUSID", Reader.CALL, Call("nvmlDeviceGetPciInfo_v3", (HANDLE,), "busId"),
+     Convert.NONE, Scope.GPU, MetricType.LABEL, ""),
 ])
 def test_a_row_becomes_the_read_dcgm_does(name: str, reader: Reader, part: object,
                                           convert: Convert, scope: Scope, type_: MetricType,
@@ -151,3 +159,13 @@ def test_fb_used_ratio_leaves_reserved_memory_out() -> None:
     assert CONVERTERS[Convert.FB_USED_RATIO](memory) == 0.25
     memory.total = memory.reserved
     assert CONVERTERS[Convert.FB_USED_RATIO](memory) is None
+
+
+def test_fabric_manager_status_follows_dcgm() -> None:
+    from exporter.devices.fabric import FabricInfo
+
+    status = CONVERTERS[Convert.FABRIC_MANAGER_STATUS]
+    assert [status(FabricInfo(state=state)) for state in (0, 1, 2)] == [0.0, 1.0, 2.0]
+    assert status(FabricInfo(state=3, status=0)) == 3.0  # success
+    assert status(FabricInfo(state=3, status=999)) == 4.0  # completed with an error
+    assert status(FabricInfo(state=7)) == 5.0  # a state DCGM does not know

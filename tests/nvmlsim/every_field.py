@@ -110,6 +110,9 @@ def _convert(convert: Convert, raw: Any) -> float | None:
         return float(major * 65536 + minor)
     if convert is Convert.BER:
         return ((raw >> 8) & 0xF) * 10.0 ** -(raw & 0xFF)
+    if convert is Convert.FABRIC_MANAGER_STATUS:
+        state, status = raw  # completed (3): success or failure by status; else the state
+        return (3.0 if status == 0 else 4.0) if state == 3 else float(min(state, 5))
     if convert is Convert.FB_USED_RATIO:
         return raw.used / (raw.total - raw.reserved)
     raise AssertionError(f"no expectation for {convert}")
@@ -125,6 +128,8 @@ def _raw(convert: Convert, n: int) -> Any:
         return 3
     if convert is Convert.COMPUTE_CAPABILITY:
         return (9, n % 7)
+    if convert is Convert.FABRIC_MANAGER_STATUS:
+        return (3, 1)  # registration completed with an error: DCGM's "failure", 4
     if convert is Convert.BER:
         return (3 << 8) | (10 + n % 9)
     if convert in (Convert.MILLIWATT_TO_WATT, Convert.MILLIWATT_TO_WATT_FLOOR):
@@ -174,7 +179,10 @@ def build() -> Scenario:
     # several fields may read one key (a lane field and the same link's link field).
     for n, spec in enumerate(specs):
         for link in (range(LINKS) if spec.scope is Scope.LINK else [None]):
-            _set(device, spec, _raw(spec.convert, n + 7 * (link or 0)), link)
+            raw = _raw(spec.convert, n + 7 * (link or 0))
+            if spec.part == "healthSummary":
+                raw = 2  # an unsigned char: NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY
+            _set(device, spec, raw, link)
     for spec in specs:
         for link in (range(LINKS) if spec.scope is Scope.LINK else [None]):
             raw = _stored(device, spec, link)
@@ -198,6 +206,9 @@ def _keys(spec: FieldSpec, link: int | None) -> tuple[str, list[str]] | None:
         if spec.convert is Convert.COMPUTE_CAPABILITY:
             return "calls", [key + "[0]", key + "[1]"]
         return "calls", [key]
+    if spec.reader is Reader.FABRIC:
+        members = [str(part)] if part is not None else ["state", "status"]
+        return "calls", [f"nvmlDeviceGetGpuFabricInfoV().{m}" for m in members]
     if spec.reader is Reader.FIELD_VALUES and part not in _NAMED_FIELD_IDS:
         if isinstance(part, int):
             return "fields", [f"{part}@0"]
@@ -251,7 +262,7 @@ def _stored(device: dict[str, Any], spec: FieldSpec, link: int | None) -> Any:
         named = _NAMED_CALLS[keys[0]]
         return NAMED[named] if isinstance(named, str) else named
     values = [device[table][k] for k in keys]
-    if spec.convert is Convert.COMPUTE_CAPABILITY:
+    if spec.convert in (Convert.COMPUTE_CAPABILITY, Convert.FABRIC_MANAGER_STATUS):
         return tuple(values)
     return sum(values) if len(values) > 1 else values[0]
 

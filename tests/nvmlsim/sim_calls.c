@@ -281,6 +281,32 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int l
     return sim_finish(r);
 }
 
+/* Fabric registration (nvmlGpuFabricInfo_v3_t) from the "calls" values of its members
+ * state, status, cliqueId, healthMask and healthSummary; state unset: NOT_SUPPORTED. */
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info) {
+    sim_gpu *g;
+    int slot;
+    double state, status = 0, clique = 0, mask = 0, summary = 0;
+    nvmlReturn_t r = sim_begin_device(FN_nvmlDeviceGetGpuFabricInfoV, device, 1, &g, &slot);
+    if (r == NVML_SUCCESS) {
+        if (!info) r = NVML_ERROR_INVALID_ARGUMENT;
+        else if (info->version != nvmlGpuFabricInfo_v3) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        else if ((r = lookup(g, &state, "nvmlDeviceGetGpuFabricInfoV().state")) ==
+                 NVML_SUCCESS) {
+            lookup(g, &status, "nvmlDeviceGetGpuFabricInfoV().status");
+            lookup(g, &clique, "nvmlDeviceGetGpuFabricInfoV().cliqueId");
+            lookup(g, &mask, "nvmlDeviceGetGpuFabricInfoV().healthMask");
+            lookup(g, &summary, "nvmlDeviceGetGpuFabricInfoV().healthSummary");
+            info->state = (nvmlGpuFabricState_t)state;
+            info->status = (nvmlReturn_t)status;
+            info->cliqueId = (unsigned)clique;
+            info->healthMask = (unsigned)mask;
+            info->healthSummary = (unsigned char)summary;
+        }
+    }
+    return sim_finish(r);
+}
+
 /* A string answer from the GPU's "strings"; NOT_SUPPORTED when not set. */
 static nvmlReturn_t text(int fn, nvmlDevice_t device, char *out, unsigned length,
                          const char *key) {

@@ -124,7 +124,8 @@
     X(nvmlDeviceGetSerial)                                 \
     X(nvmlDeviceGetVbiosVersion)                           \
     X(nvmlDeviceGetInforomVersion)                         \
-    X(nvmlDeviceGetInforomImageVersion)
+    X(nvmlDeviceGetInforomImageVersion)                    \
+    X(nvmlDeviceGetGpuFabricInfoV)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,

@@ -228,6 +228,18 @@ class BoardCalls(SimCore):
             words[0] = 1 << (0 if gpu.index < 4 else 1)
             return words
 
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> int:
+        """Registration completed without error, as every NVLink capture shows; boards
+        without NVLink have no fabric."""
+        with self._lock:
+            gpu, _, _ = self._figures(handle, "nvmlDeviceGetGpuFabricInfoV")
+            if not gpu.spec.board.nvlink_links:
+                fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            struct = getattr(info, "_obj", info)  # a ctypes.byref(...) or the struct
+            struct.state, struct.status = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, 0
+            struct.cliqueId, struct.healthMask, struct.healthSummary = 0, 0, 0
+            return int(pynvml.NVML_SUCCESS)
+
     # -- NVLink ------------------------------------------------------------------------------
 
     def _link(self, handle: Handle, name: str, link: int) -> GpuEntry:
