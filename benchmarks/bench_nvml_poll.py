@@ -1,12 +1,15 @@
 """Poll cost of the NVML backend through the real pynvml, next to the cost of the calls alone.
 
 Usage: .venv/bin/python benchmarks/bench_nvml_poll.py [--gpus 8] [--cycles 300] [--profile]
+       [--all-fields]
 
 Both sides run in this process over the simulated `libnvidia-ml.so.1` (tests/nvmlsim), built
-on demand, with every default field of collectors.csv enabled:
+on demand, with every default field of collectors.csv enabled (`--all-fields`: every field
+the exporter serves, on GPUs that answer each of them, NVLink links included):
 
 - floor: the pynvml calls one `NvmlBackend.poll()` makes, issued in a bare loop over cached
-  handles (the same calls, counted by the library and checked to match);
+  handles (the same calls, counted by the library and checked to match); for `--all-fields`
+  the loop makes the calls the backend planned, each answer read once;
 - backend: `NvmlBackend.poll()` itself.
 
 The simulated clock advances one second between cycles (outside the timed region), so every
@@ -60,7 +63,7 @@ def make_floor(pynvml: Any, gpus: int) -> Callable[[], None]:
     nothing else around them (one reusable GPM request: the least a caller must do)."""
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
     all_links = 0xFFFFFFFF
-    field_ids = [82, 3, 4, (138, all_links), (139, all_links)]
+    field_ids = [82, 3, 4, 38, 45, 52, 59, (138, all_links), (139, all_links)]
     gpm_ids = [1, 2, 3, 5, 10, 11, 12, 13, 20, 21, 61, 60]
     samples = [[pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()] for _ in handles]
     for h, (prev, _) in zip(handles, samples, strict=True):
@@ -109,6 +112,58 @@ def make_floor(pynvml: Any, gpus: int) -> Callable[[], None]:
     return cycle
 
 
+def every_field_scenario(gpus: int) -> dict[str, Any]:
+    """GPUs that answer every served field (tests/nvmlsim/every_field.py)."""
+    from tests.nvmlsim import every_field
+
+    device = {k: v for k, v in every_field.build().device.items()
+              if k not in ("name", "uuid", "pci_bus_id")}
+    return {"clock": "manual", "device_count": gpus, "device_defaults": device}
+
+
+def make_plan_floor(pynvml: Any, backend: Any) -> Callable[[], None]:
+    """The calls of the backend's plans in a bare loop: the bound calls as planned, one
+    field-values call and one GPM read per entity, each answer read once."""
+    from exporter.devices.plan import FieldValue
+
+    steps = []
+    for work in backend._reader._work:  # the plans themselves: their calls, not their logic
+        plan = work.plan
+        pair = [pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()]
+        pynvml.nvmlGpmSampleGet(plan.handle, pair[0])
+        request = None
+        if plan.gpm is not None:
+            request = pynvml.c_nvmlGpmMetricsGet_t()
+            request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(plan.gpm.metric_ids)
+            for i, metric in enumerate(plan.gpm.metric_ids):
+                request.metrics[i].metricId = metric
+        requests = list(plan.field_values.requests) if plan.field_values else []
+        steps.append((plan.handle, [s.call for s in plan.calls], requests, request, pair))
+
+    def cycle() -> None:
+        values: list[Any] = []
+        add = values.append
+        for handle, calls, requests, request, pair in steps:
+            for call in calls:
+                add(call())
+            if requests:
+                entries = pynvml.nvmlDeviceGetFieldValues(handle, requests)
+                for entry in (FieldValue * len(requests)).from_buffer(entries):
+                    add(entry.value.ullVal)
+            add(pynvml.nvmlDeviceGetMigMode(handle)[0])
+            if request is not None:
+                prev, cur = pair
+                pynvml.nvmlGpmSampleGet(handle, cur)
+                request.sample1, request.sample2 = prev, cur
+                pynvml.nvmlGpmMetricsGet(request)
+                for i in range(request.numMetrics):
+                    add(request.metrics[i].value)
+                pair[0], pair[1] = cur, prev
+
+    return cycle
+
+
 def timed(cycle: Callable[[], object], sim: control.NvmlSim, cycles: int) -> list[float]:
     """Microseconds per cycle."""
     out = []
@@ -129,18 +184,23 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--profile", action="store_true", help="always print a cProfile summary")
+    parser.add_argument("--all-fields", action="store_true",
+                        help="every served field instead of collectors.csv's")
     args = parser.parse_args()
 
     lib_dir = build_library()
     sim = control.load(lib_dir)  # before pynvml's first call: pynvml then shares it
-    sim.load_scenario(scenario(args.gpus))
+    sim.load_scenario(every_field_scenario(args.gpus) if args.all_fields
+                      else scenario(args.gpus))
     import pynvml
 
     from exporter.devices.nvml import NvmlBackend
     from exporter.fields.csv import load_collectors
+    from tests.nvmlsim import every_field
 
-    collectors = load_collectors(ROOT / "collectors.csv")
-    backend = NvmlBackend(pynvml, collectors.specs, clock=sim.time)
+    specs = every_field.served_specs() if args.all_fields else \
+        load_collectors(ROOT / "collectors.csv").specs
+    backend = NvmlBackend(pynvml, specs, clock=sim.time)
     backend.start()
     assert pynvml.nvmlLib is not None
     assert sim.shares_library_with(pynvml.nvmlLib)
@@ -153,8 +213,10 @@ def main() -> int:
     sim.reset_call_counts()
     readings = backend.poll()
     backend_calls = call_counts(sim)
-    series = sum(len(v) for v in readings.values.values())
-    floor = make_floor(pynvml, args.gpus)
+    series = sum(len(v) for v in readings.values.values()) + sum(
+        len(v) for v in readings.links.values())
+    floor = make_plan_floor(pynvml, backend) if args.all_fields else make_floor(pynvml,
+                                                                                  args.gpus)
     sim.advance(1.0)
     sim.reset_call_counts()
     floor()
@@ -174,7 +236,7 @@ def main() -> int:
 
     per_cycle_calls = sum(floor_calls.values())
     ratio = statistics.median(backend_us) / statistics.median(floor_us)
-    print(f"NVML poll cost: {args.gpus} GPUs, {len(collectors.fields)} fields enabled, "
+    print(f"NVML poll cost: {args.gpus} GPUs, {len(specs)} fields enabled, "
           f"{series} values per cycle, {len(floor_us)} cycles each")
     print(f"pynvml {pynvml.__name__} over {lib_dir}/libnvidia-ml.so.1 (simulated)")
     print()

@@ -29,6 +29,8 @@ class AlertConfig:
     gpu_temp_c: int = 85
     memory_temp_c: int = 95
     pcie_replays_per_10m: int = 100
+    nvlink_errors_per_10m: int = 100
+    """CRC (flit or data) or replay errors over all links of a GPU; any recovery counts."""
     idle_ratio: float = 0.05
     idle_for: str = "30m"
     xid_window: str = "10m"
@@ -208,6 +210,35 @@ def _health_alerts(c: AlertConfig, fields: FieldSet) -> list[Alert]:
     ]
 
 
+NVLINK_ERROR_COUNTERS = (
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", False),
+    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", True),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", True),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", True),
+)
+"""The NVLink error totals and whether some are normal (CRC errors are corrected by a replay;
+a recovery retrains the link)."""
+
+
+def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
+    """NVLink errors growing, from the counters themselves: it fires before the link breaks,
+    which XID 74 (GpuNvlinkError) reports. Terms whose counter is not collected are left out."""
+    terms = [f"increase({name}[10m]) > {c.nvlink_errors_per_10m if tolerated else 0}"
+             for name, tolerated in NVLINK_ERROR_COUNTERS if fields.has(name)]
+    if not terms:
+        return None
+    return Alert(
+        "GpuNvlinkErrorsGrowing", "\nor\n".join(terms), "5m", "warning",
+        f"{GPU} NVLink errors are growing",
+        f"A link of this GPU retrained (recovery errors) or took more than "
+        f"{c.nvlink_errors_per_10m} CRC or replay errors in 10 minutes: it is degrading, "
+        "multi-GPU jobs slow down, and a link that breaks raises XID 74. Drain the node at "
+        "the next opportunity and reset the GPUs; if it recurs, have the NVLink bridge, "
+        "baseboard or NVSwitch tray checked. The per-link fields "
+        "(DCGM_FI_DEV_NVLINK_*_ERROR_PER_LINK_TOTAL) show which link.",
+        "gpu-exporter.health")
+
+
 def _idle_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
     """Held devices doing (almost) nothing.
 
@@ -247,9 +278,9 @@ def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
     c = config or AlertConfig()
     c.xid.check()
     candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields)]
-    idle = _idle_alert(c, fields)
-    if idle is not None:
-        candidates.append(idle)
+    for optional in (_nvlink_alert(c, fields), _idle_alert(c, fields)):
+        if optional is not None:
+            candidates.append(optional)
     return [a for a in candidates if fields.allows(a.expr)]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from exporter.devices.model import ClockEventCount
 
@@ -52,16 +52,22 @@ class ClockEventCounter:
             if bits is not None:
                 self._polls.append((now, key, int(bits)))
 
-    def window(self) -> tuple[ClockEventCount, ...]:
-        """Counts by GPU, then reason bit; a reason not seen in the window has none."""
+    def window(self, gpus: Iterable[EntityKey] = ()) -> tuple[ClockEventCount, ...]:
+        """Counts by GPU, then reason bit; a reason not seen in the window has none. A GPU of
+        `gpus` without any poll in the window has one count of 0 and no reason, as
+        dcgm-exporter shows a GPU it has no sample of (one whose samples show no reason has
+        no series at all)."""
         cutoff = self._clock() - self.window_s
         while self._polls and self._polls[0][0] < cutoff:
             self._polls.popleft()
         counts: collections.Counter[tuple[EntityKey, int]] = collections.Counter()
+        sampled: set[EntityKey] = set()
         for _, key, bits in self._polls:
+            sampled.add(key)
             for bit, _ in REASONS:
                 if bits & bit:
                     counts[(key, bit)] += 1
         names = dict(REASONS)
-        return tuple(ClockEventCount(key, names[bit], n)
-                     for (key, bit), n in sorted(counts.items()))
+        found = [ClockEventCount(key, names[bit], n) for (key, bit), n in sorted(counts.items())]
+        found += (ClockEventCount(key, None, 0) for key in set(gpus) - sampled)
+        return tuple(sorted(found, key=lambda c: c.entity_key))  # stable: reasons keep order

@@ -123,9 +123,10 @@ class XidTotal:
 class ClockEventCount:
     """Polls within the counting window that found one clock event reason active on a GPU."""
 
-    entity_key: tuple[int, int]
-    reason: str
-    """dcgm-exporter's name of the reason bit, e.g. "sw_thermal"."""
+    entity_key: EntityKey
+    reason: str | None
+    """dcgm-exporter's name of the reason bit, e.g. "sw_thermal"; None: the GPU had no
+    sample in the window (one series of 0 without `clock_event`, as dcgm-exporter shows)."""
     count: int
 
 
@@ -146,3 +147,8 @@ class Readings:
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0
     """Length of the window `clock_events` counts over."""
+    labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
+    """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
+    links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
+    """Values of link-scope fields by (gpu index, NVLink index); a link without values has
+    no series."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from exporter.devices.accounting import CallErrors
-from exporter.devices.clock_events import ClockEventCounter
+from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, ClockEventCounter
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
@@ -98,6 +98,8 @@ class NvmlBackend:
         """Set by a reload: the next walk plans for the new fields."""
         self._wants_xid = False
         self._last_xid_names: tuple[str, ...] = ()
+        """The names the collectors file gives the last-XID field (any of its DCGM names)."""
+        self._wants_clock_events = False
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
@@ -115,6 +117,7 @@ class NvmlBackend:
         # (DCGM_FI_DEV_XID_ERRORS, its alias, the 1.x `dcgm_xid_errors`).
         self._last_xid_names = tuple(s.name for s in fields
                                      if s.reader is Reader.XID_EVENTS and s.part is None)
+        self._wants_clock_events = any(s.name == CLOCK_EVENTS_COUNT_FIELD for s in fields)
         self._fields_changed = True
         self._needs_enumeration = True
 
@@ -290,9 +293,12 @@ class NvmlBackend:
             xid_window=self.ledger.window() if self._wants_xid else (),
             xid_totals=self.ledger.totals() if self._wants_xid else (),
             gpm_support=dict(self._reader.gpm_support),
+            links=self._reader.links,
+            labels=self._reader.labels,
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),
-            clock_events=self.clock_events.window(),
+            clock_events=self.clock_events.window(
+                {g.key for g in self.inventory.gpus} if self._wants_clock_events else ()),
             clock_events_window_s=self.clock_events.window_s,
         )
 

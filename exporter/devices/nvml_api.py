@@ -21,6 +21,7 @@ NVML_DEVICE_MIG_ENABLE = 1
 NVML_EVENT_TYPE_XID_CRITICAL_ERROR = 0x0000000000000008
 NVML_VALUE_NOT_AVAILABLE_UINT = 0xFFFFFFFF
 NVML_GPM_METRICS_GET_VERSION = 1
+NVML_NVLINK_MAX_LINKS = 36
 
 # nvmlReturn_t codes the backend reacts to.
 NVML_SUCCESS = 0
@@ -65,7 +66,11 @@ def error_name(code: int) -> str:
 
 
 class NvmlLib(Protocol):
-    """Functions with pynvml's names, arguments and return shapes."""
+    """Functions with pynvml's names, arguments and return shapes.
+
+    Fields read through `Reader.CALL` name their pynvml function in the field table
+    (`exporter/fields/dcgm-names.csv`) and are looked up on the library by that name; a test
+    checks that pynvml and the simulated node have each of them."""
 
     # Library life cycle and system
     def nvmlInit(self) -> None: ...
@@ -115,6 +120,12 @@ class NvmlLib(Protocol):
         """(correctable rows, uncorrectable rows, pending 0/1, failure 0/1)."""
         ...
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
+        """1 when the link is up; NOT_SUPPORTED / INVALID_ARGUMENT for a link it lacks."""
+        ...
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> Any:
+        """Fills the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
+        ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
         """Entries are ints or (field id, scope id); returns a sequence of structs with
         `.fieldId`, `.scopeId`, `.nvmlReturn`, `.valueType` and `.value` (a union with

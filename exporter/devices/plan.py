@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import logging
 import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.devices.convert import CONVERTERS, Conv
+from exporter.devices.fabric import fabric_reader
 from exporter.devices.nvml_api import (
     NVML_CLOCK_MEM,
     NVML_CLOCK_SM,
@@ -26,34 +29,23 @@ from exporter.devices.nvml_api import (
 from exporter.fields.catalog import (
     FI_NVLINK_THROUGHPUT_DATA_RX,
     FI_NVLINK_THROUGHPUT_DATA_TX,
+    HANDLE,
+    LINK,
     NVLINK_BANDWIDTH_PART,
     NVLINK_SCOPE_ALL_LINKS,
-    Convert,
+    Arg,
+    Call,
+    FieldRefs,
     FieldSpec,
+    GpmLink,
     Reader,
+    Scope,
 )
+
+log = logging.getLogger(__name__)
 
 NVML_MEMORY_V2 = 0x02000028
 """nvmlMemory_v2: sizeof(nvmlMemory_v2_t) | 2 << 24. v1 counts reserved memory as used."""
-
-Conv = Callable[[Any], float | None]
-
-_TEMPERATURE_CEILING = 200
-"""NVML answers absurd temperatures for absent sensors; DCGM drops values above this."""
-
-
-def _finite(v: float) -> float | None:
-    return None if v != v else float(v)  # NaN is the one value unequal to itself
-
-
-CONVERTERS: dict[Convert, Conv] = {
-    Convert.NONE: _finite,
-    Convert.MILLIWATT_TO_WATT: lambda v: v / 1000.0,
-    Convert.BYTES_TO_MIB: lambda v: float(int(v) >> 20),
-    Convert.PERCENT_TO_RATIO: lambda v: None if v != v else v / 100.0,
-    Convert.MIB_PER_S_TO_BYTES_PER_S: lambda v: None if v != v else v * 1048576.0,
-    Convert.TEMPERATURE: lambda v: float(v) if v <= _TEMPERATURE_CEILING else None,
-}
 
 # For each simple reader: the call (given lib and handle) and how to pick a part of the answer.
 _CALLS: dict[Reader, tuple[str, Callable[[NvmlLib, Handle], Callable[[], Any]]]] = {
@@ -86,6 +78,7 @@ _CALLS: dict[Reader, tuple[str, Callable[[NvmlLib, Handle], Callable[[], Any]]]]
                                                      version=NVML_MEMORY_V2)),
     Reader.REMAPPED_ROWS: ("nvmlDeviceGetRemappedRows",
                            lambda lib, h: functools.partial(lib.nvmlDeviceGetRemappedRows, h)),
+    Reader.FABRIC: ("nvmlDeviceGetGpuFabricInfoV", fabric_reader),
     Reader.CLOCK_EVENTS: ("nvmlDeviceGetCurrentClocksEventReasons",
                           lambda lib, h: functools.partial(
                               lib.nvmlDeviceGetCurrentClocksEventReasons, h)),
@@ -101,20 +94,32 @@ def _picker(reader: Reader, part: str | int | None) -> Callable[[Any], Any] | No
         return operator.itemgetter(_REMAPPED_INDEX[str(part)])
     if isinstance(part, str):
         return operator.attrgetter(part)
+    if isinstance(part, int):
+        return operator.itemgetter(part)
     return None
 
 
-def _by_id(value_id: int) -> Callable[[dict[int, float]], float | None]:
-    """Picks one id's value from an answer by field or metric id; None when it is absent
-    (that entry failed)."""
-    return operator.methodcaller("get", value_id)
+FieldKey = tuple[int, int]
+"""(field id, scope id): a `nvmlDeviceGetFieldValues` entry, as requested and as answered."""
 
 
-def _nvlink_total(values: dict[int, float]) -> float | None:
-    """TX plus RX over all links; None unless both were read."""
-    tx = values.get(FI_NVLINK_THROUGHPUT_DATA_TX)
-    rx = values.get(FI_NVLINK_THROUGHPUT_DATA_RX)
-    return None if tx is None or rx is None else tx + rx
+def _by_key(key: FieldKey | int) -> Callable[[dict[Any, float]], float | None]:
+    """Picks one entry's value from an answer (field values by `FieldKey`, GPM by metric id);
+    None when it is absent (that entry failed)."""
+    return operator.methodcaller("get", key)
+
+
+def _sum_of(keys: tuple[FieldKey, ...]) -> Callable[[dict[FieldKey, float]], float | None]:
+    """The sum of several entries (NVLink TX + RX); None unless all were read."""
+    def pick(values: dict[FieldKey, float]) -> float | None:
+        total = 0.0
+        for key in keys:
+            value = values.get(key)
+            if value is None:
+                return None
+            total += value
+        return total
+    return pick
 
 
 @dataclass(slots=True)
@@ -125,6 +130,8 @@ class Output:
     pick: Callable[[Any], Any] | None
     """None: the answer itself is the value. A pick may yield None: nothing to store."""
     conv: Conv
+    link: int | None = None
+    """The link entity the series belongs to; None: the entity read."""
 
 
 @dataclass(slots=True)
@@ -134,15 +141,11 @@ class CallStep:
     outputs: list[Output]
 
 
-FieldRequest = tuple[int, int]
-"""(field id, scope id) as nvmlDeviceGetFieldValues takes it."""
-
-
 @dataclass(slots=True)
 class FieldValuesStep:
-    requests: list[FieldRequest]
+    requests: list[FieldKey]
     outputs: list[Output]
-    """Each picks from the answer's values by field id."""
+    """Each picks from the answer's values by (field id, scope id)."""
 
 
 @dataclass(slots=True)
@@ -160,37 +163,101 @@ class EntityPlan:
     calls: list[CallStep] = field(default_factory=list)
     field_values: FieldValuesStep | None = None
     gpm: GpmStep | None = None
+    links: tuple[int, ...] = ()
+    """Active NVLinks, each a link entity for `Scope.LINK` fields."""
 
 
-def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec]) -> EntityPlan:
-    plan = EntityPlan(uid, handle)
-    calls: dict[Reader, CallStep] = {}
-    for spec in specs:
+def _bind(arg: Arg, handle: Handle, link: int | None) -> Any:
+    if arg == HANDLE:
+        return handle
+    if arg == LINK:
+        return link
+    return arg
+
+
+class _Planner:
+    """Collects the steps of one entity's plan, one step per distinct call."""
+
+    def __init__(self, lib: NvmlLib, plan: EntityPlan) -> None:
+        self.lib = lib
+        self.plan = plan
+        self.calls: dict[object, CallStep] = {}
+
+    def call(self, key: object, function: str, make: Callable[[], Callable[[], Any]]
+             ) -> CallStep:
+        step = self.calls.get(key)
+        if step is None:
+            step = self.calls[key] = CallStep(function, make(), [])
+        return step
+
+    def add(self, spec: FieldSpec, link: int | None) -> None:
         conv = CONVERTERS[spec.convert]
+        part = spec.part
         if spec.reader in _CALLS:
-            step = calls.get(spec.reader)
-            if step is None:
-                function, make = _CALLS[spec.reader]
-                step = calls[spec.reader] = CallStep(function, make(lib, handle), [])
-            step.outputs.append(Output(spec.name, _picker(spec.reader, spec.part), conv))
+            assert not isinstance(part, (Call, FieldRefs, GpmLink))
+            function, make = _CALLS[spec.reader]
+            step = self.call(spec.reader, function, lambda: make(self.lib, self.plan.handle))
+            step.outputs.append(Output(spec.name, _picker(spec.reader, part), conv, link))
+        elif spec.reader is Reader.CALL:
+            assert isinstance(part, Call)
+            self._add_call(spec.name, part, conv, link)
         elif spec.reader is Reader.FIELD_VALUES:
-            fv = plan.field_values = plan.field_values or FieldValuesStep([], [])
-            if spec.part == NVLINK_BANDWIDTH_PART:
-                wanted = [(FI_NVLINK_THROUGHPUT_DATA_TX, NVLINK_SCOPE_ALL_LINKS),
-                          (FI_NVLINK_THROUGHPUT_DATA_RX, NVLINK_SCOPE_ALL_LINKS)]
-                fv.outputs.append(Output(spec.name, _nvlink_total, conv))
-            else:
-                assert isinstance(spec.part, int)
-                wanted = [(spec.part, 0)]
-                fv.outputs.append(Output(spec.name, _by_id(spec.part), conv))
-            fv.requests.extend(w for w in wanted if w not in fv.requests)
+            self._add_field_values(spec.name, part, conv, link)
         elif spec.reader is Reader.GPM:
-            assert isinstance(spec.part, int)
-            gpm = plan.gpm = plan.gpm or GpmStep([], [])
-            if spec.part not in gpm.metric_ids:
-                gpm.metric_ids.append(spec.part)
-            gpm.outputs.append(Output(spec.name, _by_id(spec.part), conv))
-    plan.calls = list(calls.values())
+            metric = part.metric(link or 0) if isinstance(part, GpmLink) else part
+            assert isinstance(metric, int)
+            gpm = self.plan.gpm = self.plan.gpm or GpmStep([], [])
+            if metric not in gpm.metric_ids:
+                gpm.metric_ids.append(metric)
+            gpm.outputs.append(Output(spec.name, _by_key(metric), conv, link))
+
+    def _add_call(self, name: str, call: Call, conv: Conv, link: int | None) -> None:
+        args = tuple(_bind(a, self.plan.handle, link) for a in call.args)
+        function: Callable[..., Any] | None = getattr(self.lib, call.function, None)
+        if function is None:
+            # pynvml defines every function it knows (a missing symbol fails at the call);
+            # a stand-in library may lack one: the field has no value there.
+            log.info("%s: %s is not available; %s is omitted", self.plan.uid, call.function,
+                     name)
+            return
+        step = self.call((call.function, tuple(map(_arg_key, args))), call.function,
+                         lambda: functools.partial(function, *args))
+        step.outputs.append(Output(name, _picker(Reader.CALL, call.pick), conv, link))
+
+    def _add_field_values(self, name: str, part: object, conv: Conv, link: int | None) -> None:
+        keys: tuple[FieldKey, ...]
+        if part == NVLINK_BANDWIDTH_PART:
+            keys = ((FI_NVLINK_THROUGHPUT_DATA_TX, NVLINK_SCOPE_ALL_LINKS),
+                    (FI_NVLINK_THROUGHPUT_DATA_RX, NVLINK_SCOPE_ALL_LINKS))
+        elif isinstance(part, FieldRefs):
+            keys = tuple((f, int(_bind(s, None, link))) for f, s in part.refs)
+        else:
+            assert isinstance(part, int)
+            keys = ((part, 0),)
+        fv = self.plan.field_values = self.plan.field_values or FieldValuesStep([], [])
+        fv.requests.extend(k for k in keys if k not in fv.requests)
+        pick = _by_key(keys[0]) if len(keys) == 1 else _sum_of(keys)
+        fv.outputs.append(Output(name, pick, conv, link))
+
+
+def _arg_key(arg: Any) -> object:
+    """Handles are ctypes pointers (new objects, unhashable by value): key calls by position
+    only, since every call of one plan has the same handle."""
+    return arg if isinstance(arg, (int, str)) else "handle"
+
+
+def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec],
+               links: tuple[int, ...] = ()) -> EntityPlan:
+    """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`."""
+    plan = EntityPlan(uid, handle, links=links)
+    planner = _Planner(lib, plan)
+    for spec in specs:
+        if spec.scope is Scope.LINK:
+            for link in links:
+                planner.add(spec, link)
+        else:
+            planner.add(spec, None)
+    plan.calls = list(planner.calls.values())
     return plan
 
 
@@ -213,21 +280,21 @@ class FieldValue(ctypes.Structure):
 _MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
-def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldRequest]
-                      ) -> tuple[dict[int, float], dict[int, int]]:
-    """Values by field id, and failed ids with their per-entry return code."""
+def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey]
+                      ) -> tuple[dict[FieldKey, float], dict[FieldKey, int]]:
+    """Values by (field id, scope id), and the failed entries with their return code."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)
     # A stand-in library may answer with something other than a ctypes array: read it as is.
     with contextlib.suppress(TypeError):
         entries = (FieldValue * len(requests)).from_buffer(entries)
-    values: dict[int, float] = {}
-    failed: dict[int, int] = {}
+    values: dict[FieldKey, float] = {}
+    failed: dict[FieldKey, int] = {}
     for entry in entries:
         code = entry.nvmlReturn
         if code:
-            failed[entry.fieldId] = code
+            failed[(entry.fieldId, entry.scopeId)] = code
         else:
             kind = entry.valueType
             member = _MEMBER[kind] if 0 <= kind < len(_MEMBER) else "ullVal"
-            values[entry.fieldId] = getattr(entry.value, member)
+            values[(entry.fieldId, entry.scopeId)] = getattr(entry.value, member)
     return values, failed

@@ -27,6 +27,7 @@ from exporter.devices.errors import (
 )
 from exporter.devices.filter import DeviceFilter
 from exporter.devices.gpm import GpmReader
+from exporter.devices.links import LinkValues, active_links
 from exporter.devices.model import Entity, EntityKey, GpmSupport
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
@@ -38,7 +39,8 @@ from exporter.devices.nvml_api import (
     Handle,
     NvmlLib,
 )
-from exporter.devices.plan import EntityPlan, Output, build_plan, read_field_values
+from exporter.devices.plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
+from exporter.devices.static_labels import is_static_label, read_labels
 from exporter.fields.catalog import FieldSpec, Scope
 
 log = logging.getLogger(__name__)
@@ -46,12 +48,21 @@ log = logging.getLogger(__name__)
 Values = dict[EntityKey, dict[str, float]]
 """One poll's values: field name -> value, per entity."""
 
-Unsupported = tuple[str, str | int]
+Unsupported = tuple[str, str | int | FieldKey]
 """What a device answered "not supported" to: ("series", name) for the call behind a series,
-("call", function), ("field", field id) or ("gpm", metric id)."""
+("call", function), ("field", (field id, scope id)) or ("gpm", metric id)."""
 
-_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE}
+
+def _series(output: Output) -> Unsupported:
+    """The call behind one series (of one link, for a link field) answered "not supported"."""
+    if output.link is None:
+        return ("series", output.name)
+    return ("series", f"{output.name}@link{output.link}")
+
+
+_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE, Scope.LINK}
 _MIG_PARENT_SCOPES = {Scope.GPU}
+"""NVML answers no NVLink query under MIG, so a MIG-enabled GPU has no link entities."""
 
 
 @dataclass(slots=True)
@@ -69,6 +80,7 @@ class GpuWork:
 def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
               devices: DeviceFilter) -> list[GpuWork]:
     work = []
+    fields = [s for s in fields if not is_static_label(s)]  # read once, not planned
     by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
     for inst in enum.inventory.instances:
         by_gpu[inst.gpu].append(inst)
@@ -78,8 +90,10 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
         scopes = _MIG_PARENT_SCOPES if mig_on else _GPU_SCOPES
         plan = None
         if devices.gpus:
-            plan = build_plan(lib, handle, f"GPU {gpu.gpu}",
-                              [s for s in fields if s.scope in scopes])
+            specs = [s for s in fields if s.scope in scopes]
+            links = active_links(lib, handle) if any(
+                s.scope is Scope.LINK for s in specs) else ()
+            plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links)
         instances = []
         for inst in by_gpu[gpu.gpu]:
             assert inst.gpu_instance_id is not None
@@ -92,16 +106,17 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
     return work
 
 
-def store(outputs: Iterable[Output], answer: Any, out: dict[str, float]) -> None:
-    """The series one answer yields. A part the answer lacks (a failed field or metric),
-    or a value its converter refuses (NaN, an absent sensor's reading), is left out rather
-    than exported."""
+def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
+          links: dict[int, dict[str, float]]) -> None:
+    """The series one answer yields, on the entity (`out`) or on one of its links. A part
+    the answer lacks (a failed field or metric), or a value its converter refuses (NaN, an
+    absent sensor's reading), is left out rather than exported."""
     for o in outputs:
         raw = answer if o.pick is None else o.pick(answer)
         if raw is not None:
             value = o.conv(raw)
             if value is not None:
-                out[o.name] = value
+                (out if o.link is None else links.setdefault(o.link, {}))[o.name] = value
 
 
 class DeviceReader:
@@ -119,6 +134,10 @@ class DeviceReader:
         """Set by a read that found the MIG layout changed; the caller clears it."""
         self._unsupported: dict[str, set[Unsupported]] = {}
         """By plan uid: what answered "not supported" since the layout was last planned."""
+        self.links: LinkValues = {}
+        """The last read's values of link entities, by (gpu index, link)."""
+        self.labels: dict[EntityKey, dict[str, str]] = {}
+        """Label-type fields read at the last plan, by entity (an instance has its GPU's)."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
                devices: DeviceFilter, *, same_devices: bool = False) -> None:
@@ -140,6 +159,12 @@ class DeviceReader:
                         if plan.gpm is not None:
                             planned.add(entity.key)
             self._gpm.keep_only(planned)
+        self.labels = {}
+        label_specs = [s for s in fields if is_static_label(s)]
+        for work in self._work if label_specs else ():
+            labels = read_labels(self._lib, work.handle, label_specs, self._errors)
+            for key in (work.entity.key, *(inst.key for inst, _ in work.instances)):
+                self.labels[key] = labels
 
     def clear(self) -> None:
         """No devices to read until the next `replan`; frees the GPM buffers."""
@@ -151,10 +176,10 @@ class DeviceReader:
         if not gone:
             return
         plan.calls = [s for s in plan.calls
-                      if not any(("series", o.name) in gone for o in s.outputs)]
+                      if not any(_series(o) in gone for o in s.outputs)]
         fv = plan.field_values
         if fv is not None:
-            fv.requests = [r for r in fv.requests if ("field", r[0]) not in gone]
+            fv.requests = [r for r in fv.requests if ("field", r) not in gone]
             if not fv.requests or ("call", "nvmlDeviceGetFieldValues") in gone:
                 plan.field_values = None
         gpm = plan.gpm
@@ -170,6 +195,7 @@ class DeviceReader:
         """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
         values and of later reads). Never raises for NVML errors."""
         values: Values = {}
+        self.links = {}
         lost: list[int] = []
         for work in self._work:
             try:
@@ -178,6 +204,8 @@ class DeviceReader:
                 lost.append(work.entity.gpu)
                 for key in [k for k in values if k[0] == work.entity.gpu]:
                     del values[key]
+                for link_key in [k for k in self.links if k[0] == work.entity.gpu]:
+                    del self.links[link_key]
         if lost:
             self._work = [w for w in self._work if w.entity.gpu not in lost]
         return values, lost
@@ -207,24 +235,32 @@ class DeviceReader:
     def _read(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
               plan: EntityPlan) -> dict[str, float]:
         out: dict[str, float] = {}
+        links: dict[int, dict[str, float]] = {}
         for step in plan.calls:
             try:
                 answer = step.call()
             except Exception as exc:
-                if self._call_failed(plan, step.function, exc):
+                if self._call_failed(plan, step.function, exc, physical=not entity.is_mig):
                     plan.calls = [s for s in plan.calls if s is not step]
-                    self._unsupported_in(plan, *(("series", o.name) for o in step.outputs))
+                    self._unsupported_in(plan, *map(_series, step.outputs))
                 continue
-            store(step.outputs, answer, out)
+            # `store`, inlined: with every field enabled this loop runs ~150 times per GPU.
+            for o in step.outputs:
+                raw = answer if o.pick is None else o.pick(answer)
+                if raw is not None and (value := o.conv(raw)) is not None:
+                    (out if o.link is None else links.setdefault(o.link, {}))[o.name] = value
         if plan.field_values is not None:
-            self._read_field_values(plan, out)
+            self._read_field_values(plan, out, links)
         if plan.gpm is not None:
-            self._read_gpm(entity, parent, gpu_instance_id, plan, out)
+            self._read_gpm(entity, parent, gpu_instance_id, plan, out, links)
+        for link, link_values in links.items():
+            self.links[(entity.gpu, link)] = link_values
         return out
 
     # --- nvmlDeviceGetFieldValues ---------------------------------------------------------
 
-    def _read_field_values(self, plan: EntityPlan, out: dict[str, float]) -> None:
+    def _read_field_values(self, plan: EntityPlan, out: dict[str, float],
+                           links: dict[int, dict[str, float]]) -> None:
         fv = plan.field_values
         assert fv is not None
         try:
@@ -236,19 +272,22 @@ class DeviceReader:
             return
         if failed:
             self._field_values_failed(plan, failed)
-        store(fv.outputs, values, out)
+        store(fv.outputs, values, out, links)
 
-    def _field_values_failed(self, plan: EntityPlan, failed: dict[int, int]) -> None:
+    def _field_values_failed(self, plan: EntityPlan, failed: dict[FieldKey, int]) -> None:
         fv = plan.field_values
         assert fv is not None
-        for field_id, code in failed.items():
+        for key, code in failed.items():
             if code == NVML_ERROR_GPU_IS_LOST:
                 raise GpuLost()
-            if code in UNSUPPORTED_CODES:
-                self._errors.note_unsupported(plan.uid, f"field {field_id}",
-                                              "nvmlDeviceGetFieldValues", code)
-                fv.requests = [r for r in fv.requests if r[0] != field_id]
-                self._unsupported_in(plan, ("field", field_id))
+            if code in UNSUPPORTED_CODES or code == NVML_ERROR_INVALID_ARGUMENT:
+                # INVALID_ARGUMENT per entry: an id this driver does not know, or a link
+                # index the GPU does not have; it will not answer later either.
+                field_id, scope_id = key
+                what = f"field {field_id}" if scope_id == 0 else f"field {field_id}@{scope_id}"
+                self._errors.note_unsupported(plan.uid, what, "nvmlDeviceGetFieldValues", code)
+                fv.requests = [r for r in fv.requests if r != key]
+                self._unsupported_in(plan, ("field", key))
             else:
                 self._errors.count("nvmlDeviceGetFieldValues", code)
         if not fv.requests:
@@ -257,7 +296,8 @@ class DeviceReader:
     # --- GPM --------------------------------------------------------------------------------
 
     def _read_gpm(self, entity: Entity, parent: Handle, gpu_instance_id: int | None,
-                  plan: EntityPlan, out: dict[str, float]) -> None:
+                  plan: EntityPlan, out: dict[str, float],
+                  links: dict[int, dict[str, float]]) -> None:
         gpm = plan.gpm
         assert gpm is not None
         support = self.gpm_support.get(entity.gpu)
@@ -289,7 +329,7 @@ class DeviceReader:
                 self._unsupported_in(plan, ("gpm", metric_id))
             else:
                 self._errors.count("nvmlGpmMetricsGet", code)
-        store(gpm.outputs, values, out)
+        store(gpm.outputs, values, out, links)
 
     def _query_gpm_support(self, entity: Entity, parent: Handle) -> GpmSupport:
         try:
@@ -320,14 +360,19 @@ class DeviceReader:
 
     # --- errors -------------------------------------------------------------------------------
 
-    def _call_failed(self, plan: EntityPlan, function: str, exc: Exception) -> bool:
-        """Account for a failed call; True when it should leave the plan (unsupported)."""
+    def _call_failed(self, plan: EntityPlan, function: str, exc: Exception,
+                     physical: bool = False) -> bool:
+        """Account for a failed call; True when it should leave the plan (unsupported).
+
+        `physical`: the call was made on a GPU handle, which cannot go stale the way a MIG
+        handle does, so INVALID_ARGUMENT there means an argument this GPU does not take (a
+        link it lacks, a threshold type it does not report)."""
         if not is_nvml_error(exc):
             log.error("unexpected error from %s on %s: %r", function, plan.uid, exc)
             self._errors.count_exception(function)
             return False
         code = nvml_code(exc)
-        if code in UNSUPPORTED_CODES:
+        if code in UNSUPPORTED_CODES or (physical and code == NVML_ERROR_INVALID_ARGUMENT):
             self._errors.note_unsupported(plan.uid, function, function, code)
             return True
         if code in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND):

@@ -46,6 +46,23 @@ def entity_labels(entity: Entity, host: HostLabel, style: LabelStyle = DEFAULT_S
     return tuple(labels)
 
 
+def link_labels(gpu: Entity, link: int, host: HostLabel) -> Labels:
+    """nvlink, gpu, gpu_uuid, pci_bus_id, device, model_name[, hostname]: dcgm-exporter's
+    labels for a GPU's NVLink entity, which differ from its GPU labels (snake case, and the
+    host label is `hostname` in every release)."""
+    labels: list[tuple[str, str]] = [
+        ("nvlink", str(link)),
+        ("gpu", str(gpu.gpu)),
+        ("gpu_uuid", gpu.uuid),
+        ("pci_bus_id", gpu.pci_bus_id),
+        ("device", gpu.device),
+        ("model_name", gpu.model),
+    ]
+    if host.name:
+        labels.append(("hostname", host.value))
+    return tuple(labels)
+
+
 def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Labels:
     """container, namespace, pod (dcgm's order) and enrichment; nothing when unowned. With
     1.x names they come sorted by name, as dcgm-exporter prints them."""

@@ -19,9 +19,10 @@ from exporter.exposition.labels import (
     LabelStyle,
     entity_labels,
     format_labels,
+    link_labels,
     pod_labels,
 )
-from exporter.fields.catalog import MetricType, Reader
+from exporter.fields.catalog import MetricType, Reader, Scope
 from exporter.k8s.hpc_jobs import HPC_JOB_LABEL, NO_JOBS, JobMap
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
@@ -90,6 +91,8 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
             samples = _xid_window_samples(snapshot, labels)
         elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
             samples = _clock_event_samples(snapshot, labels)
+        elif spec.scope is Scope.LINK:
+            samples = _link_samples(snapshot, spec.name, labels, style)
         else:
             samples = tuple(
                 Sample(series, v)
@@ -119,12 +122,20 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> Serie
         # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
         driver = tuple((f.spec.name, version) for f in snapshot.collectors.fields
                        if f.spec.reader is Reader.DRIVER)
+    read = snapshot.readings.labels
+
+    def label_fields(key: EntityKey) -> Labels:
+        """Label-type fields, sorted by name as dcgm-exporter prints them."""
+        if not read.get(key):
+            return driver
+        return tuple(sorted((*driver, *read[key].items())))
+
     owners = snapshot.attribution.owners
     host = snapshot.host
     sharers = snapshot.attribution.sharers
     labels: SeriesLabels = {}
     for e in visible_entities(snapshot):
-        base = entity_labels(e, host, style) + driver
+        base = entity_labels(e, host, style) + label_fields(e.key)
         refs = sharers.get(e.key) or (owners.get(e.key),)
         labels[e.key] = tuple(series for ref in refs
                               for series in _per_job(base + pod_labels(ref, style),
@@ -133,13 +144,31 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> Serie
     present = {g.gpu for g in snapshot.inventory.gpus}
     for key, entity in sorted(snapshot.readings.known.items()):
         if key[0] not in present and (visible is None or key in visible):
-            labels[key] = _per_job(entity_labels(entity, host, style) + driver,
+            labels[key] = _per_job(entity_labels(entity, host, style) + label_fields(key),
                                    jobs.get(key, ()))
     return labels
 
 
 def _window_label(window_s: float) -> Labels:
     return (("window_size_in_ms", str(int(window_s * 1000))),)
+
+
+def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: LabelStyle
+                  ) -> tuple[Sample, ...]:
+    """A link field's samples: each link's labels, then what its GPU's series carry after
+    the GPU's own labels (label-type fields, pod labels, HPC job), once per label set of
+    the GPU."""
+    samples = []
+    for (gpu, link), link_values in sorted(snapshot.readings.links.items()):
+        value = link_values.get(name)
+        entity = snapshot.inventory.by_index(gpu)
+        gpu_label_sets = base.get((gpu, -1))
+        if value is None or entity is None or gpu_label_sets is None:
+            continue
+        own = len(entity_labels(entity, snapshot.host, style))
+        prefix = link_labels(entity, link, snapshot.host)
+        samples += [Sample(prefix + labels[own:], value) for labels in gpu_label_sets]
+    return tuple(samples)
 
 
 def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
@@ -154,7 +183,8 @@ def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample,
 def _clock_event_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
     window = _window_label(snapshot.readings.clock_events_window_s)
     return tuple(
-        Sample((*series, ("clock_event", c.reason), *window), float(c.count))
+        Sample((*series, *((("clock_event", c.reason),) if c.reason else ()), *window),
+               float(c.count))
         for c in snapshot.readings.clock_events
         for series in base.get(c.entity_key, ())
     )

@@ -29,6 +29,8 @@ class Scope(enum.Enum):
     """A physical-GPU value NVML does not report while MIG is enabled (utilisation)."""
     INSTANCE = "instance"
     """Per whole GPU when MIG is off, per MIG GPU instance when it is on (framebuffer, GPM)."""
+    LINK = "link"
+    """Per active NVLink of a GPU without MIG (NVML answers no NVLink query under MIG)."""
 
 
 class Reader(enum.Enum):
@@ -54,6 +56,9 @@ class Reader(enum.Enum):
     GPM = "nvmlGpmMetricsGet"
     XID_EVENTS = "nvmlEventSetWait_v2"
     DRIVER = "nvmlSystemGetDriverVersion"
+    FABRIC = "nvmlDeviceGetGpuFabricInfoV(v3)"
+    CALL = "NVML call"
+    """Any other plain NVML call, described by a `Call` part."""
 
 
 class Convert(enum.Enum):
@@ -65,6 +70,68 @@ class Convert(enum.Enum):
     PERCENT_TO_RATIO = "% -> ratio"
     MIB_PER_S_TO_BYTES_PER_S = "MiB/s -> bytes/s"
     TEMPERATURE = "degC, values above 200 dropped"
+    MILLIWATT_TO_WATT_FLOOR = "mW -> W (integer division)"
+    MILLIJOULE_TO_JOULE = "mJ -> J"
+    MHZ_TO_HZ = "MHz -> Hz"
+    TRUNCATE = "truncated to an integer"
+    COMPUTE_MODE = "DCGM compute mode (prohibited 1, exclusive process 2)"
+    COMPUTE_CAPABILITY = "(major << 16) | minor"
+    BER = "mantissa (bits 8-11) x 10^-exponent (bits 0-7)"
+    FB_USED_RATIO = "used / (total - reserved)"
+    FABRIC_MANAGER_STATUS = "DCGM fabric manager status from state and status"
+
+
+HANDLE = "h"
+"""In `Call.args`: the entity's device handle."""
+LINK = "link"
+"""In `Call.args` and `FieldRefs`: the link index of a link entity."""
+
+Arg = int | str
+"""An NVML constant, or one of the placeholders `HANDLE` and `LINK`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A plain NVML call: the pynvml function, its arguments, and where the value is in the
+    answer (an attribute, an index, or the answer itself)."""
+
+    function: str
+    args: tuple[Arg, ...] = (HANDLE,)
+    pick: str | int | None = None
+
+    def __str__(self) -> str:
+        pick = "" if self.pick is None else (
+            f".{self.pick}" if isinstance(self.pick, str) else f"[{self.pick}]")
+        return f"{self.function}({', '.join(map(str, self.args))}){pick}"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRefs:
+    """`nvmlDeviceGetFieldValues` entries (field id, scope id) whose values are summed; a scope
+    of `LINK` is the link entity's index."""
+
+    refs: tuple[tuple[int, Arg], ...]
+
+    def __str__(self) -> str:
+        return " + ".join(f"{f}@{s}" for f, s in self.refs)
+
+
+@dataclass(frozen=True, slots=True)
+class GpmLink:
+    """A per-link GPM metric: link n reads metric `low + 2n` (links 0-17) or
+    `high + 2(n - 18)` (links 18 and up)."""
+
+    low: int
+    high: int
+
+    def metric(self, link: int) -> int:
+        return self.low + 2 * link if link < 18 else self.high + 2 * (link - 18)
+
+    def __str__(self) -> str:
+        return f"{self.low}+2n (n<18), {self.high}+2(n-18)"
+
+
+Part = str | int | Call | FieldRefs | GpmLink | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +143,9 @@ class FieldSpec:
     help: str
     unit: str
     reader: Reader
-    part: str | int | None
-    """Which part of the reader's answer: a struct attribute, an NVML_FI_* id or a GPM id."""
+    part: Part
+    """Which part of the reader's answer: a struct attribute, an NVML_FI_* id (or `FieldRefs`),
+    a GPM id (or `GpmLink`), or for `Reader.CALL` the `Call`."""
     convert: Convert
     scope: Scope
     default: bool
@@ -99,6 +167,10 @@ FI_PERF_POLICY_BOARD_LIMIT = 77
 FI_PERF_POLICY_LOW_UTILIZATION = 78
 FI_PERF_POLICY_RELIABILITY = 79
 FI_MEMORY_TEMP = 82
+FI_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL = 38
+FI_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL = 45
+FI_NVLINK_REPLAY_ERROR_COUNT_TOTAL = 52
+FI_NVLINK_RECOVERY_ERROR_COUNT_TOTAL = 59
 FI_NVLINK_THROUGHPUT_DATA_TX = 138
 FI_NVLINK_THROUGHPUT_DATA_RX = 139
 NVLINK_SCOPE_ALL_LINKS = 0xFFFFFFFF
@@ -130,7 +202,7 @@ def _f(
     help_: str,
     unit: str,
     reader: Reader,
-    part: str | int | None,
+    part: Part,
     convert: Convert,
     scope: Scope,
     default: bool = True,
@@ -150,7 +222,7 @@ CATALOG: tuple[FieldSpec, ...] = (
     _f("DCGM_FI_DEV_POWER_USAGE", _G, "Power draw (in W).", "W",
        _R.POWER, None, _V.MILLIWATT_TO_WATT, _S.GPU),
     _f("DCGM_FI_DEV_POWER_MGMT_LIMIT", _G, "Power management limit (in W).", "W",
-       _R.POWER_LIMIT, None, _V.MILLIWATT_TO_WATT, _S.GPU),
+       _R.POWER_LIMIT, None, _V.MILLIWATT_TO_WATT_FLOOR, _S.GPU),
     _f("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", _C,
        "Total energy consumption since boot (in mJ).", "mJ",
        _R.ENERGY, None, _V.NONE, _S.GPU),
@@ -178,6 +250,17 @@ CATALOG: tuple[FieldSpec, ...] = (
     _f("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", _C,
        "Total number of NVLink bandwidth counters for all lanes (cumulative KiB, TX + RX).",
        "KiB", _R.FIELD_VALUES, NVLINK_BANDWIDTH_PART, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", _C,
+       "Total number of NVLink flow-control CRC errors.", "count",
+       _R.FIELD_VALUES, FI_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", _C,
+       "Total number of NVLink data CRC errors.", "count",
+       _R.FIELD_VALUES, FI_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", _C, "Total number of NVLink retries.",
+       "count", _R.FIELD_VALUES, FI_NVLINK_REPLAY_ERROR_COUNT_TOTAL, _V.NONE, _S.GPU),
+    _f("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", _C,
+       "Total number of NVLink recovery errors.", "count",
+       _R.FIELD_VALUES, FI_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, _V.NONE, _S.GPU),
     _f("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", _C,
        "Number of remapped rows for uncorrectable errors", "rows",
        _R.REMAPPED_ROWS, "uncorrectable", _V.NONE, _S.GPU),

@@ -69,10 +69,20 @@ def _resolve(name: str) -> FieldSpec | DcgmField | None:
     return BY_NAME.get(name) or dcgm_names().resolve(name)
 
 
+_INSTEAD = {
+    # DCGM 4 stores NOT_SUPPORTED for these; NVML's equivalent blocks the poll for 20 ms
+    # per call and GPU, so they stay unserved and the warning names the GPM field.
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": "DCGM_FI_PROF_PCIE_RX_BYTES",
+}
+
+
 def _unserved_warning(name: str, field: DcgmField) -> str:
     """Why `name` (one of `field`'s names) is skipped."""
     named = name if name == field.name else f"{name} (DCGM field {field.name})"
-    return f"{named} is not served: {field.reason.explain(field.nvml_source)}; skipped"
+    instead = _INSTEAD.get(field.name)
+    hint = f" ({instead} has the same rate in bytes per second)" if instead else ""
+    return f"{named} is not served: {field.reason.explain(field.nvml_source)}{hint}; skipped"
 
 
 def parse_collectors(text: str, source: str) -> Collectors:

@@ -4,7 +4,9 @@ DCGM knows some 660 fields under about 1,070 names: canonical names, deprecated 
 after the 4.6 renames, dcgm-exporter 1.x lowercase names (`dcgm_gpu_temp`), dcgm-exporter's
 `DCGM_EXP_*` pseudo-fields and the range markers of dcgm_fields.h. `dcgm-names.csv` beside this
 module lists them by field, with the reason a field cannot be served when it has no NVML
-source. It is derived from the reference table by `python -m exporter.fields.dcgm_table --write`.
+source, and the spec of each field served through the generic readers (those the hand-written
+catalog does not cover). It is derived from the reference table by
+`python -m exporter.fields.dcgm_table --write`.
 
 The table is read on first use only: a collectors file that names catalog fields by their
 catalog names never loads it (see `exporter.fields.csv`).
@@ -19,7 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from exporter.fields.catalog import CATALOG, FieldSpec
+from exporter.fields.catalog import CATALOG, Convert, FieldSpec, MetricType, Reader, Scope
+from exporter.fields.parts import parse_part
 
 DATA_PATH = Path(__file__).with_name("dcgm-names.csv")
 
@@ -38,7 +41,6 @@ class Reason(enum.Enum):
     NOT_SUPPORTED = "not-supported"
     BLOB = "blob"
     VGPU_HOST = "vgpu-host"
-    LINK = "link"
     MARKER = "marker"
 
     @property
@@ -64,7 +66,6 @@ _SUMMARY = {
     Reason.NOT_SUPPORTED: "always NOT_SUPPORTED in DCGM",
     Reason.BLOB: "binary blob",
     Reason.VGPU_HOST: "vGPU host only",
-    Reason.LINK: "link entity",
     Reason.MARKER: "range marker, not a field",
 }
 
@@ -78,7 +79,6 @@ _EXPLANATION = {
     Reason.NOT_SUPPORTED: "DCGM never has a value for it (always NOT_SUPPORTED)",
     Reason.BLOB: "a binary blob, which cannot be exported as a sample",
     Reason.VGPU_HOST: "it exists only on a vGPU host (hypervisor)",
-    Reason.LINK: "a per-link field, and link entities are not served yet",
     Reason.MARKER: "a range marker of dcgm_fields.h, not a field",
 }
 
@@ -92,6 +92,8 @@ class DcgmField:
     reason: Reason
     nvml_source: str
     """The NVML call DCGM's value comes from; set where `reason` is NVML."""
+    generated: FieldSpec | None = None
+    """How the generic readers serve it, where the catalog does not (canonical name)."""
 
     @property
     def name(self) -> str:
@@ -119,12 +121,16 @@ class DcgmNames:
 
     @functools.cached_property
     def served(self) -> dict[int, FieldSpec]:
-        """The catalog's fields by DCGM id (the first catalog entry where two share one)."""
+        """Every served field by DCGM id: the catalog's (the first catalog entry where two
+        share one), then those the generic readers serve."""
         by_id: dict[int, FieldSpec] = {}
         for spec in CATALOG:
             known = self._by_name.get(spec.name)
             if known is not None and known.dcgm_id is not None:
                 by_id.setdefault(known.dcgm_id, spec)
+        for field in self.fields:
+            if field.generated is not None and field.dcgm_id is not None:
+                by_id.setdefault(field.dcgm_id, field.generated)
         return by_id
 
     def served_spec(self, field: DcgmField) -> FieldSpec | None:
@@ -145,14 +151,30 @@ class DcgmNames:
         return tuple(f for f in self.fields if self.served_spec(f) is None)
 
 
+def generated_help(nvml_source: str, unit: str) -> str:
+    """HELP of a field served through the generic readers (a collectors file's help text, if
+    it gives one, replaces it)."""
+    return f"{nvml_source} (in {unit})." if unit else f"{nvml_source}."
+
+
+def _generated(name: str, nvml_source: str, spec: list[str]) -> FieldSpec:
+    type_, unit, scope, reader, part, convert = spec
+    return FieldSpec(name, MetricType(type_), generated_help(nvml_source, unit), unit,
+                     Reader[reader], parse_part(part), Convert[convert], Scope(scope),
+                     default=False)
+
+
 def parse(text: str) -> DcgmNames:
-    """Read dcgm-names.csv: `dcgm_id,reason,nvml_source,names` (space-separated names)."""
+    """Read dcgm-names.csv: `dcgm_id,reason,nvml_source,names` (space-separated names), then
+    for generically read fields `type,unit,scope,reader,source,conversion`."""
     fields: list[DcgmField] = []
     lines = (line for line in text.splitlines() if line and not line.startswith("#"))
-    for dcgm_id, reason, nvml_source, names in csv.reader(lines):
+    for dcgm_id, reason, nvml_source, names, *spec in csv.reader(lines):
         parsed = Reason(reason)
         if dcgm_id:
-            fields.append(DcgmField(int(dcgm_id), tuple(names.split()), parsed, nvml_source))
+            all_names = tuple(names.split())
+            generated = _generated(all_names[0], nvml_source, spec) if spec else None
+            fields.append(DcgmField(int(dcgm_id), all_names, parsed, nvml_source, generated))
         else:  # markers that name no field: each is its own entry
             fields.extend(DcgmField(None, (n,), parsed, nvml_source) for n in names.split())
     return DcgmNames(fields)

@@ -6,7 +6,9 @@
 The reference table (`tests/fixtures/dcgm-fields/dcgm-fields.csv`, columns
 `dcgm_name,dcgm_id,dcgm_type,scope,unit,nvml_source,conversion,notes`) has one row per name.
 The shipped file keeps one row per field: its id, why it is or is not readable through NVML
-(from the table's scope, type, NVML source and notes), and its names, canonical first.
+(from the table's scope, type, NVML source and notes), its names, canonical first, and for a
+field the catalog does not serve but a plain NVML read can (`dcgm_recipes`), how: Prometheus
+type, unit, scope, reader, source (`parts`) and conversion.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from exporter.fields.dcgm_names import DATA_PATH, Reason
+from exporter.fields.catalog import CATALOG
+from exporter.fields.dcgm_names import DATA_PATH, Reason, generated_help
+from exporter.fields.dcgm_recipes import recipe
+from exporter.fields.parts import format_part
 
 SOURCE = Path(__file__).resolve().parents[2] / "tests/fixtures/dcgm-fields/dcgm-fields.csv"
 HEADER = (
     "# Generated from tests/fixtures/dcgm-fields/dcgm-fields.csv by "
     "`python -m exporter.fields.dcgm_table --write`; do not edit.\n"
     "# dcgm_id,reason,nvml_source,names (canonical first; an empty id: range markers that "
-    "name no field)\n"
+    "name no field),\n# then for fields read through the generic readers: type,unit,scope,"
+    "reader,source,conversion\n"
 )
 
 Row = Mapping[str, str]
@@ -48,7 +54,7 @@ def _is_other_name(row: Row) -> bool:
 def classify(row: Row) -> Reason:
     """The reason category of the field whose canonical row this is; first match wins, so a
     ConnectX field (read by the NvSwitch module) is ConnectX and an NvSwitch port is NvSwitch,
-    not a link field."""
+    not a GPU link field."""
     notes, scope, source = row["notes"], row["scope"], row["nvml_source"]
     if "ConnectX" in notes:
         return Reason.CONNECTX
@@ -66,8 +72,6 @@ def classify(row: Row) -> Reason:
         return Reason.BLOB
     if "vGPU host (hypervisor) only" in notes:
         return Reason.VGPU_HOST
-    if scope == "link":
-        return Reason.LINK
     if source == "none" or notes.startswith("internal field"):
         return Reason.DCGM_STATE
     return Reason.NVML
@@ -83,6 +87,8 @@ def derive(source_text: str) -> str:
             by_id[int(row["dcgm_id"])].append(row)
     names: dict[int, list[str]] = {}
     lines: dict[int, list[str]] = {}
+    recipes: dict[int, list[str]] = {}
+    catalog_names = {spec.name for spec in CATALOG}
     for dcgm_id, id_rows in sorted(by_id.items()):
         canonical = [r for r in id_rows if not _is_other_name(r) and r["dcgm_name"] not in renamed]
         if len(canonical) != 1:
@@ -93,6 +99,12 @@ def derive(source_text: str) -> str:
         names[dcgm_id] = [head["dcgm_name"]] + [r["dcgm_name"] for r in id_rows if r is not head]
         nvml_source = head["nvml_source"] if reason is Reason.NVML else ""
         lines[dcgm_id] = [str(dcgm_id), reason.value, nvml_source]
+        if reason is Reason.NVML and not catalog_names.intersection(names[dcgm_id]):
+            spec = recipe(head, generated_help(nvml_source, head["unit"]))
+            if spec is not None:
+                recipes[dcgm_id] = [spec.type.value, spec.unit, spec.scope.value,
+                                    spec.reader.name, format_part(spec.part),
+                                    spec.convert.name]
     unresolved: list[str] = []
     for row in filter(_is_marker, rows):
         # dcgm-exporter (go-dcgm) reads some markers as the field with the marker's value.
@@ -105,7 +117,7 @@ def derive(source_text: str) -> str:
     out.write(HEADER)
     writer = csv.writer(out, lineterminator="\n")
     for dcgm_id, line in lines.items():
-        writer.writerow([*line, " ".join(names[dcgm_id])])
+        writer.writerow([*line, " ".join(names[dcgm_id]), *recipes.get(dcgm_id, ())])
     if unresolved:
         writer.writerow(["", Reason.MARKER.value, "", " ".join(unresolved)])
     return out.getvalue()

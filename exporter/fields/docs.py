@@ -17,7 +17,10 @@ _SCOPE_TEXT = {
     Scope.GPU: "physical GPU (on the parent GPU's series under MIG)",
     Scope.GPU_NO_MIG: "physical GPU; absent while MIG is enabled (NVML does not report it)",
     Scope.INSTANCE: "whole GPU without MIG; each MIG GPU instance with MIG",
+    Scope.LINK: "each active NVLink of a GPU without MIG (`nvlink` label)",
 }
+_SCOPE_SHORT = {Scope.GPU: "GPU", Scope.GPU_NO_MIG: "GPU, not under MIG",
+                Scope.INSTANCE: "GPU / MIG GPU instance", Scope.LINK: "NVLink"}
 
 
 def _source(spec: FieldSpec) -> str:
@@ -25,6 +28,8 @@ def _source(spec: FieldSpec) -> str:
         return f"`nvmlDeviceGetFieldValues` ({spec.part})"
     if spec.reader is Reader.GPM:
         return f"GPM metric {spec.part}"
+    if spec.reader is Reader.CALL:
+        return f"`{spec.part}`"
     part = f" `.{spec.part}`" if isinstance(spec.part, str) and spec.part != "window" else ""
     return f"`{spec.reader.value}`{part}"
 
@@ -33,6 +38,33 @@ def _self_metric_row(metric: SelfMetric) -> str:
     meaning = f"{metric.help} {metric.note}" if metric.note else metric.help
     return (f"| `{metric.exposed_name}` | {metric.type} | {metric.label_text()} | "
             f"{meaning.replace('|', '&#124;')} |")
+
+
+def _generated_section() -> list[str]:
+    """Fields served through the generic readers, by canonical name and DCGM id."""
+    table = dcgm_names()
+    rows = [(f, f.generated) for f in table.fields if f.generated is not None]
+    lines = [
+        "## Other DCGM fields",
+        "",
+        f"{len(rows)} more DCGM fields (under {sum(len(f.names) for f, _ in rows)} names) are "
+        "served by reading their NVML source as DCGM does, with DCGM's conversion; none is "
+        "enabled in the default collectors file. They are derived from "
+        "`tests/fixtures/dcgm-fields/dcgm-fields.csv` (see `exporter/fields/dcgm_recipes.py`). "
+        "Any name of a field works (the table lists the canonical one and how many others "
+        "there are); the series carry the name the collectors file gives. Sources: "
+        "`nvmlDeviceGetFieldValues` entries as `id@scope` (`link`: the link's index, summed "
+        "with `+`), GPM metric ids, or the pynvml call with its arguments (`h`: the device).",
+        "",
+        "| field | id | names | type | unit | source | conversion | scope |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for field, spec in rows:
+        lines.append(
+            f"| `{spec.name}` | {field.dcgm_id} | {len(field.names)} | {spec.type.value} | "
+            f"{spec.unit or '-'} | {_source(spec)} | {spec.convert.value} | "
+            f"{_SCOPE_SHORT[spec.scope]} |")
+    return [*lines, ""]
 
 
 def _unserved_section() -> list[str]:
@@ -90,6 +122,11 @@ def render_markdown() -> str:
         "(`Hostname` by default), then label-type fields (`DCGM_FI_DRIVER_VERSION`), then "
         "`container`, `namespace`, `pod` when one container holds the device.",
         "",
+        "Link fields (`Scope.LINK`) have one series per active NVLink of a GPU (MIG off), "
+        "labelled as dcgm-exporter labels link entities: `nvlink`, `gpu`, `gpu_uuid`, "
+        "`pci_bus_id`, `device`, `model_name`, `hostname`, then label-type fields and pod "
+        "labels as on the GPU's series.",
+        "",
         "A value NVML does not report (NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND) is "
         "omitted: there is no series, never a 0 in its place.",
         "",
@@ -109,19 +146,29 @@ def render_markdown() -> str:
         "Notes:",
         "",
         "- `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` is a counter of KiB (TX + RX over all links, "
-        "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second.",
+        "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second. "
+        "So are all NVLink throughput fields (`DCGM_FI_DEV_NVLINK_THROUGHPUT_*`, "
+        "`..._BANDWIDTH_L<n>`, `..._PER_LINK`), where DCGM stores a rate computed from the "
+        "same counters ((delta KiB / delta s) / 1000, 0 on the first sample).",
+        "- Power limits are whole watts (DCGM divides the milliwatts as integers); power "
+        "draw keeps its fraction.",
+        "- GPM bandwidths (`DCGM_FI_PROF_*_BYTES`) keep the fraction of a byte per second "
+        "that DCGM truncates.",
         "- `DCGM_FI_DEV_XID_ERRORS` is the last XID code seen (0: none since start), as in "
         f"dcgm-exporter; alert on `increase({XID_ERRORS.exposed_name}[..])` instead.",
         "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
         "- `DCGM_EXP_CLOCK_EVENTS_COUNT` counts, per GPU and clock event reason (`clock_event`, "
         "named as dcgm-exporter names the reason bits: `power_cap`, `sw_thermal`, ...), the "
         "polls within the window (`window_size_in_ms`) that found the reason active; a reason "
-        "not seen in the window has no series.",
+        "not seen in the window has no series, and a GPU with no reading in the window (the "
+        "bitmask unsupported there) has one series of 0 without `clock_event`, as "
+        "dcgm-exporter shows a GPU it has no sample of.",
         "- Both windowed counts, like every device series, are repeated per job with an "
         "`hpc_job` label where `--hpc-job-mapping-dir` lists jobs for the device.",
         "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
         "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",
         "",
+        *_generated_section(),
         *_unserved_section(),
         "## Self-metrics",
         "",

@@ -131,8 +131,9 @@ REMOTE_HOSTENGINE_INFO = _ignored_text(
     "no DCGM hostengine is used; NVML is read directly", "HOST:PORT")
 SWITCH_DEVICES = _ignored_text(
     "switch_devices", ("-s", "--switch-devices"), "DCGM_EXPORTER_OTHER_DEVICES_STR",
-    "NVSwitches and NVLinks to export", "NVSwitch and NVLink entities are not exported, "
-    "only GPUs and MIG instances", "SELECTION")
+    "NVSwitches and NVLinks to export", "NVSwitch entities and their links are not "
+    "exported, only GPUs (per-link fields on each GPU's own NVLinks) and MIG instances",
+    "SELECTION")
 CPU_DEVICES = _ignored_text(
     "cpu_devices", ("-p", "--cpu-devices"), "DCGM_EXPORTER_CPU_DEVICES_STR",
     "CPUs and CPU cores to export", "CPU entities are not exported, only GPUs and MIG "

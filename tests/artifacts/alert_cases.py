@@ -143,6 +143,18 @@ CASES: list[Case] = [
          [{**GPU0, "severity": "warning"}]),
     Case("GpuMemoryTemperatureNearLimit",
          [(series("DCGM_FI_DEV_MEMORY_TEMP", GPU0), "90x15")], "12m"),
+    # NVLink error counters: a retrained link, or CRC / replay errors past 100 per 10 minutes
+    # (here 50 a minute), fire; a few CRC errors and an old recovery count do not.
+    Case("GpuNvlinkErrorsGrowing",
+         [(series("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", GPU0), "0+50x20")], "15m",
+         [{**GPU0, "severity": "warning"}]),
+    Case("GpuNvlinkErrorsGrowing",
+         [(series("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", GPU1), "0x5 1x10")], "12m",
+         [{**GPU1, "severity": "warning"}]),
+    Case("GpuNvlinkErrorsGrowing",
+         [(series("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", GPU0), "0+5x20"),
+          (series("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", GPU0), "0+2x20"),
+          (series("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", GPU0), "3x20")], "15m"),
     # Capacity.
     Case("GpuFramebufferNearFull", [(series("DCGM_FI_DEV_FB_USED", MIG3), "69000x10"),
                                     (series("DCGM_FI_DEV_FB_FREE", MIG3), "2000x10")], "7m",

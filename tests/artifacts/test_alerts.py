@@ -70,7 +70,7 @@ def test_committed_rules_cover_the_failures_that_matter() -> None:
             "GpuCriticalXid", "GpuContainedEccXid", "GpuUncorrectableEccErrors",
             "GpuRowRemapFailure", "GpuHwThermalSlowdown", "GpuTemperatureNearLimit",
             "GpuPowerBrake", "GpuFramebufferNearFull", "GpuNvlinkError",
-            "GpuPcieReplayErrors", "GpuIdleButAllocated"} <= names
+            "GpuNvlinkErrorsGrowing", "GpuPcieReplayErrors", "GpuIdleButAllocated"} <= names
     # Row-remap pending is not in the default collectors, so its alert is not either.
     assert "GpuRowRemapPending" not in names
     assert "GpuRowRemapPending" in _alert_names(rule_groups(everything()))

@@ -1,12 +1,13 @@
 """End to end: the simulated node, the exporter and a real Prometheus with our rules.
 
 One Prometheus scrapes two exporters every second: one with scripted faults (XID 79, a lost
-GPU, framebuffer ramping to 97 %) and a healthy one, both with the simulated pods' Dynamo,
-llm-d and KAI labels (`--kubernetes.pod-labels inference`). A static target stands in for
-the model servers (vLLM's and Dynamo's serving metrics for the simulated inference pods), so
-the panels and KEDA queries that pair serving metrics with GPU series by pod are checked too.
-Then every generated dashboard query, every query of dcgm-exporter's own dashboard and every
-KEDA query runs against it, and the alerts are read from /api/v1/alerts.
+GPU, framebuffer ramping to 97 %, NVLink CRC errors on one link) and a healthy one, both
+with the simulated pods' Dynamo, llm-d and KAI labels (`--kubernetes.pod-labels inference`).
+A static target stands in for the model servers (vLLM's and Dynamo's serving metrics for the
+simulated inference pods), so the panels and KEDA queries that pair serving metrics with GPU
+series by pod are checked too. Then every generated dashboard query, every query of
+dcgm-exporter's own dashboard and every KEDA query runs against it, and the alerts are read
+from /api/v1/alerts.
 
 Not checked here, because no such source runs in the test: panels reading kube-state-metrics
 (`kube_*`) or KEDA's operator metrics (`keda_*`). That the dashboards hold up without the
@@ -49,7 +50,8 @@ EXTERNAL = re.compile(r"\b(kube_|keda_|pod:gpu_usage_)")
 and the chargeback dashboard over them is checked by tests/report/test_ground_truth.py."""
 NAMESPACE, DEPLOYMENT = "inference", "llm-inference"
 """Where the simulated kubelet puts its inference pods."""
-FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,over=8s,to=97")
+FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,over=8s,to=97",
+          "nvlink,gpu=4,link=3,at=2s,rate=50")
 VARIABLES = {"job": "gpu-exporter", "namespace": NAMESPACE, "deployment": DEPLOYMENT,
              "__rate_interval": "15s", "__range": "1h", "__interval": "1s",
              "__interval_ms": "1000"}
@@ -298,9 +300,12 @@ def test_scripted_faults_raise_their_alerts(stack: Stack) -> None:
                 found.add("lost")
             if labels["alertname"] == "GpuFramebufferNearFull" and labels.get("gpu") == "2":
                 found.add("fb")
-        return found if found == {"xid79", "lost", "fb"} else set()
+            if labels["alertname"] == "GpuNvlinkErrorsGrowing" and labels.get("gpu") == "4":
+                found.add("nvlink")
+        return found if found == {"xid79", "lost", "fb", "nvlink"} else set()
 
-    wait_until(raised, WAIT_S, POLL_S, what="XID 79, lost GPU and framebuffer alerts")
+    wait_until(raised, WAIT_S, POLL_S,
+               what="XID 79, lost GPU, framebuffer and NVLink error alerts")
 
 
 def test_healthy_node_fires_nothing(stack: Stack) -> None:

@@ -7,6 +7,7 @@ import ctypes
 import pynvml
 import pytest
 
+from exporter.devices.fabric import FABRIC_INFO_V3, FabricInfo
 from exporter.devices.gpm import GpmMetric
 from exporter.devices.plan import FieldValue
 
@@ -14,6 +15,7 @@ from exporter.devices.plan import FieldValue
 @pytest.mark.parametrize(("ours", "theirs"), [
     (FieldValue, pynvml.c_nvmlFieldValue_t),
     (GpmMetric, pynvml.c_nvmlGpmMetric_t),
+    (FabricInfo, pynvml.c_nvmlGpuFabricInfo_v3_t),
 ])
 def test_layout_matches_pynvml(ours: type[ctypes.Structure], theirs: type[ctypes.Structure]
                                ) -> None:
@@ -32,3 +34,7 @@ def test_field_value_view_reads_what_pynvml_wrote() -> None:
     view = (FieldValue * 2).from_buffer(array)
     assert (view[0].fieldId, view[0].valueType, view[0].value.ullVal) == (138, 3, 2**40 + 5)
     assert (view[1].fieldId, view[1].nvmlReturn) == (82, 3)
+
+
+def test_fabric_info_version_is_nvmls() -> None:
+    assert pynvml.nvmlGpuFabricInfo_v3 == FABRIC_INFO_V3

@@ -79,6 +79,8 @@ H100 = {
     "nvlink_tx_kib": 5000, "nvlink_rx_kib": 7000,
     "clock_event_reasons": 0x24,
     "gpm": GPM_PERCENT | GPM_MIB_S,
+    # NVLink error totals over all links: CRC flit, CRC data, replay, recovery
+    "fields": {"38": 12, "45": 3, "52": 7, "59": 1},
 }
 
 H200_MIG: dict[str, Any] = {
@@ -122,6 +124,10 @@ def expected_h100_values(energy_mj: float) -> dict[str, float]:
         "DCGM_FI_DEV_FB_USED": 1177, "DCGM_FI_DEV_FB_RESERVED": 535,
         "DCGM_FI_DEV_FB_FREE": (total - reserved - used) // MIB,
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 5000 + 7000,
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": 12,
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": 3,
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": 7,
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": 1,
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 1,
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 6,
         "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,

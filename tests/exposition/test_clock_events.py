@@ -54,6 +54,20 @@ def test_a_reason_free_gpu_has_no_counts() -> None:
     assert counter.window() == ()
 
 
+def test_a_gpu_without_a_reading_in_the_window_counts_zero_without_a_reason() -> None:
+    """As dcgm-exporter: a GPU it has no sample of in the window shows one series of 0 with
+    no `clock_event`; a GPU whose samples show no reason shows none."""
+    clock = Clock()
+    counter = ClockEventCounter(30.0, clock)
+    gpus = [(0, -1), (1, -1)]
+    counter.record({(0, -1): {CLOCK_EVENTS_COUNT_FIELD: 0.0}})  # GPU 1: no bitmask read
+    assert counter.window(gpus) == (ClockEventCount((1, -1), None, 0),)
+    clock.t += 100  # GPU 0's poll has left the window too
+    assert counter.window(gpus) == (ClockEventCount((0, -1), None, 0),
+                                    ClockEventCount((1, -1), None, 0))
+    assert counter.window() == ()  # GPUs not named get nothing
+
+
 def test_the_backend_counts_a_thermal_slowdown_of_the_simulated_node() -> None:
     clock = Clock()
     lib = SimNvml("h100-8", seed=3, faults=[parse_fault("thermal,gpu=1,at=30s,for=60s")],
@@ -86,6 +100,8 @@ def test_the_backend_counts_a_thermal_slowdown_of_the_simulated_node() -> None:
     assert [thermal(i) for i in range(8)] == [0, 0, 1, 2, 3, 4, 3, 2]
     assert not [c for c in polls[4].clock_events
                 if c.reason == "hw_thermal" and c.entity_key != (1, -1)]
+    # Every GPU answers the bitmask each poll: no GPU has the 0 series of one without samples.
+    assert all(c.reason is not None for readings in polls for c in readings.clock_events)
     snapshot = Snapshot(backend.inventory, polls[4], collectors, HostLabel(None, ""))
     text = render(device_families(snapshot)).text.decode()
     assert 'device="nvidia1",modelName="NVIDIA H100 80GB HBM3",clock_event="hw_thermal",' \

@@ -115,6 +115,16 @@ def test_clock_event_counts_per_reason_with_their_window() -> None:
     assert 'DCGM_EXP_CLOCK_EVENTS_COUNT{gpu="1"' not in text  # nothing seen: no series
 
 
+def test_a_gpu_without_a_clock_event_reading_has_one_zero_series_without_a_reason() -> None:
+    readings = Readings(clock_events=(ClockEventCount((1, -1), None, 0),),
+                        clock_events_window_s=60.0)
+    text = text_of(snapshot(readings=readings))
+    assert ('DCGM_EXP_CLOCK_EVENTS_COUNT{gpu="1",UUID="GPU-bbb",pci_bus_id="00000000:84:00.0",'
+            'device="nvidia1",modelName=" NVIDIA  T400   4GB ",Hostname="node-a",'
+            'window_size_in_ms="60000"} 0\n') in text
+    assert "clock_event=" not in text
+
+
 def test_clock_event_counts_are_left_out_when_the_csv_does_not_ask() -> None:
     csv = parse_collectors("DCGM_FI_DEV_GPU_TEMP, gauge, t\n", "t.csv")
     assert "DCGM_EXP_CLOCK_EVENTS_COUNT" not in text_of(snapshot(collectors=csv))

@@ -71,8 +71,9 @@ def test_an_alias_of_a_label_field_must_still_be_a_label() -> None:
 
 # Each category picked from the reference table by its own columns, not by the classifier.
 def _nvml_not_read(r: Row) -> bool:
-    if not (r["nvml_source"].startswith(("nvmlGpmMetricsGet", "nvmlDeviceGetFieldValues"))
-            and r["scope"] in ("gpu", "compute_instance") and r["dcgm_type"] != "binary"):
+    """Register reads and struct-taking calls: NVML has them, no plain read serves them."""
+    if not r["nvml_source"].startswith(("nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters",
+                                        "nvmlDeviceGetPlatformInfo")):
         return False
     field = dcgm_names().field(r["dcgm_name"])
     return field is not None and dcgm_names().served_spec(field) is None
@@ -92,7 +93,6 @@ CATEGORY_ROWS: dict[Reason, Callable[[Row], bool]] = {
     and r["dcgm_type"] != "binary",
     Reason.NOT_SUPPORTED: lambda r: bool(re.search("always [a-z]+ NOT_SUPPORTED",
                                                         r["notes"])),
-    Reason.LINK: lambda r: r["scope"] == "link" and r["nvml_source"] != "none",
     Reason.MARKER: lambda r: r["dcgm_name"].endswith("_FIELD_ID") and "LAST" in r["dcgm_name"],
     Reason.NVML: _nvml_not_read,
 }
@@ -124,9 +124,11 @@ def test_an_unserved_line_warns_once_with_its_reason(reason: Reason, name: str) 
 
 
 def test_not_read_yet_warnings_name_the_nvml_call() -> None:
-    warning = parse_collectors("DCGM_FI_DEV_PSTATE, gauge, x\n", "x.csv").warnings[0]
-    assert "DCGM_FI_DEV_PSTATE (DCGM field DCGM_FI_DEV_GPU_PSTATE)" in warning
-    assert "NVML source nvmlDeviceGetPerformanceState not read by this exporter yet" in warning
+    name = "DCGM_FI_DEV_NVLINK_PPCNT_IBPC_PORT_XMIT_WAIT"
+    warning = parse_collectors(f"{name}, gauge, x\n", "x.csv").warnings[0]
+    assert f"{name} (DCGM field DCGM_FI_DEV_NVLINK_PPCNT_IBPC_TX_WAIT_TOTAL)" in warning
+    assert ("NVML source nvmlDeviceReadPRMCounters_v1(NVML_PRM_COUNTER_ID_PPCNT_PORTCOUNTERS_"
+            "PORT_XMIT_WAIT) not read by this exporter yet") in warning
 
 
 @pytest.mark.parametrize(("name", "closest"), [

@@ -62,16 +62,33 @@ def test_every_catalog_field_is_a_dcgm_field() -> None:
         field = table.field(spec.name)
         assert field is not None, spec.name
         assert field.reason is Reason.NVML, spec.name
-    assert {spec.name for spec in table.served.values()} <= {s.name for s in CATALOG}
     # Two catalog entries for one id (a renamed field kept under both names) serve it once.
     ids = {field.dcgm_id for s in CATALOG if (field := table.field(s.name)) is not None}
-    assert len(table.served) == len(ids)
+    assert {i for i, spec in table.served.items() if spec in CATALOG} == ids
+
+
+def test_the_catalog_wins_over_the_generic_readers() -> None:
+    """A field the catalog serves is never generated too, and every other served field is
+    served under its canonical name by the generic readers."""
+    table = dcgm_names()
+    catalog_names = {s.name for s in CATALOG}
+    for field in table.fields:
+        spec = table.served_spec(field)
+        if spec is None:
+            assert field.generated is None
+        elif catalog_names.intersection(field.names):
+            assert field.generated is None, field.name
+            assert spec in CATALOG, field.name
+        else:
+            assert spec is field.generated, field.name
+            assert spec.name == field.name, field.name
 
 
 def test_not_read_yet_is_a_separate_countable_category() -> None:
     table = dcgm_names()
     pending = [f for f in table.unserved() if f.reason is Reason.NVML]
     assert pending, "every field with an NVML source is served: drop the category"
+    assert len(pending) <= 33, "plain NVML reads should all be served"
     for field in pending:
         assert field.nvml_source.startswith("nvml"), field
         assert field.nvml_source in field.reason.explain(field.nvml_source)

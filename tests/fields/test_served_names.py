@@ -1,5 +1,6 @@
-"""Every name of a served field, listed in one collectors file next to the catalog name, is
-exported on a simulated node with the same series as the catalog name."""
+"""Every name of a served field, listed in one collectors file next to the name it is served
+by (the catalog's, or the canonical one), is exported on a simulated node with the same
+series as that name."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.sim import SimNvml
 from exporter.exposition.render import device_families, render
-from exporter.fields.catalog import CATALOG, MetricType, Reader
+from exporter.fields.catalog import CATALOG, FieldSpec, MetricType, Reader
 from exporter.fields.csv import Collectors, parse_collectors
 from exporter.fields.dcgm_names import dcgm_names
 from exporter.sampling.snapshot import HostLabel, Snapshot
@@ -20,22 +21,26 @@ from tests.support.clock import FakeClock
 Series = dict[frozenset[tuple[str, str]], float]
 
 
+SERVED: dict[str, FieldSpec] = {
+    **{s.name: s for s in CATALOG}, **{s.name: s for s in dcgm_names().served.values()}}
+"""Every served spec under the name it is served by: catalog names, canonical names."""
+
+
 def other_names() -> list[tuple[str, str]]:
-    """(name, catalog name) for every non-catalog name that resolves to a catalog field."""
+    """(name, serving name) for every other name of a served field."""
     table = dcgm_names()
     pairs = []
     for field in table.fields:
         spec = table.served_spec(field)
         if spec is not None:
-            pairs += [(n, spec.name) for n in field.names if n not in {s.name for s in CATALOG}]
+            pairs += [(n, spec.name) for n in field.names if n not in SERVED]
     return pairs
 
 
 def all_names_csv() -> str:
-    lines = [f"{s.name}, {s.type.value}, x" for s in CATALOG]
-    for name, catalog_name in other_names():
-        spec = next(s for s in CATALOG if s.name == catalog_name)
-        lines.append(f"{name}, {spec.type.value}, x")
+    lines = [f"{s.name}, {s.type.value}, x" for s in SERVED.values()]
+    for name, serving_name in other_names():
+        lines.append(f"{name}, {SERVED[serving_name].type.value}, x")
     return "\n".join(lines) + "\n"
 
 
@@ -76,7 +81,7 @@ def series_by_name(text: str) -> dict[str, Series]:
 
 @pytest.mark.parametrize(("name", "catalog_name"), [
     pytest.param(n, c, id=n) for n, c in other_names()
-    if next(s for s in CATALOG if s.name == c).type is not MetricType.LABEL
+    if SERVED[c].type is not MetricType.LABEL
 ])
 def test_another_name_exports_the_catalog_names_series(
         exported: tuple[Collectors, dict[str, Series], str], name: str,

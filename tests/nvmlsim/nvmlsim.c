@@ -266,6 +266,16 @@ static nvmlReturn_t begin_device(int fn, nvmlDevice_t d, handle_kind kind, sim_g
 
 static int mig_active(const sim_gpu *g) { return g->mig_capable && g->mig_mode == 1; }
 
+nvmlReturn_t sim_begin_call(int fn) { return begin_call(fn); }
+
+nvmlReturn_t sim_begin_device(int fn, nvmlDevice_t d, int physical, sim_gpu **g, int *slot) {
+    return begin_device(fn, d, physical ? H_PHYS : H_ANY, g, slot);
+}
+
+nvmlReturn_t sim_finish(nvmlReturn_t r) { return finish(r); }
+
+int sim_mig_active(const sim_gpu *g) { return mig_active(g); }
+
 static int has_instances(const sim_gpu *g) {
     for (int i = 0; i < SIM_MAX_GI; i++)
         if (g->gis[i].used) return 1;
@@ -683,7 +693,11 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
         if (!clock) r = NVML_ERROR_INVALID_ARGUMENT;
         else if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) *clock = g->sm_clock;
         else if (type == NVML_CLOCK_MEM) *clock = g->mem_clock;
-        else if (type == NVML_CLOCK_VIDEO) r = NVML_ERROR_NOT_SUPPORTED;
+        else if (type == NVML_CLOCK_VIDEO) {
+            double v;
+            if (sim_value_get(g, "call:nvmlDeviceGetClockInfo(3)", &v)) r = NVML_ERROR_NOT_SUPPORTED;
+            else *clock = (unsigned)v;
+        }
         else r = NVML_ERROR_INVALID_ARGUMENT;
     }
     return finish(r);
@@ -883,12 +897,39 @@ static long long wall_us(void) {
     return (long long)((g_sim.wall0 + (g_sim.last_t - g_sim.t_start)) * 1e6);
 }
 
+/* A "fields" value set for this entry: exact scope first, then any scope. Integral values
+ * answer as unsigned (signed when negative) long long, others as double. */
+static int fill_generic_field(const sim_gpu *g, nvmlFieldValue_t *v) {
+    char key[SIM_VALUE_KEY];
+    double value;
+    snprintf(key, sizeof key, "fi:%u@%u", v->fieldId, v->scopeId);
+    if (sim_value_get(g, key, &value)) {
+        snprintf(key, sizeof key, "fi:%u", v->fieldId);
+        if (sim_value_get(g, key, &value)) return 0;
+    }
+    v->nvmlReturn = NVML_SUCCESS;
+    if (value == floor(value) && fabs(value) < 9.2e18) {
+        if (value >= 0) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+            v->value.ullVal = (unsigned long long)value;
+        } else {
+            v->valueType = NVML_VALUE_TYPE_SIGNED_LONG_LONG;
+            v->value.sllVal = (long long)value;
+        }
+    } else {
+        v->valueType = NVML_VALUE_TYPE_DOUBLE;
+        v->value.dVal = value;
+    }
+    return 1;
+}
+
 static void fill_field(const sim_gpu *g, nvmlFieldValue_t *v) {
     for (unsigned i = 0; i < g->nfield_ret; i++)
         if (g->field_ret_id[i] == v->fieldId && g->field_ret_code[i]) {
             v->nvmlReturn = (nvmlReturn_t)g->field_ret_code[i];
             return;
         }
+    if (fill_generic_field(g, v)) return;
     unsigned long long ull = 0;
     int is_uint = 0;
     switch (v->fieldId) {

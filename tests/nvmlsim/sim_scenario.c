@@ -98,6 +98,34 @@ int sim_gpm_set(sim_gpm_scope *scope, unsigned id, double value) {
     return 0;
 }
 
+int sim_value_get(const sim_gpu *g, const char *key, double *out) {
+    for (unsigned i = 0; i < g->nvalues; i++)
+        if (strcmp(g->values[i].key, key) == 0) {
+            *out = g->values[i].value;
+            return 0;
+        }
+    return -1;
+}
+
+int sim_value_set(sim_gpu *g, const char *key, double value) {
+    if (strlen(key) >= SIM_VALUE_KEY) return -1;
+    for (unsigned i = 0; i < g->nvalues; i++)
+        if (strcmp(g->values[i].key, key) == 0) {
+            g->values[i].value = value;
+            return 0;
+        }
+    if (g->nvalues >= SIM_MAX_VALUES) return -1;
+    snprintf(g->values[g->nvalues].key, SIM_VALUE_KEY, "%s", key);
+    g->values[g->nvalues++].value = value;
+    return 0;
+}
+
+const char *sim_string_get(const sim_gpu *g, const char *key) {
+    for (unsigned i = 0; i < g->nstrings; i++)
+        if (strcmp(g->strings[i].key, key) == 0) return g->strings[i].value;
+    return NULL;
+}
+
 /* Error context: a JSON path such as "devices[1].mig[0]" plus the node's position. */
 typedef struct {
     const char *origin;
@@ -653,6 +681,46 @@ static int apply_lost(const ctx_t *c, const sj_node *obj, sim_gpu *g) {
 }
 
 /* Applies the members of one device object onto g; absent keys keep their values. */
+/* "fields": {"<id>" or "<id>@<scope id>": number}; "calls": {"<function>(<args>)<pick>":
+ * number}, the args without the device handle, e.g. "nvmlDeviceGetMaxClockInfo(1)",
+ * "nvmlDeviceGetBAR1MemoryInfo().bar1Total", "nvmlDeviceGetCpuAffinity(4)[0]". */
+static int apply_values(const ctx_t *c, const sj_node *obj, sim_gpu *g, const char *prefix) {
+    if (want(c, obj, SJ_OBJ)) return -1;
+    for (const sj_node *m = obj->child; m; m = m->next) {
+        char key[SIM_VALUE_KEY];
+        double v;
+        if (get_number(c, m, -9.2e18, 1.8e19, &v)) return -1;
+        if (snprintf(key, sizeof key, "%s%s", prefix, m->key) >= (int)sizeof key)
+            return err_at(c, m, "key \"%s\" is longer than %d characters", m->key,
+                          SIM_VALUE_KEY - 6);
+        if (strcmp(prefix, "fi:") == 0) {
+            unsigned id, scope;
+            char extra;
+            if (sscanf(m->key, "%u@%u%c", &id, &scope, &extra) != 2 &&
+                sscanf(m->key, "%u%c", &id, &extra) != 1)
+                return err_at(c, m, "field key \"%s\" is not <id> or <id>@<scope id>", m->key);
+        }
+        if (sim_value_set(g, key, v)) return err_at(c, m, "more than %d values", SIM_MAX_VALUES);
+    }
+    return 0;
+}
+
+/* "strings": {"<function>(<args>)": "text"}, as "calls" but for string answers. */
+static int apply_strings(const ctx_t *c, const sj_node *obj, sim_gpu *g) {
+    if (want(c, obj, SJ_OBJ)) return -1;
+    g->nstrings = 0;
+    for (const sj_node *m = obj->child; m; m = m->next) {
+        if (g->nstrings >= SIM_MAX_STRINGS)
+            return err_at(c, m, "more than %d strings", SIM_MAX_STRINGS);
+        sim_string *e = &g->strings[g->nstrings];
+        if (snprintf(e->key, sizeof e->key, "%s", m->key) >= (int)sizeof e->key)
+            return err_at(c, m, "key \"%s\" is too long", m->key);
+        if (get_string(c, m, e->value, sizeof e->value)) return -1;
+        g->nstrings++;
+    }
+    return 0;
+}
+
 static int apply_device(const ctx_t *c, const sj_node *obj, unsigned index) {
     if (want(c, obj, SJ_OBJ)) return -1;
     sim_gpu *g = &g_sim.gpus[index];
@@ -698,6 +766,10 @@ static int apply_device(const ctx_t *c, const sj_node *obj, unsigned index) {
             }
         } else if (strcmp(m->key, "lost") == 0) {
             if (apply_lost(c, m, g)) return -1;
+        } else if (strcmp(m->key, "strings") == 0) {
+            if (apply_strings(c, m, g)) return -1;
+        } else if (strcmp(m->key, "fields") == 0 || strcmp(m->key, "calls") == 0) {
+            if (apply_values(c, m, g, strcmp(m->key, "fields") == 0 ? "fi:" : "call:")) return -1;
         } else {
             return err_at(c, m, "unknown device key \"%s\" (see tests/nvmlsim/README.md)", m->key);
         }
@@ -996,6 +1068,13 @@ int sim_set_device_value(unsigned gpu, const char *key, double value) {
     if (gpu >= g_sim.ngpus) {
         sim_set_error("set_value: GPU %u does not exist (%u devices)", gpu, g_sim.ngpus);
         return -1;
+    }
+    if (key && (strncmp(key, "fi:", 3) == 0 || strncmp(key, "call:", 5) == 0)) {
+        if (sim_value_set(&g_sim.gpus[gpu], key, value)) {
+            sim_set_error("set_value: no room for \"%s\"", key);
+            return -1;
+        }
+        return 0;
     }
     const numkey *k = find_key(k_gpu_keys, sizeof k_gpu_keys / sizeof k_gpu_keys[0], key);
     if (!k) {

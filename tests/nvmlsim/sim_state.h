@@ -20,7 +20,11 @@
 #define SIM_MAX_GI 8        /* GPU instances per GPU */
 #define SIM_MAX_PROCS 32
 #define SIM_MAX_PROC_SAMPLES 8 /* timed utilisation samples per process */
-#define SIM_MAX_GPM 32      /* GPM metric ids one scope can answer */
+#define SIM_MAX_GPM 128     /* GPM metric ids one scope can answer */
+#define SIM_MAX_VALUES 384  /* "fields" and "calls" entries of one GPU */
+#define SIM_VALUE_KEY 64
+#define SIM_MAX_STRINGS 8   /* "strings" entries of one GPU */
+#define SIM_STRING 96
 #define SIM_MAX_FIELD_RET 16
 #define SIM_MAX_PENDING 128 /* XID events not yet due */
 #define SIM_MAX_SETS 8
@@ -89,7 +93,40 @@
     X(nvmlEventSetFree)                                    \
     X(nvmlDeviceGetComputeRunningProcesses_v3)             \
     X(nvmlDeviceGetMPSComputeRunningProcesses_v3)          \
-    X(nvmlDeviceGetProcessUtilization)
+    X(nvmlDeviceGetProcessUtilization)                     \
+    X(nvmlSystemGetCudaDriverVersion_v2)                   \
+    X(nvmlSystemGetConfComputeState)                       \
+    X(nvmlDeviceGetMaxClockInfo)                           \
+    X(nvmlDeviceGetApplicationsClock)                      \
+    X(nvmlDeviceGetAutoBoostedClocksEnabled)               \
+    X(nvmlDeviceGetFanSpeed)                               \
+    X(nvmlDeviceGetPerformanceState)                       \
+    X(nvmlDeviceGetTemperatureThreshold)                   \
+    X(nvmlDeviceGetMarginTemperature)                      \
+    X(nvmlDeviceGetPowerManagementLimitConstraints)        \
+    X(nvmlDeviceGetPowerManagementDefaultLimit)            \
+    X(nvmlDeviceGetEnforcedPowerLimit)                     \
+    X(nvmlDeviceGetMaxPcieLinkGeneration)                  \
+    X(nvmlDeviceGetCurrPcieLinkGeneration)                 \
+    X(nvmlDeviceGetMaxPcieLinkWidth)                       \
+    X(nvmlDeviceGetCurrPcieLinkWidth)                      \
+    X(nvmlDeviceGetBAR1MemoryInfo)                         \
+    X(nvmlDeviceGetComputeMode)                            \
+    X(nvmlDeviceGetPersistenceMode)                        \
+    X(nvmlDeviceGetVirtualizationMode)                     \
+    X(nvmlDeviceGetCudaComputeCapability)                  \
+    X(nvmlDeviceGetInforomConfigurationChecksum)           \
+    X(nvmlDeviceGetRowRemapperHistogram)                   \
+    X(nvmlDeviceGetMemoryErrorCounter)                     \
+    X(nvmlDeviceGetCpuAffinity)                            \
+    X(nvmlDeviceGetMemoryAffinity)                         \
+    X(nvmlDeviceGetNvLinkState)                            \
+    X(nvmlDeviceGetNvLinkErrorCounter)                     \
+    X(nvmlDeviceGetSerial)                                 \
+    X(nvmlDeviceGetVbiosVersion)                           \
+    X(nvmlDeviceGetInforomVersion)                         \
+    X(nvmlDeviceGetInforomImageVersion)                    \
+    X(nvmlDeviceGetGpuFabricInfoV)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,
@@ -129,6 +166,18 @@ typedef struct {
     int own_gpm; /* otherwise GPM samples read the GPU instance's scope */
     sim_gpm_scope gpm;
 } sim_ci;
+
+/* A value answered by the generic lookups of sim_calls.c: "fi:<field id>[@<scope id>]" for
+ * nvmlDeviceGetFieldValues, "call:<function>(<args>)<pick>" for the other calls. */
+typedef struct {
+    char key[SIM_VALUE_KEY];
+    double value;
+} sim_value;
+
+typedef struct {
+    char key[SIM_VALUE_KEY];
+    char value[SIM_STRING];
+} sim_string;
 
 typedef struct {
     double at; /* simulated seconds at which NVML took the sample */
@@ -177,6 +226,10 @@ typedef struct {
     sim_ci cis[SIM_MAX_MIG];
     sim_proc procs[SIM_MAX_PROCS];
     unsigned nprocs;
+    sim_value values[SIM_MAX_VALUES];
+    unsigned nvalues;
+    sim_string strings[SIM_MAX_STRINGS];
+    unsigned nstrings;
     unsigned field_ret_id[SIM_MAX_FIELD_RET];
     int field_ret_code[SIM_MAX_FIELD_RET];
     unsigned nfield_ret;
@@ -259,6 +312,20 @@ SIM_INTERNAL int sim_gpm_find(const sim_gpm_scope *scope, unsigned id);
 SIM_INTERNAL int sim_gpm_set(sim_gpm_scope *scope, unsigned id, double value);
 /* Arms a hang (validated: function, GPU, times); -1 with the reason in last_error. */
 SIM_INTERNAL int sim_add_hang(const char *function, int gpu, double at, double for_s);
+
+/* Generic values (sim_scenario.c): 0 and the value, or -1 when the key is not set. */
+SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, double *out);
+SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, double value);
+/* Generic strings ("strings": the call's key as for "calls"): NULL when not set. */
+SIM_INTERNAL const char *sim_string_get(const sim_gpu *g, const char *key);
+
+/* nvmlsim.c: the call prologue the entry points in sim_calls.c share */
+SIM_INTERNAL nvmlReturn_t sim_begin_call(int fn);
+/* physical: MIG device handles answer NOT_SUPPORTED. */
+SIM_INTERNAL nvmlReturn_t sim_begin_device(int fn, nvmlDevice_t d, int physical, sim_gpu **g,
+                                           int *slot);
+SIM_INTERNAL nvmlReturn_t sim_finish(nvmlReturn_t r);
+SIM_INTERNAL int sim_mig_active(const sim_gpu *g);
 
 /* nvmlsim.c: the lock (and the condition event waits block on) live there */
 SIM_INTERNAL void sim_lock(void);

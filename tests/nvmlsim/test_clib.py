@@ -326,7 +326,7 @@ def test_return_code_overrides(nvmlsim_lib: Path, tmp_path: Path) -> None:
         sim.set_return("nvmlDeviceGetPowerUsage", 0, gpu=1)
         out["power_cleared"] = outcome(pynvml.nvmlDeviceGetPowerUsage, h1)
         # a symbol the library does not export at all
-        out["absent"] = outcome(pynvml.nvmlDeviceGetFanSpeed, h0)
+        out["absent"] = outcome(pynvml.nvmlDeviceGetBoardId, h0)
         sim.set_field_return(0, 82, "NOT_SUPPORTED")
         out["field"] = pynvml.nvmlDeviceGetFieldValues(h0, [82])[0].nvmlReturn
         out["error_string"] = pynvml.nvmlErrorString(15)

@@ -117,6 +117,13 @@ ERRORS = Section("Errors", (
     _ts("XID events in the exporter's window", (Query(
         f"DCGM_EXP_XID_ERRORS_COUNT{S}", f"{INSTANCE_LEGEND} xid {{{{xid}}}}"),), "short",
         "dcgm-exporter compatible count of XIDs per code in a sliding window."),
+    _ts("NVLink errors", _series(("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "crc flit"),
+                                 ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "crc data"),
+                                 ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "replay"),
+                                 ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "recovery"),
+                                 fmt="increase({}" + RATE + ")"),
+        "short", "NVLink errors over all links per rate window: CRC errors are retried "
+        "(replay), a recovery retrains a link; XID 74 follows when one breaks."),
     _ts("Last XID code", _series(("DCGM_FI_DEV_XID_ERRORS", "last xid"), legend=INSTANCE_LEGEND),
         "none", "The most recent XID code (a gauge: it never goes back to 0)."),
     _ts("ECC errors", (

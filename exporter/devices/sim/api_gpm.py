@@ -7,6 +7,7 @@ from typing import Any
 
 import pynvml
 
+from exporter.devices.sim.boards import BOARD_FIGURES
 from exporter.devices.sim.core import (
     GpuEntry,
     Handle,
@@ -106,10 +107,13 @@ class GpmCalls(SimCore):
             mean = max(0.0, min(1.0, (late.activity - early.activity) / span))
             weight = gpu.dyn.scope_weight(late.scope)
             nvlink = board.nvlink_links > 0 and not gpu.mig_on
+            figures = BOARD_FIGURES[board.name]
+            engines = (figures.nvdec, figures.nvjpg, figures.nvofa)
             for i in range(count):
                 metric = metrics_get.metrics[i]
                 value = gpm_metric(board.pcie_peak_mib_s, board.nvlink_peak_gib_s,
-                                   int(metric.metricId), mean, weight, nvlink)
+                                   int(metric.metricId), mean, weight, nvlink,
+                                   engines, board.nvlink_links)
                 if value is None:
                     metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
                     metric.value = 0.0
@@ -119,5 +123,6 @@ class GpmCalls(SimCore):
             return metrics_get
 
 
-GPM_METRIC_IDS = tuple(sorted({*GPM_UTIL_SHARES, 20, 21, 60, 61}))
+GPM_METRIC_IDS = tuple(sorted({*GPM_UTIL_SHARES, 20, 21, 60, 61, *range(62, 98),
+                               *range(30, 38), *range(40, 48), 50, 51}))
 """GPM metric ids the simulation answers."""

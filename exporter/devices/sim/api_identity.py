@@ -50,6 +50,17 @@ class IdentityCalls(SimCore):
             self._begin("nvmlSystemGetCudaDriverVersion")
             return P.CUDA_DRIVER_VERSION
 
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        with self._lock:
+            self._begin("nvmlSystemGetCudaDriverVersion_v2")
+            return P.CUDA_DRIVER_VERSION
+
+    def nvmlSystemGetConfComputeState(self) -> Any:
+        """Confidential computing off, as in every capture."""
+        with self._lock:
+            self._begin("nvmlSystemGetConfComputeState")
+            return pynvml.c_nvmlConfComputeSystemState_t()
+
     # -- enumeration and identity -----------------------------------------------------------
 
     def nvmlDeviceGetCount(self) -> int:

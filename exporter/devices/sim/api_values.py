@@ -7,6 +7,7 @@ from typing import Any
 import pynvml
 
 from exporter.devices.sim.core import NOT_AVAILABLE, GpuEntry, Handle, MigEntry, SimCore, fail
+from exporter.devices.sim.field_values import other_field_value
 
 _SAMPLING_PERIOD_US = 167000
 
@@ -29,6 +30,7 @@ class ValueCalls(SimCore):
             if clock_type == pynvml.NVML_CLOCK_MEM:
                 return dyn.mem_clock_mhz(t)
             if clock_type == pynvml.NVML_CLOCK_VIDEO:
+                # The capture: 765 MHz idle, 1545 MHz at the 1980 MHz SM clock.
                 return max(765, dyn.sm_clock_mhz(t) * 1545 // 1980)
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
@@ -165,8 +167,11 @@ class ValueCalls(SimCore):
                 put(total if scope_id == NOT_AVAILABLE else total // board.nvlink_links)
             else:
                 entry.nvmlReturn = pynvml.NVML_ERROR_INVALID_ARGUMENT
+        elif (answer := other_field_value(gpu, field_id, scope_id, t)) is not None:
+            value, member, value_type = answer
+            put(int(value), member, value_type)
         else:
             # Page retirement is replaced by row remapping from Ampere on (the captures
-            # show N/A), and no other field is modelled.
+            # show N/A), and what other_field_value does not model is not supported.
             entry.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
 

@@ -19,6 +19,7 @@ from exporter.devices.sim.faults import (
     Fault,
     FbRampFault,
     IdleFault,
+    NvlinkFault,
     PowerBrakeFault,
     RemapFault,
     ThermalFault,
@@ -132,6 +133,9 @@ class GpuDynamics:
         self.replays_per_active_s = rng.choice((0.0, 0.0, 0.0, 0.002, 0.02))
         self.replays_at_start = rng.randint(0, 40) if self.replays_per_active_s else 0
         self.aggregate_sbe = rng.choice((0, 0, 0, 1, 3))
+        self.nvlink_crc_per_active_s = rng.choice((0.0, 0.0, 0.0, 1e-3)) \
+            if board.nvlink_links else 0.0
+        self.nvlink_faults = tuple(f for f in mine if isinstance(f, NvlinkFault))
 
     @staticmethod
     def _memory(rng: random.Random, total: int, reserved: int,
@@ -192,6 +196,10 @@ class GpuDynamics:
         joules = b.power_idle_w * t + (b.power_load_w - b.power_idle_w) * (
             self.power_fraction_integral(0.0, t))
         return self.energy_at_start_mj + joules * 1000.0
+
+    def instant_power_mw(self, t: float) -> float:
+        """The draw at t itself (NVML_FI_DEV_POWER_INSTANT), not the 1-second mean."""
+        return self._watts(self.power_fraction(t)) * 1000.0
 
     def power_mw(self, t: float) -> float:
         """Mean draw over the last second, as NVML reports on Ampere and newer."""
@@ -307,6 +315,17 @@ class GpuDynamics:
         start = self.nvlink_kib_at_start * (1.0 if direction == "tx" else 0.92)
         return start + peak_kib_s * share * self.activity_integral(0.0, t)
 
+    def nvlink_errors(self, t: float, link: int, counter: int) -> int:
+        """NVML_NVLINK_ERROR_DL_* count of one link: a healthy link's rare CRC flit errors
+        (each corrected by a replay), plus what `nvlink` faults on that link add."""
+        busy = self.activity_integral(0.0, t)
+        crc = int(self.nvlink_crc_per_active_s * busy * (1 + link % 3))
+        for f in self.nvlink_faults:
+            if f.link == link and f.at <= t:
+                crc += int(f.crc_per_s * (min(t, f.until) - f.at))
+        # NVML_NVLINK_ERROR_DL_REPLAY 0, _RECOVERY 1, _CRC_FLIT 2, _CRC_DATA 3
+        return {0: crc // 2, 1: crc // 50, 2: crc, 3: crc // 10}.get(counter, 0)
+
     def ecc_volatile(self, t: float) -> tuple[int, int]:
         """(single-bit, double-bit) since the driver loaded."""
         started = [f for f in self.ecc if f.at <= t]
@@ -340,12 +359,23 @@ class GpuDynamics:
 
 
 def gpm_metric(board_peak_pcie: float, nvlink_peak_gib_s: float, metric_id: int,
-               mean_activity: float, weight: float, nvlink: bool) -> float | None:
-    """A GPM metric from the mean activity between two samples; None if not modelled."""
+               mean_activity: float, weight: float, nvlink: bool,
+               engines: tuple[int, int, int] = (0, 0, 0), links: int = 0) -> float | None:
+    """A GPM metric from the mean activity between two samples; None if not modelled.
+
+    `engines`: the board's NVDEC, NVJPG and NVOFA counts (idle under compute loads: 0 %);
+    `links`: its NVLink count, over which the per-link rates share the total."""
     a = mean_activity
     share = GPM_UTIL_SHARES.get(metric_id)
     if share is not None:
         return 100.0 * min(1.0, share * a)
+    for first, count in zip((30, 40, 50), engines, strict=True):  # NVDEC_0, NVJPG_0, NVOFA_0
+        if first <= metric_id < first + 8:
+            return 0.0 if metric_id - first < count else None
+    if 62 <= metric_id <= 97 and nvlink and (metric_id - 62) // 2 < links:
+        total_id = 60 if metric_id % 2 == 0 else 61  # NVLINK_Ln_RX even, _TX odd
+        total = gpm_metric(board_peak_pcie, nvlink_peak_gib_s, total_id, a, weight, nvlink)
+        return None if total is None else total / links
     if metric_id == 20:  # PCIE_TX_PER_SEC
         return board_peak_pcie * weight * (0.01 + 0.25 * a)
     if metric_id == 21:  # PCIE_RX_PER_SEC

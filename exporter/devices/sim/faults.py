@@ -130,6 +130,19 @@ class IdleFault:
     spec: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class NvlinkFault:
+    """One NVLink of a GPU takes CRC flit errors at `crc_per_s` from `at` until `until` (its
+    replay, CRC data and recovery counters follow at fixed fractions)."""
+
+    gpu: int
+    link: int
+    at: float
+    crc_per_s: float
+    until: float = math.inf
+    spec: str = ""
+
+
 Fault = (
     XidFault
     | LostFault
@@ -141,6 +154,7 @@ Fault = (
     | ThermalFault
     | PowerBrakeFault
     | IdleFault
+    | NvlinkFault
 )
 
 GRAMMAR: Mapping[str, str] = {
@@ -154,6 +168,7 @@ GRAMMAR: Mapping[str, str] = {
     "thermal": "thermal,gpu=0,at=5s[,for=1m]",
     "power-brake": "power-brake,gpu=0,at=5s[,for=1m]",
     "idle": "idle,gpu=3,at=0s[,for=1m][,gi=2]",
+    "nvlink": "nvlink,gpu=0,link=3,at=5s,rate=20[,for=1m]",
 }
 """One example per kind; square brackets mark optional keys."""
 
@@ -168,6 +183,7 @@ _REQUIRED: Mapping[str, tuple[str, ...]] = {
     "thermal": ("gpu", "at"),
     "power-brake": ("gpu", "at"),
     "idle": ("gpu", "at"),
+    "nvlink": ("gpu", "link", "at", "rate"),
 }
 _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "xid": ("gi",),
@@ -180,6 +196,7 @@ _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "thermal": ("for",),
     "power-brake": ("for",),
     "idle": ("for", "gi"),
+    "nvlink": ("for",),
 }
 _VALUE_HINTS: Mapping[str, str] = {
     "code": "an XID number such as 79",
@@ -193,6 +210,8 @@ _VALUE_HINTS: Mapping[str, str] = {
     "sbe": "a count of single-bit errors (0 or more)",
     "failure": "0 or 1",
     "pending": "0 or 1",
+    "link": "an NVLink index such as 3",
+    "rate": "CRC errors per second (more than 0)",
 }
 
 
@@ -285,6 +304,42 @@ def _split(spec: str) -> tuple[str, dict[str, str]]:
     return kind, items
 
 
+def _ecc_fault(items: _Items, gpu: int, at: float, spec: str) -> Fault:
+    dbe, sbe = items.int_("dbe") or 0, items.int_("sbe") or 0
+    if "dbe" not in items.items and "sbe" not in items.items:
+        raise ValueError(f"ecc faults need dbe= and/or sbe=; expected e.g. {GRAMMAR['ecc']}")
+    return EccFault(gpu, at, dbe, sbe, spec)
+
+
+def _remap_fault(items: _Items, gpu: int, at: float, spec: str) -> Fault:
+    failure = items.int_("failure", high=1)
+    pending = items.int_("pending", high=1)
+    if failure is None and pending is None:
+        raise ValueError(
+            f"remap faults need failure= and/or pending=; expected e.g. {GRAMMAR['remap']}")
+    return RemapFault(gpu, at, bool(failure), bool(pending), spec)
+
+
+def _nvlink_fault(items: _Items, gpu: int, at: float, spec: str) -> Fault:
+    link = items.int_("link", high=35)
+    rate = items._get("rate", float, "is not a number")
+    assert link is not None
+    assert rate is not None
+    if rate <= 0:
+        raise items._fail("rate", "must be more than 0")
+    window = items.window()
+    return NvlinkFault(gpu, link, at, rate, math.inf if window.end is None else window.end,
+                       spec)
+
+
+_COUNTER_FAULTS: Mapping[str, Callable[[_Items, int, float, str], Fault]] = {
+    "ecc": _ecc_fault,
+    "remap": _remap_fault,
+    "nvlink": _nvlink_fault,
+}
+"""Faults that start counting at `at` on one GPU, parsed past `gpu` and `at`."""
+
+
 def parse_fault(spec: str) -> Fault:
     """Parse one `--sim.fault` spec; ValueError names the bad part and the expected form."""
     kind, raw = _split(spec)
@@ -309,27 +364,10 @@ def parse_fault(spec: str) -> Fault:
         assert over is not None
         assert to is not None
         return FbRampFault(gpu, at, over, to, items.int_("gi"), spec)
-    if kind == "ecc":
+    if kind in _COUNTER_FAULTS:
         assert gpu is not None
         assert at is not None
-        dbe, sbe = items.int_("dbe") or 0, items.int_("sbe") or 0
-        if "dbe" not in raw and "sbe" not in raw:
-            raise ValueError(
-                f"ecc faults need dbe= and/or sbe=; expected e.g. "
-                f"{GRAMMAR[kind]}"
-            )
-        return EccFault(gpu, at, dbe, sbe, spec)
-    if kind == "remap":
-        assert gpu is not None
-        assert at is not None
-        failure = items.int_("failure", high=1)
-        pending = items.int_("pending", high=1)
-        if failure is None and pending is None:
-            raise ValueError(
-                f"remap faults need failure= and/or pending=; expected e.g. "
-                f"{GRAMMAR[kind]}"
-            )
-        return RemapFault(gpu, at, bool(failure), bool(pending), spec)
+        return _COUNTER_FAULTS[kind](items, gpu, at, spec)
     assert gpu is not None
     window = items.window()
     if kind == "lost":

@@ -14,6 +14,7 @@ from exporter.devices.sim import (
     GpmAdminOnlyFault,
     IdleFault,
     LostFault,
+    NvlinkFault,
     NvmlDownFault,
     PowerBrakeFault,
     RemapFault,
@@ -70,7 +71,8 @@ def test_every_grammar_example_parses() -> None:
     kinds = {"xid": XidFault, "lost": LostFault, "nvml-down": NvmlDownFault,
              "gpm-admin-only": GpmAdminOnlyFault, "fb-ramp": FbRampFault, "ecc": EccFault,
              "remap": RemapFault,
-             "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault}
+             "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault,
+             "nvlink": NvlinkFault}
     assert set(GRAMMAR) == set(kinds)
     for kind, example in GRAMMAR.items():
         full = example.replace("[", "").replace("]", "").replace("=N", "=3")

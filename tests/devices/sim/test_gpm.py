@@ -118,8 +118,9 @@ def test_unmodelled_metric_fails_alone(make_sim: SimFactory) -> None:
     sim, clock = make_sim("h100-8")
     h = sim.nvmlDeviceGetHandleByIndex(0)
     got = _measure(sim, clock, lambda s: sim.nvmlGpmSampleGet(h, s), 1.0,
-                   [pynvml.NVML_GPM_METRIC_NVOFA_0_UTIL, pynvml.NVML_GPM_METRIC_SM_UTIL])
-    assert got[pynvml.NVML_GPM_METRIC_NVOFA_0_UTIL][0] == pynvml.NVML_ERROR_NOT_SUPPORTED
+                   [pynvml.NVML_GPM_METRIC_C2C_TOTAL_TX_PER_SEC, pynvml.NVML_GPM_METRIC_SM_UTIL])
+    # No C2C link on an H100 SXM board.
+    assert got[pynvml.NVML_GPM_METRIC_C2C_TOTAL_TX_PER_SEC][0] == pynvml.NVML_ERROR_NOT_SUPPORTED
     assert got[pynvml.NVML_GPM_METRIC_SM_UTIL][0] == pynvml.NVML_SUCCESS
 
 

@@ -1,0 +1,39 @@
+"""Label-type fields read through plain NVML calls (`DCGM_FI_DEV_SERIAL, label`, ...):
+strings that do not change while the device is there, so each is read once per enumeration
+and then labels every series of its GPU (and of the GPU's MIG instances)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from exporter.devices.accounting import CallErrors
+from exporter.devices.errors import is_nvml_error, nvml_code
+from exporter.devices.nvml_api import Handle, NvmlLib
+from exporter.fields.catalog import HANDLE, Call, FieldSpec, MetricType, Reader
+
+
+def is_static_label(spec: FieldSpec) -> bool:
+    return spec.type is MetricType.LABEL and spec.reader is Reader.CALL
+
+
+def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
+                errors: CallErrors) -> dict[str, str]:
+    """Field name -> string for each spec NVML answers (an error leaves its label out)."""
+    labels: dict[str, str] = {}
+    for spec in specs:
+        call = spec.part
+        assert isinstance(call, Call)
+        function = getattr(lib, call.function, None)
+        if function is None:
+            continue
+        try:
+            answer = function(*(handle if a == HANDLE else a for a in call.args))
+        except Exception as exc:
+            if not is_nvml_error(exc):
+                raise
+            errors.count(call.function, nvml_code(exc))
+            continue
+        if isinstance(call.pick, str):
+            answer = getattr(answer, call.pick)
+        labels[spec.name] = answer.decode() if isinstance(answer, bytes) else str(answer)
+    return labels

@@ -1,0 +1,310 @@
+"""How this exporter reads a DCGM field, worked out from its row of the reference table.
+
+The table says which NVML call (or `NVML_FI_*` field id, or GPM metric id) DCGM reads and
+which conversion it applies, in a small set of recurring phrasings. `recipe` turns a
+canonical row into a `FieldSpec`, or None when the call needs more than a plain read (a
+struct passed in, a register access, a value DCGM composes): those stay "not read yet".
+NVML constants are resolved through pynvml, so a name nvml.h does not define fails the
+generation rather than shipping a wrong id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import pynvml
+
+from exporter.fields.catalog import (
+    HANDLE,
+    LINK,
+    NVLINK_SCOPE_ALL_LINKS,
+    Arg,
+    Call,
+    Convert,
+    FieldRefs,
+    FieldSpec,
+    GpmLink,
+    MetricType,
+    Part,
+    Reader,
+    Scope,
+)
+
+Row = Mapping[str, str]
+
+_FIELD_VALUES = re.compile(r"nvmlDeviceGetFieldValues\(([\w +]+)\)(?: scopeId=(\w+))?")
+_GPM = re.compile(r"nvmlGpmMetricsGet\((NVML_GPM_METRIC_\w+)\)")
+_GPM_ID = re.compile(r"metric id (\d+)")
+_GPM_LINK = re.compile(r"L0_[TR]X_PER_SEC\((\d+)\) \+ 2n .*L18_[TR]X_PER_SEC\((\d+)\)")
+_CALL = re.compile(r"(nvml\w+)(?:\(([\w, =]*)\))?")
+_LINK_ARG = re.compile(r"link=(\d+)")
+
+_THROUGHPUT = "rate = (delta KiB)"
+"""DCGM turns the NVLink KiB counters into MB/s rates; this exporter exports the counters
+themselves (as it does for DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL): `rate()` gives the same."""
+
+_FIELD_CONVERSIONS = {
+    "none (raw field value; valueType converted to int64)": Convert.NONE,
+    "none (raw field value; valueType converted to double)": Convert.NONE,
+    "value.uiVal": Convert.NONE,
+    "value.uiVal used regardless of valueType; > 200 -> blank": Convert.TEMPERATURE,
+    "value.uiVal mW / 1000.0 -> W (double)": Convert.MILLIWATT_TO_WATT,
+    "mJ / 1000 -> J": Convert.MILLIJOULE_TO_JOULE,
+}
+_GPM_CONVERSIONS = {
+    "GPM percent 0..100 / 100 -> ratio 0..1 (double)": Convert.PERCENT_TO_RATIO,
+    "GPM MiB/s * 1048576 -> bytes/s, truncated to int64": Convert.MIB_PER_S_TO_BYTES_PER_S,
+    "GPM MiB/s * 1048576 -> bytes/s (int64)": Convert.MIB_PER_S_TO_BYTES_PER_S,
+    "GPM percent 0..100 truncated to int64 (NOT divided by 100)": Convert.TRUNCATE,
+    "GPM value truncated to int64 (cumulative since reboot)": Convert.TRUNCATE,
+}
+
+# pynvml's names where they differ from the C function the table names.
+_PYNVML_FUNCTION = {
+    "nvmlDeviceGetCount_v2": "nvmlDeviceGetCount",
+}
+# Functions whose pynvml wrapper already returns the one value the table picks.
+_RETURNS_THE_VALUE = {"nvmlDeviceGetMarginTemperature": "marginTemperature"}
+# Calls that take a caller-built struct (PRM: a register access DCGM packs and unpacks
+# itself): not a plain read. nvmlDeviceGetUnrepairableMemoryFlag_v1 is one too, and pynvml
+# 13's struct for it (version, flag) does not match nvml.h 13's (the flag alone): its answer
+# would be read from the wrong word.
+_TAKES_A_STRUCT = frozenset({"nvmlDeviceGetPlatformInfo",
+                             "nvmlDeviceGetSramEccErrorStatus", "nvmlDeviceReadWritePRM_v1",
+                             "nvmlDeviceReadPRMCounters_v1",
+                             "nvmlDeviceGetUnrepairableMemoryFlag_v1"})
+_MEMORY_READER_PARTS = {".total": "total", ".free": "free", ".used": "used",
+                        ".reserved": "reserved"}
+
+
+def _constant(name: str) -> int:
+    value = getattr(pynvml, name, None)
+    if not isinstance(value, int):
+        raise ValueError(f"{name} is not an NVML constant pynvml defines")
+    return value
+
+
+def _scope_of(row: Row, reader: Reader) -> Scope:
+    if row["scope"] == "link":
+        return Scope.LINK
+    if reader in (Reader.GPM, Reader.MEMORY) or row["nvml_source"].startswith(
+            "nvmlDeviceGetBAR1MemoryInfo"):
+        # Read per MIG GPU instance under MIG (GPM on its scope, memory on its MIG device).
+        return Scope.INSTANCE
+    return Scope.GPU
+
+
+def _type_of(row: Row) -> MetricType:
+    text = " ".join((row["dcgm_name"], row["conversion"], row["notes"]))
+    capacity = re.search(r"_(FB|BAR1)_TOTAL$", row["dcgm_name"]) is not None
+    cumulative = ("cumulative" in text or (row["dcgm_name"].endswith("_TOTAL") and not capacity)
+                  or _THROUGHPUT in row["conversion"]
+                  or re.search(r"_ECC_[SD]BE_(VOL|AGG)_", row["dcgm_name"]) is not None
+                  or row["dcgm_name"].endswith("_VIOLATION"))
+    return MetricType.COUNTER if cumulative else MetricType.GAUGE
+
+
+def _field_values(row: Row) -> tuple[Part, Convert, str] | None:
+    match = _FIELD_VALUES.fullmatch(row["nvml_source"])
+    if match is None:
+        return None
+    ids = [_constant(n.strip()) for n in match.group(1).split("+")]
+    scope_text = match.group(2)
+    unit = row["unit"]
+    conversion = row["conversion"]
+    if conversion.startswith(_THROUGHPUT):
+        convert, unit = Convert.NONE, "KiB"
+    elif conversion.startswith("decode: mantissa"):
+        convert = Convert.BER
+    elif conversion in _FIELD_CONVERSIONS:
+        convert = _FIELD_CONVERSIONS[conversion]
+    else:
+        return None
+    scope: Arg
+    if scope_text == "link" or row["scope"] == "link":
+        scope = LINK
+    elif scope_text is not None:
+        scope = int(scope_text, 0)
+    elif "scopeId=0xFFFFFFFF" in row["notes"]:
+        # NVLink5 counters: DCGM asks for the aggregate over all links.
+        scope = NVLINK_SCOPE_ALL_LINKS
+    else:
+        scope = 0
+    if len(ids) == 1 and scope == 0:
+        return ids[0], convert, unit
+    return FieldRefs(tuple((i, scope) for i in ids)), convert, unit
+
+
+def _gpm(row: Row) -> tuple[Part, Convert, str] | None:
+    convert = _GPM_CONVERSIONS.get(row["conversion"])
+    if convert is None:
+        return None
+    link = _GPM_LINK.search(row["notes"])
+    if link is not None:
+        return GpmLink(int(link.group(1)), int(link.group(2))), convert, row["unit"]
+    match = _GPM.fullmatch(row["nvml_source"])
+    metric = _GPM_ID.search(row["notes"])
+    if match is None or metric is None or int(metric.group(1)) != _constant(match.group(1)):
+        return None
+    unit = "ratio" if convert is Convert.PERCENT_TO_RATIO else row["unit"]
+    return int(metric.group(1)), convert, unit
+
+
+def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
+    args: list[Arg] = []
+    for arg in (a.strip() for a in (args_text or "").split(",") if a.strip()):
+        lane = _LINK_ARG.fullmatch(arg)
+        if lane is not None:
+            args.append(int(lane.group(1)))
+        elif arg == "link":
+            args.append(LINK if link_scope else 0)
+        else:
+            args.append(_constant(arg))
+    return tuple(args)
+
+
+def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
+    """Fabric registration fields; the error code (DCGM's own return codes for NVML's) and
+    the cluster UUID (a string that changes when registration completes) are not read."""
+    if conversion.startswith(".state/.status -> dcgmFabricManagerStatus_t"):
+        return Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS
+    member = re.match(r"\.(cliqueId|healthMask|healthSummary)\b", conversion)
+    return None if member is None else (Reader.FABRIC, member.group(1), Convert.NONE)
+
+
+def _memory(conversion: str) -> tuple[Reader, Part, Convert] | None:
+    if conversion.startswith("used / (total - reserved)"):
+        return Reader.MEMORY, None, Convert.FB_USED_RATIO
+    member = conversion.split(" ")[0]
+    if member in _MEMORY_READER_PARTS and "1048576" in conversion:
+        return Reader.MEMORY, _MEMORY_READER_PARTS[member], Convert.BYTES_TO_MIB
+    return None
+
+
+_READER_CALLS = {"nvmlDeviceGetMemoryInfo_v2": _memory, "nvmlDeviceGetGpuFabricInfoV": _fabric}
+"""Calls a catalog reader makes already (and picks apart as it does)."""
+
+Pick = str | int | None
+
+_EXACT_CONVERSIONS: Mapping[str, tuple[Pick, Convert]] = {
+    "none": (None, Convert.NONE),
+    "none (cached at attach)": (None, Convert.NONE),
+    "MHz * 1000000 -> Hz": (None, Convert.MHZ_TO_HZ),
+    "isEnabled (first out-param)": (0, Convert.NONE),
+    "current mode only": (0, Convert.NONE),
+    "(major << 16) | minor": (None, Convert.COMPUTE_CAPABILITY),
+}
+_PREFIX_CONVERSIONS: tuple[tuple[str, Pick, Convert], ...] = (
+    ("none; readings > 200", None, Convert.TEMPERATURE),
+    ("mW / 1000 integer division", None, Convert.MILLIWATT_TO_WATT_FLOOR),
+    ("minLimit mW / 1000 integer", 0, Convert.MILLIWATT_TO_WATT_FLOOR),
+    ("maxLimit mW / 1000 integer", 1, Convert.MILLIWATT_TO_WATT_FLOOR),
+    ("mW / 1000.0", None, Convert.MILLIWATT_TO_WATT),
+    ("percent / 100 -> ratio", None, Convert.PERCENT_TO_RATIO),
+    ("remap: NVML PROHIBITED(2)->1", None, Convert.COMPUTE_MODE),
+    (".isSupportedDevice", "isSupportedDevice", Convert.NONE),
+)
+"""Conversion phrasings of plain calls: what to pick from the answer and how to convert it."""
+
+
+def _pick_and_convert(function: str, conversion: str) -> tuple[Pick, Convert] | None:
+    if conversion in _EXACT_CONVERSIONS:
+        return _EXACT_CONVERSIONS[conversion]
+    for prefix, pick, convert in _PREFIX_CONVERSIONS:
+        if conversion.startswith(prefix):
+            return pick, convert
+    attribute = re.match(r"\.(\w+)", conversion)
+    if attribute is None:
+        return None
+    name = attribute.group(1)
+    if _RETURNS_THE_VALUE.get(function) == name:
+        return None, Convert.NONE
+    if "bytes / 1048576" in conversion:
+        return name, Convert.BYTES_TO_MIB
+    if re.fullmatch(r"\.\w+( bytes.*| \(signed\))?", conversion):
+        return name, Convert.NONE
+    return None
+
+
+def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
+    """A plain call: the table's function with constant arguments, and a conversion of a
+    known phrasing. Calls that take a struct or need more than one call return None."""
+    match = _CALL.fullmatch(row["nvml_source"])
+    if match is None:
+        return None
+    function, args_text = match.groups()
+    conversion = row["conversion"]
+    if function in _READER_CALLS:
+        return _READER_CALLS[function](conversion)
+    function = _PYNVML_FUNCTION.get(function, function)
+    if function in _TAKES_A_STRUCT or not callable(getattr(pynvml, function, None)):
+        return None
+    args = _call_args(args_text, row["scope"] == "link")
+    if function.startswith(("nvmlDevice", "nvmlGpm")) and function != "nvmlDeviceGetCount":
+        args = (HANDLE, *args)
+    word = re.fullmatch(r"word (\d) of a 4 x 64-bit (cpu|node)Set", conversion)
+    if word is not None:
+        # Four 64-bit words: CPUs / NUMA nodes 0-255.
+        return Reader.CALL, Call(function, (HANDLE, 4, *args[1:]), int(word.group(1))), \
+            Convert.NONE
+    found = _pick_and_convert(function, conversion)
+    if found is None:
+        return None
+    pick, convert = found
+    return Reader.CALL, Call(function, args, pick), convert
+
+
+_NOT_A_PLAIN_STRING = frozenset({
+    "nvmlDeviceGetBrand",  # an enum DCGM spells with nvidia-smi's words
+    "nvmlSystemGetProcessName",  # DCGM asks for its own process's name
+})
+
+
+def _string(row: Row) -> Call | None:
+    """A string field read with one plain call: served as a `label` field (the string is a
+    label on the entity's other series, read once per enumeration)."""
+    match = _CALL.fullmatch(row["nvml_source"])
+    if match is None or row["conversion"] not in ("none", ".busId"):
+        return None
+    function, args_text = match.groups()
+    if function in _NOT_A_PLAIN_STRING or function in _TAKES_A_STRUCT or not callable(
+            getattr(pynvml, function, None)):
+        return None
+    args = _call_args(args_text, False)
+    if function.startswith("nvmlDevice"):
+        args = (HANDLE, *args)
+    return Call(function, args, "busId" if row["conversion"] == ".busId" else None)
+
+
+def recipe(row: Row, help_text: str) -> FieldSpec | None:
+    """The spec serving the field of this canonical row, or None if it is not a plain read."""
+    if row["dcgm_type"] == "string":
+        string = _string(row)
+        return None if string is None else FieldSpec(
+            row["dcgm_name"], MetricType.LABEL, help_text, "", Reader.CALL, string, Convert.NONE,
+            Scope.GPU, default=False)
+    if row["dcgm_type"] not in ("int64", "double"):
+        return None
+    source = row["nvml_source"]
+    reader: Reader
+    unit = row["unit"]
+    if source.startswith("nvmlDeviceGetFieldValues("):
+        found = _field_values(row)
+        if found is None:
+            return None
+        part, convert, unit = found
+        reader = Reader.FIELD_VALUES
+    elif source.startswith("nvmlGpmMetricsGet("):
+        gpm = _gpm(row)
+        if gpm is None:
+            return None
+        part, convert, unit = gpm
+        reader = Reader.GPM
+    else:
+        call = _call(row)
+        if call is None:
+            return None
+        reader, part, convert = call
+    return FieldSpec(row["dcgm_name"], _type_of(row), help_text, unit, reader, part, convert,
+                     _scope_of(row, reader), default=False)

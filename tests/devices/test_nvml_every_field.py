@@ -1,0 +1,181 @@
+"""Every served field, read through the real pynvml from the simulated libnvidia-ml.so.1.
+
+The scenario (`tests/nvmlsim/every_field.py`) gives each field its own raw value under the
+exact call, field id or GPM metric DCGM reads it from; a field read the wrong way gets no
+value, a wrong conversion another number. Then the exporter itself is started with a
+collectors file naming every DCGM field by every name: it starts, warns once per line it
+cannot serve, and exports every servable name.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.fields.catalog import MetricType, Scope
+from exporter.fields.dcgm_names import dcgm_names
+from tests.devices.test_nvml_clib import start_exporter
+from tests.nvmlsim import every_field
+from tests.nvmlsim.harness import run_child, write_scenario
+from tests.support.exporter_process import ExporterProcess
+from tests.support.paths import fixture_file
+from tests.support.wait import wait_until
+
+BACKEND = """
+from exporter.devices.nvml import NvmlBackend
+from tests.nvmlsim.every_field import served_specs
+backend = NvmlBackend(pynvml, served_specs(), clock=sim.time)
+backend.start()
+backend.poll()
+sim.advance(2.0)  # GPM rates need two samples
+readings = backend.poll()
+out["values"] = readings.values[(0, -1)]
+out["links"] = {f"{link}:{name}": v for (gpu, link), values in readings.links.items()
+                for name, v in values.items()}
+out["labels"] = readings.labels[(0, -1)]
+out["errors"] = {f"{fn}:{code}": n for (fn, code), n in backend.call_errors.items()}
+backend.close()
+"""
+
+NO_SAMPLE_HERE = {
+    # Rendered from the XID ledger (one series per code seen), not a per-poll value.
+    "DCGM_EXP_XID_ERRORS_COUNT",
+    # Counted per reason over a window of polls, not a per-poll value.
+    "DCGM_EXP_CLOCK_EVENTS_COUNT",
+    # A label on the other series.
+    "DCGM_FI_DRIVER_VERSION",
+}
+
+
+@pytest.fixture(scope="module")
+def read(nvmlsim_lib: Path, tmp_path_factory: pytest.TempPathFactory
+         ) -> tuple[every_field.Scenario, dict[str, Any]]:
+    scenario = every_field.build()
+    path = write_scenario(tmp_path_factory.mktemp("every"),
+                          {"clock": "manual", "devices": [scenario.device]})
+    return scenario, run_child(nvmlsim_lib, BACKEND, scenario_file=path)
+
+
+def test_every_served_field_has_a_value(
+        read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
+    _, result = read
+    values, links = result["values"], result["links"]
+    link_names = {key.split(":", 1)[1] for key in links}
+    missing = [s.name for s in every_field.served_specs()
+               if s.name not in values and s.name not in link_names
+               and s.name not in result["labels"] and s.name not in NO_SAMPLE_HERE]
+    assert missing == [], f"no value through pynvml: {missing}\nerrors: {result['errors']}"
+
+
+def test_every_value_is_the_scenarios_in_dcgm_units(
+        read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
+    scenario, result = read
+    assert len(scenario.expected) > 380
+    wrong = {name: (result["values"].get(name), want)
+             for name, want in scenario.expected.items()
+             if result["values"].get(name) != pytest.approx(want, rel=1e-9)}
+    assert wrong == {}
+
+
+def test_every_label_field_is_the_scenarios_string(
+        read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
+    scenario, result = read
+    assert len(scenario.expected_labels) >= 10
+    assert result["labels"] == scenario.expected_labels
+
+
+def test_every_link_field_on_every_link(
+        read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
+    scenario, result = read
+    link_specs = [s.name for s in every_field.served_specs() if s.scope is Scope.LINK]
+    assert sorted(scenario.expected_links) == sorted(link_specs)
+    for name, by_link in scenario.expected_links.items():
+        got = {link: result["links"].get(f"{link}:{name}") for link in by_link}
+        assert got == pytest.approx(by_link), name
+
+
+# ----------------------------------------------------------------------- the exporter
+
+
+def every_name_csv() -> tuple[str, int, set[str]]:
+    """A collectors file with every name of the reference table: its text, the number of
+    lines that cannot be served, and the names that must be exported."""
+    path = fixture_file("dcgm-fields", "dcgm-fields.csv")
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    table = dcgm_names()
+    lines, unserved, exported = [], 0, set()
+    for row in rows:
+        name = row["dcgm_name"]
+        field = table.field(name)
+        assert field is not None, name
+        spec = table.served_spec(field)
+        if spec is None:
+            unserved += 1
+            lines.append(f"{name}, gauge, not served")
+            continue
+        type_ = spec.type.value
+        lines.append(f"{name}, {type_}, {name} help")
+        if spec.type is not MetricType.LABEL and spec.name != "DCGM_EXP_XID_ERRORS_COUNT":
+            exported.add(name)
+    return "\n".join(lines) + "\n", unserved, exported
+
+
+def test_an_exporter_with_every_dcgm_name_serves_every_servable_one(
+        nvmlsim_lib: Path, tmp_path: Path, exporter: type[ExporterProcess]) -> None:
+    text, unserved, names = every_name_csv()
+    collectors = tmp_path / "every.csv"
+    collectors.write_text(text)
+    scenario = every_field.build()
+    proc = start_exporter(exporter, nvmlsim_lib,
+                          write_scenario(tmp_path, {"devices": [scenario.device]}),
+                          "-f", str(collectors))
+
+    def exported() -> set[str] | None:
+        families = {f.name for f in text_string_to_metric_families(proc.metrics())}
+        # The parser names a counter family without its `_total`.
+        seen = {n for n in names if n in families or n.removesuffix("_total") in families
+                or n.removesuffix("_TOTAL") in families}
+        return seen if seen == names else None
+
+    try:
+        wait_until(exported, 30.0, 0.2, what="every servable name on /metrics")
+    except AssertionError:
+        families = {f.name for f in text_string_to_metric_families(proc.metrics())}
+        raise AssertionError(f"never exported: {sorted(names - families)}") from None
+    log = proc.output()
+    warnings = re.findall(r"every\.csv:(\d+): (\S+) .*is not served", log)
+    assert len(warnings) == unserved
+    assert len({line for line, _ in warnings}) == unserved  # once per line
+    # The link fields have their link series; label fields label the series.
+    body = proc.metrics()
+    assert 'DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_PER_LINK_TOTAL{nvlink="17",gpu="0"' in body
+    power = next(line for line in body.splitlines() if line.startswith("DCGM_FI_DEV_POWER_USAGE{"))
+    for name, value in scenario.expected_labels.items():
+        assert f'{name}="{value}"' in power, name
+    # The fields custom collectors files add most often (docs: dcgm-fields.md) are among
+    # them; the PCIe throughput pair is NOT_SUPPORTED in DCGM 4 and named as such.
+    assert names >= MOST_USED
+    for name in ("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT"):
+        assert re.search(rf"{name} is not served: DCGM never has a value for it .*"
+                         r"DCGM_FI_PROF_PCIE_[TR]X_BYTES", log), name
+
+
+MOST_USED = {
+    "DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    "DCGM_FI_DEV_FB_USED_PERCENT", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_POWER_VIOLATION",
+    "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
+    "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
+    "DCGM_FI_DEV_RELIABILITY_VIOLATION", "DCGM_FI_DEV_PSTATE",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_COUNT",
+}
+"""dcgm-fields.md's "most-used beyond the default CSV" list, less the PCIe throughput pair."""
