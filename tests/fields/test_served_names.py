@@ -87,10 +87,9 @@ def test_another_name_exports_the_catalog_names_series(
         exported: tuple[Collectors, dict[str, Series], str], name: str,
         catalog_name: str) -> None:
     _, families, _ = exported
-    expected = families.get(catalog_name)
-    if expected is None:
-        pytest.skip(f"{catalog_name} has no series on this profile")
-    assert families.get(name) == expected
+    # Where the profile has no value for the field, the other name has no series either:
+    # never one made up (test_most_fields_have_series_under_every_name sees that most have).
+    assert families.get(name) == families.get(catalog_name)
 
 
 def test_most_fields_have_series_under_every_name(
