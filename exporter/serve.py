@@ -33,13 +33,12 @@ from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
-from exporter.web.reload import LiveWebConfig
 from exporter.web.server import WebServer
-from exporter.web.webconfig import WebConfigError
 
 if TYPE_CHECKING:
     from exporter.k8s.configmap import ConfigMapCollectors
     from exporter.k8s.source import PodMetadata
+    from exporter.web.reload import LiveWebConfig
 
 log = logging.getLogger("exporter")
 
@@ -166,11 +165,16 @@ def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
                                                   ConfigMapCollectors | None, Collectors]:
     """The web config, the ConfigMap follower and the collectors, before NVML: a file that
     cannot be used stops the start, naming the file and key (ConfigError)."""
-    try:
-        web_config = (LiveWebConfig.load(cfg.web_config_file)
-                      if cfg.web_config_file is not None else None)
-    except WebConfigError as exc:
-        raise ConfigError(f"--web.config.file: {exc}") from None
+    web_config = None
+    if cfg.web_config_file is not None:
+        # TLS and basic auth code loads only when a web config is given.
+        from exporter.web.reload import LiveWebConfig
+        from exporter.web.webconfig import WebConfigError
+
+        try:
+            web_config = LiveWebConfig.load(cfg.web_config_file)
+        except WebConfigError as exc:
+            raise ConfigError(f"--web.config.file: {exc}") from None
     collectors_path = cfg.collectors or default_collectors_path()
     configmap = _follow_configmap(cfg, collectors_path)
     try:

@@ -25,10 +25,13 @@ import ssl
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from exporter.web.limits import WebLimits
-from exporter.web.tls import ServerTls, san_allowed
+
+if TYPE_CHECKING:
+    # The TLS code is loaded only when a web config turns TLS on (serve's memory floor).
+    from exporter.web.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Stream transports (plain or TLS) are what connect_accepted_socket makes.
         transport = self._transport = cast("asyncio.Transport", transport)
-        if self._allowed_sans is not None and not san_allowed(
+        if self._allowed_sans is not None and not _san_allowed(
                 transport.get_extra_info("peercert"), self._allowed_sans):
             self._listener.refuse("client_san", transport.get_extra_info("peername"))
             transport.abort()
@@ -295,3 +298,9 @@ def _peer_text(peer: object) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"
     return str(peer)
+
+
+def _san_allowed(peercert: Any, allowed: Any) -> bool:
+    from exporter.web.tls import san_allowed
+
+    return san_allowed(peercert, allowed)

@@ -10,11 +10,15 @@ probes are plain `httpGet`). Every other path requires what the file configures.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from exporter.web.listener import Listener
-from exporter.web.reload import LiveWebConfig
+
+if TYPE_CHECKING:  # the web config's code loads only when a file is given
+    from exporter.web.reload import LiveWebConfig
 
 PROBE_PATHS = frozenset({"/health", "/ready"})
 USERS_RECHECK_S = 1.0

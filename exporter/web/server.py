@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -19,7 +20,9 @@ from exporter.web.app import Source, make_app
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
 from exporter.web.middleware import enforce_web_config, track_requests
-from exporter.web.reload import LiveWebConfig
+
+if TYPE_CHECKING:  # the web config's code loads only when a file is given
+    from exporter.web.reload import LiveWebConfig
 
 _AIOHTTP_SERVER_LOG = logging.getLogger("aiohttp.server")
 """Where aiohttp's protocol logs requests it could not parse."""
