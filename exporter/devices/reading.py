@@ -24,6 +24,7 @@ from exporter.devices.filter import DeviceFilter
 from exporter.devices.gpm import GpmReader
 from exporter.devices.model import Entity, EntityKey
 from exporter.devices.nvml_api import (
+    LIBRARY_GONE_CODES,
     NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_INVALID_ARGUMENT,
@@ -105,12 +106,18 @@ class DeviceReader:
         """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
         self.layout_changed = False
         """Set by a read that found the MIG layout changed; the caller clears it."""
+        self.library_gone: int | None = None
+        """The code of a call that answered UNINITIALIZED or DRIVER_NOT_LOADED; the caller
+        clears it (and initialises NVML again)."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
-               devices: DeviceFilter) -> None:
-        # Handles may now mean other devices: forget everything tied to the old ones.
-        self._gpm.forget()
-        self.gpm_support.clear()
+               devices: DeviceFilter, *, same_devices: bool = False) -> None:
+        """Plans for these devices and fields. `same_devices`: only the fields changed (a
+        reload), so the GPM samples stay paired and profiling rates go on without a gap."""
+        if not same_devices:
+            # Handles may now mean other devices: forget everything tied to the old ones.
+            self._gpm.forget()
+            self.gpm_support.clear()
         self._work = plan_work(self._lib, enum, fields, devices)
 
     def clear(self) -> None:
@@ -258,5 +265,7 @@ class DeviceReader:
         if code in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND):
             # A MIG handle whose instance was destroyed: the layout changed under us.
             self.layout_changed = True
+        if code in LIBRARY_GONE_CODES:
+            self.library_gone = code
         self._errors.check_lost(exc, function)
         return False
