@@ -196,7 +196,7 @@ class Sampler(Generic[Published]):
             result = await asyncio.wait_for(asyncio.shield(self._inflight), deadline)
         except TimeoutError:
             self.stats.errors["deadline"] += 1
-            log.error("device poll exceeded its %.1fs deadline", deadline)
+            log.error("device poll exceeded its %.3gs deadline", deadline)
             await self._republish()
             return
         except Exception:

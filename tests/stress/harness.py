@@ -120,6 +120,8 @@ class CaseResult:
     """/ready's distinct states in order (0: no answer)."""
     ready_expected: list[int] = field(default_factory=list)
     recovery_s: float | None = None
+    fault_s: float | None = None
+    """How long the fault was held: from mark "fault" to mark "clear"."""
     note: str = ""
     problems: list[str] = field(default_factory=list)
     """Case-level failures: a fault not seen, /ready not as expected, too slow a scraper."""
@@ -164,7 +166,9 @@ def finish(run: StressRun, name: str, *, ready: Sequence[int], rules: Sequence[R
         if scrape.samples is not None:
             for rule in rules:
                 scrape.problems += [(VALUE, v) for v in rule(scrape, run.marks)]
-    result = CaseResult(name, scrapes=len(scrapes), rate_hz=run.scraper.rate_hz,
+    marks = run.marks
+    held = marks["clear"] - marks["fault"] if "fault" in marks and "clear" in marks else None
+    result = CaseResult(name, scrapes=len(scrapes), rate_hz=run.scraper.rate_hz, fault_s=held,
                         ready=_ready_states(run), ready_expected=list(ready),
                         recovery_s=recovery_s, note=note,
                         promtool_bodies=len(_promtool_sample(scrapes)),

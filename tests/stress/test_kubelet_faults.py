@@ -77,6 +77,7 @@ def test_kubelet_socket_absent_at_start(socket_path: str, exporter: type[Exporte
                                         handles: list[SimKubeletHandle | RawKubelet],
                                         matrix: Matrix) -> None:
     run = kubelet_run(exporter, socket_path)
+    run.mark("fault")  # absent from the start
     run.wait_served(lambda s: s.value(REFRESH_ERRORS, code="SOCKET_ABSENT") is not None,
                     "the absent socket reported")
     run.hold(30)
@@ -162,8 +163,7 @@ def test_kubelet_malformed_and_oversized_answers(socket_path: str,
     run.hold(20)
     run.mark("fault")
     kubelet.answer = NOT_PROTOBUF
-    seen = run.wait_served(lambda s: any(refresh_errors(s, c) > 0 for c in ("INTERNAL",
-                                                                            "UNKNOWN")),
+    seen = run.wait_served(lambda s: bool(s.matching(REFRESH_ERRORS)),
                            "the malformed answer refused", since="fault")
     run.hold(15)
     run.mark("oversized")
@@ -180,11 +180,11 @@ def test_kubelet_malformed_and_oversized_answers(socket_path: str,
         huge = {p for p in pods_shown(scrape) if p.startswith("huge")}
         return [f"pods {huge} from the oversized answer shown"] if huge else []
 
-    codes = sorted(k[1][0][1] for k in (seen.samples or {}) if k[0] == REFRESH_ERRORS)
+    malformed = sorted(lab["code"] for lab, _ in seen.matching(REFRESH_ERRORS))
     matrix.record("kubelet-garbage", finish(
         run, CASES["kubelet-garbage"][0], ready=[200], recovery_s=recovery,
         rules=[labels_kept(0, "good-0", "fault", "clear"), never_believed],
-        note=f"refresh error codes seen: {codes}"))
+        note=f"refused as {', '.join(malformed)}, then RESOURCE_EXHAUSTED"))
 
 
 MALFORMED_IDS = ["", "GPU-", "GPU-not-a-uuid!", "MIG-", "MIG-GPU-x/1/2/3/4", "nvidia",
@@ -231,6 +231,7 @@ def test_api_server_unreachable_with_pod_labels(kubelet: SimKubeletHandle, socke
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     run = kubelet_run(exporter, socket_path, "--kubernetes.pod-labels", "app",
                       env={"KUBECONFIG": str(kubeconfig), "NODE_NAME": "node-a"})
+    run.mark("fault")  # unreachable from the start
     run.wait_served(lambda s: pod_of(s, 0) == "web-0", "kubelet pod labels")
     run.wait_served(lambda s: (s.value("gpu_exporter_kubernetes_api_errors_total") or 0) > 0,
                     "the unreachable API server counted")
