@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.fields.catalog import BY_NAME, MetricType
@@ -49,6 +49,8 @@ files = st.tuples(st.lists(lines, max_size=12), st.sampled_from(["\n", "\r\n", "
 
 
 @given(files)
+@example("# \x1e\n0")  # str.splitlines() once counted the record separator as a line break
+@example('"DCGM_FI_DEV_GPU_TEMP", "gauge", "a\u2028b"\nDCGM_FI_DEV_NOPE, gauge, x')
 def test_accepts_or_names_a_real_line(text: str) -> None:
     try:
         result = parse_collectors(text, SOURCE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.devices.filter import MAX_DEVICE_INDEX, DeviceFilter, parse_device_filter
@@ -30,6 +30,7 @@ durationish = st.one_of(
 
 
 @given(durationish)
+@example("9" * 309 + "s")  # once overflowed to an infinite interval
 def test_a_duration_is_finite_or_refused(text: str) -> None:
     try:
         seconds = parse_duration(text, "ms")
@@ -67,6 +68,7 @@ selectionish = st.one_of(
 
 
 @given(selectionish)
+@example("g:0-1000000000000")  # once built a trillion-entry set at start-up
 def test_a_selection_is_bounded_or_refused(text: str) -> None:
     try:
         selected = parse_device_filter(text)
