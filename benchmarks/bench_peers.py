@@ -1,6 +1,6 @@
 """Side by side: gpu-exporter and nvitop-exporter over the same simulated 8-GPU libnvidia-ml.
 
-Usage: .venv/bin/python benchmarks/bench_peers.py [--idle 30] [--duration 10]
+Usage: .venv/bin/python benchmarks/bench_peers.py [--idle 60] [--duration 10]
 Needs Debian's `wrk`, a C compiler (the simulated library is built from tests/nvmlsim) and
 PyPI access the first time (nvitop-exporter goes into its own virtual environment under
 .cache/bench-peers/). Prints one table; nothing is asserted.
@@ -69,7 +69,6 @@ def series(url: str) -> tuple[int, bytes]:
 def measure(pids: dict[str, int], urls: dict[str, str], args: argparse.Namespace
             ) -> dict[str, dict[str, float]]:
     figures: dict[str, dict[str, float]] = {name: {} for name in urls}
-    time.sleep(args.settle)  # both past start-up, polling steadily
     start = {name: cpu_ns(pid) for name, pid in pids.items()}
     t0 = time.monotonic()
     time.sleep(args.idle)  # the measurement window: nobody scrapes
@@ -99,7 +98,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle polling")
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle polling")
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--peer-version", default=PEER_VERSION)
@@ -130,6 +129,7 @@ def main() -> int:
                 PEER: f"http://127.0.0.1:{peer_port}/metrics"}
         for url in urls.values():
             wait_for(url)
+        time.sleep(args.settle)  # both past start-up (profiling rates need two polls)
         _, body = series(urls["gpu-exporter"])
         (tmp / "body.prom").write_bytes(body)
         bare = subprocess.Popen([sys.executable, "-c", BARE_APP, str(tmp / "body.prom"),

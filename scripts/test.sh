@@ -5,13 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # prometheus/promtool: e2e and rule tests; gcc: the simulated NVML library; kubectl: the
-# kustomize renderings (tests/deploy). In CI a missing one fails its tests, never skips them.
+# kustomize renderings (tests/deploy); strace: the fault matrix's full-disk case proves from
+# the system calls that nothing is written. In CI a missing one fails its tests, never skips.
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
-    || ! command -v gcc >/dev/null 2>&1 || ! command -v kubectl >/dev/null 2>&1; then
+    || ! command -v gcc >/dev/null 2>&1 || ! command -v kubectl >/dev/null 2>&1 \
+    || ! command -v strace >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    prometheus gcc libc6-dev kubectl >/dev/null
+    prometheus gcc libc6-dev kubectl strace >/dev/null
 fi
 
 PY="${PYTHON:-python3}"
