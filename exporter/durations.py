@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -15,4 +16,7 @@ def parse_duration(text: str, bare_unit: str | None = None) -> float:
     match = _DURATION.match(text)
     if match is None or (match.group(2) is None and bare_unit is None):
         raise ValueError(f"{text!r} is not {DURATION_HINT}")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2) or str(bare_unit)]
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or str(bare_unit)]
+    if not math.isfinite(seconds):  # hundreds of digits overflow to infinity
+        raise ValueError(f"{text!r} is too long a duration")
+    return seconds

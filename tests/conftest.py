@@ -6,9 +6,10 @@ Helpers that are not fixtures live in tests/support/ and are imported from there
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,12 @@ import pytest
 
 from tests.nvmlsim.build import BuildError, build_library
 from tests.support.apiserver import FakeApiServer
-from tests.support.exporter_process import ExporterProcess, free_port, http_get
+from tests.support.exporter_process import (
+    PYTHON_EXPORTER,
+    ExporterProcess,
+    free_port,
+    http_get,
+)
 from tests.support.paths import FIXTURES, ROOT
 
 # Older spellings `from tests.conftest import ROOT, ExporterProcess, ...` keep working.
@@ -32,8 +38,10 @@ def exporter() -> Iterator[type[ExporterProcess]]:
     started: list[ExporterProcess] = []
 
     class _Tracked(ExporterProcess):
-        def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
-            super().__init__(args, env)
+        def __init__(self, args: list[str], env: dict[str, str] | None = None, *,
+                     launcher: Sequence[str] = PYTHON_EXPORTER, stdin: int | None = None,
+                     cwd: str | os.PathLike[str] = ROOT) -> None:
+            super().__init__(args, env, launcher=launcher, stdin=stdin, cwd=cwd)
             started.append(self)
 
     yield _Tracked

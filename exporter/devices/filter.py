@@ -26,20 +26,26 @@ class DeviceFilter:
 ALL_DEVICES = DeviceFilter()
 
 
+MAX_DEVICE_INDEX = 1023
+"""Above any GPU index or GPU-instance id a node has: a range past it is a typo, and
+`g:0-1000000000` must not build a billion-entry set at start-up."""
+
+
 def _parse_ids(text: str, flag: str) -> frozenset[int]:
     ids: set[int] = set()
     for part in text.split(","):
         part = part.strip()
         lo, sep, hi = part.partition("-")
         try:
-            if sep:
-                ids.update(range(int(lo), int(hi) + 1))
-            else:
-                ids.add(int(part))
+            first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
         except ValueError:
             raise ValueError(
                 f"{flag}: {part!r} is not a device index or range (expected e.g. 0,1 or 0-3)"
             ) from None
+        if not 0 <= first <= MAX_DEVICE_INDEX or not 0 <= last <= MAX_DEVICE_INDEX:
+            raise ValueError(f"{flag}: {part!r} is out of range (device indices are 0 to "
+                             f"{MAX_DEVICE_INDEX})")
+        ids.update(range(first, last + 1))
     return frozenset(ids)
 
 

@@ -8,6 +8,7 @@ entirely in the sampler's poll thread (plus the XID watcher's own thread). Over 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -19,7 +20,12 @@ from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.devices.model import Entity, EntityKey, Inventory, Readings
-from exporter.devices.nvml_api import NVML_ERROR_LIBRARY_NOT_FOUND, NvmlLib
+from exporter.devices.nvml_api import (
+    LIBRARY_GONE_CODES,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    NvmlLib,
+    error_name,
+)
 from exporter.devices.reading import DeviceReader, Values
 from exporter.devices.xid import XidLedger, XidWatcher
 from exporter.fields.catalog import FieldSpec, Reader
@@ -85,6 +91,8 @@ class NvmlBackend:
         self.last_init_error: str | None = None
         self._enum: Enumeration | None = None
         self._layout: object = None
+        self._fields_changed = False
+        """Set by a reload: plan the same devices again for the new fields."""
         """The layout the plans were made for; None: plan again at the next walk."""
         self._enumerated_at = 0.0
         self._needs_enumeration = True
@@ -215,7 +223,8 @@ class NvmlBackend:
                 self._restart_watcher(enum)
             return
         log.info("enumerated %d GPUs, %d MIG GPU instances", len(inv.gpus), len(inv.instances))
-        self._restart_watcher(enum)
+        if not unchanged or (self._watcher is None) == self._wants_xid:
+            self._restart_watcher(enum)
 
     def _enumeration_failed(self, exc: Exception) -> None:
         self._errors.count("enumerate", nvml_code(exc))
@@ -257,6 +266,23 @@ class NvmlBackend:
         self._needs_enumeration = True
         self._lost_retry.next_at = self._clock() + BACKOFF_S[0]
 
+    def _drop_library(self, code: int) -> None:
+        """The driver went away under an initialised library (unloaded or reloaded): calls
+        answer UNINITIALIZED or DRIVER_NOT_LOADED from now on. What this poll read is not
+        served; the backend is down, and starts over from nvmlInit (retried with back-off)."""
+        self._reader.library_gone = None
+        log.error("NVML answers %s: the driver was unloaded or reloaded; initialising again",
+                  error_name(code))
+        self.last_init_error = f"{error_name(code)} (the driver went away while in use)"
+        self._stop_watcher(wait=False)
+        self._reader.clear()
+        self._enum = None
+        self._layout = None
+        self._needs_enumeration = True
+        self._initialised = False
+        with contextlib.suppress(Exception):  # balance our nvmlInit if the library kept it
+            self._lib.nvmlShutdown()
+
     def _on_lost(self, index: int) -> None:
         log.warning("GPU %d is lost (GPU_IS_LOST); it is left out until it answers again", index)
 
@@ -278,8 +304,13 @@ class NvmlBackend:
             if not is_nvml_error(exc):
                 raise
             self._enumeration_failed(exc)
+            if nvml_code(exc) in LIBRARY_GONE_CODES:
+                self._drop_library(nvml_code(exc))
             return Readings()
         values, lost = self._reader.read()
+        if self._reader.library_gone is not None:
+            self._drop_library(self._reader.library_gone)
+            return Readings()
         for index in lost:
             self._drop_lost(index)
         if self._reader.layout_changed:

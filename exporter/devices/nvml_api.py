@@ -60,6 +60,10 @@ UNSUPPORTED_CODES = frozenset({
 })
 """Codes that mean "this device will not answer this", remembered until re-enumeration."""
 
+LIBRARY_GONE_CODES = frozenset({NVML_ERROR_UNINITIALIZED, NVML_ERROR_DRIVER_NOT_LOADED})
+"""Codes a device call answers once the driver was unloaded or reloaded under an initialised
+library: nothing answers until nvmlInit succeeds again."""
+
 
 def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, str(code))

@@ -30,6 +30,7 @@ from exporter.devices.gpm import GpmReader
 from exporter.devices.links import LinkValues, active_links
 from exporter.devices.model import Entity, EntityKey, GpmSupport
 from exporter.devices.nvml_api import (
+    LIBRARY_GONE_CODES,
     NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_INVALID_ARGUMENT,
@@ -138,6 +139,10 @@ class DeviceReader:
         """The last read's values of link entities, by (gpu index, link)."""
         self.labels: dict[EntityKey, dict[str, str]] = {}
         """Label-type fields read at the last plan, by entity (an instance has its GPU's)."""
+
+        self.library_gone: int | None = None
+        """The code of a call that answered UNINITIALIZED or DRIVER_NOT_LOADED; the caller
+        clears it (and initialises NVML again)."""
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
                devices: DeviceFilter, *, same_devices: bool = False) -> None:
@@ -378,5 +383,7 @@ class DeviceReader:
         if code in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND):
             # A MIG handle whose instance was destroyed: the layout changed under us.
             self.layout_changed = True
+        if code in LIBRARY_GONE_CODES:
+            self.library_gone = code
         self._errors.check_lost(exc, function)
         return False

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,9 @@ class Collectors:
 
 
 _TYPES = {t.value: t for t in MetricType}
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""The breaks an editor counts lines by; str.splitlines() also breaks at form feeds, U+2028
+and other separators, which would shift every later file:line in a message."""
 
 
 def _closest(name: str) -> str:
@@ -90,7 +94,7 @@ def parse_collectors(text: str, source: str) -> Collectors:
     fields: list[EnabledField] = []
     warnings: list[str] = []
     seen: dict[str, int] = {}
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(_LINE_BREAK.split(text), start=1):
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue

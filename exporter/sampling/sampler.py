@@ -19,7 +19,7 @@ from typing import Generic, Protocol, TypeVar
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.catalog import FieldSpec
 from exporter.fields.csv import Collectors, CollectorsError, load_collectors
-from exporter.k8s.types import NO_ATTRIBUTION, AttributionSource
+from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.sampling.worker import DaemonExecutor
@@ -103,6 +103,7 @@ class Sampler(Generic[Published]):
         self._renderer = DaemonExecutor("render")
         self._extra: list[Family] = []
         self._inflight: asyncio.Future[_DeviceResult] | None = None
+        self._refreshing: asyncio.Future[Attribution] | None = None
         self._reload_requested = False
         self._wake = asyncio.Event()
         self._csv_mtime = self._mtime()
@@ -157,6 +158,13 @@ class Sampler(Generic[Published]):
             self.stats.reloads["failure"] += 1
             log.error("reload failed, keeping the running configuration: %s", exc)
             return
+        if not collectors.fields:
+            # Never meant: a file caught mid-write (truncated, not yet filled) reads as empty,
+            # and taking it would blank every scrape until the next change.
+            self.stats.reloads["failure"] += 1
+            log.error("reload failed, keeping the running configuration: %s enables no "
+                      "field", collectors.source)
+            return
         for warning in collectors.warnings:
             log.warning("%s", warning)
         loop = asyncio.get_running_loop()
@@ -188,7 +196,7 @@ class Sampler(Generic[Published]):
             result = await asyncio.wait_for(asyncio.shield(self._inflight), deadline)
         except TimeoutError:
             self.stats.errors["deadline"] += 1
-            log.error("device poll exceeded its %.1fs deadline", deadline)
+            log.error("device poll exceeded its %.3gs deadline", deadline)
             await self._republish()
             return
         except Exception:
@@ -200,7 +208,7 @@ class Sampler(Generic[Published]):
         attribution = NO_ATTRIBUTION
         extra: list[Family] = []
         if self._attribution is not None:
-            attribution = await self._attribution.refresh(result.inventory)
+            attribution = await self._attribute(self._attribution, result.inventory, started)
             extra = self._attribution.families()
         snapshot = Snapshot(
             inventory=result.inventory,
@@ -228,6 +236,24 @@ class Sampler(Generic[Published]):
             # Only now is the fresh data what a scrape gets: /ready may say so.
             self._fresh_at = snapshot.taken_at
 
+    async def _attribute(self, source: AttributionSource, inventory: Inventory,
+                         started: float) -> Attribution:
+        """This poll's attribution, waited for only until the poll's deadline: a slow kubelet
+        must delay neither fresh device data nor /ready. A refresh that takes longer goes on
+        (the source bounds it) and a later poll uses its answer; until then the last
+        attribution stays. The first poll waits for its answer: there is nothing to keep."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(source.refresh(inventory))
+        if self.snapshot is None:
+            return await asyncio.shield(self._refreshing)
+        deadline = self._settings.deadline_s or self._settings.interval_s
+        budget = max(deadline - (time.monotonic() - started), deadline / 10)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._refreshing), budget)
+        except TimeoutError:
+            log.debug("attribution refresh still running after %.2fs; keeping the last", budget)
+            return self.snapshot.attribution
+
     async def _republish(self) -> None:
         """The last readings again, with the failure just counted (they stay stale for
         /ready, which keys on fresh data only)."""
@@ -254,6 +280,8 @@ class Sampler(Generic[Published]):
     async def close(self, budget_s: float = 2.0) -> None:
         """Best effort within `budget_s`: a stuck driver or kubelet never delays exit."""
         loop = asyncio.get_running_loop()
+        if self._refreshing is not None and not self._refreshing.done():
+            self._refreshing.cancel()
         if self._attribution is not None:
             try:
                 await asyncio.wait_for(self._attribution.close(), budget_s / 2)

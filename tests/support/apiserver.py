@@ -210,10 +210,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class FakeApiServer:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """`port` 0: any free one; a given port lets a test start it where a client already
+        points."""
         self.state = ApiState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 
 from tests.support.paths import ROOT
 from tests.support.wait import wait_until
@@ -43,10 +44,20 @@ def answers(url: str) -> bool:
         return False
 
 
-class ExporterProcess:
-    """`python -m exporter serve ...` on a free loopback port, stopped by the test."""
+PYTHON_EXPORTER = (sys.executable, "-m", "exporter")
+"""How the exporter is started unless a test says otherwise."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+
+class ExporterProcess:
+    """`python -m exporter serve ...` on a free loopback port, stopped by the test.
+
+    `launcher` replaces `python -m exporter` (a wrapper that still ends in the exporter's
+    `main`); `stdin=subprocess.PIPE` gives the test a channel into it; `cwd` is where it runs.
+    """
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, *,
+                 launcher: Sequence[str] = PYTHON_EXPORTER, stdin: int | None = None,
+                 cwd: str | os.PathLike[str] = ROOT) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, **(env or {})}
@@ -54,8 +65,9 @@ class ExporterProcess:
         # block the exporter's logging.
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "-a", f"127.0.0.1:{self.port}", *args],
-            cwd=ROOT, env=full_env, stdout=self._log, stderr=subprocess.STDOUT, text=True,
+            [*launcher, "serve", "-a", f"127.0.0.1:{self.port}", *args],
+            cwd=cwd, env=full_env, stdin=stdin, stdout=self._log, stderr=subprocess.STDOUT,
+            text=True,
         )
 
     def _answers(self, path: str) -> bool:
@@ -96,4 +108,6 @@ class ExporterProcess:
 
     def close(self) -> None:
         self.stop()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
         self._log.close()

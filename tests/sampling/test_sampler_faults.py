@@ -1,0 +1,88 @@
+"""The poll loop when what it waits on misbehaves: an attribution source slower than the
+interval, and a collectors file caught empty by a reload."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+from exporter.devices.model import Inventory
+from exporter.devices.nvml import NvmlBackend
+from exporter.devices.sim import SimNvml
+from exporter.exposition.render import Rendered
+from exporter.exposition.selfmetrics import Publisher
+from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.k8s.types import Attribution, PodRef
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+from exporter.series import Family
+
+INTERVAL_S = 0.2
+
+
+class HeldSource:
+    """An attribution source whose answer waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.answer = asyncio.Event()
+        self.answer.set()
+        self.pod = "first"
+
+    async def refresh(self, inventory: Inventory) -> Attribution:
+        await self.answer.wait()
+        return Attribution(owners={inventory.gpus[0].key: PodRef(self.pod, "ns", "c")})
+
+    def families(self) -> list[Family]:
+        return []
+
+    async def close(self) -> None:
+        self.answer.set()
+
+
+def sampler_for(source: HeldSource | None = None, csv: Path | None = None
+                ) -> Sampler[Rendered]:
+    collectors = load_collectors(csv or default_collectors_path())
+    backend = NvmlBackend(SimNvml("h100-8"), collectors.specs)
+    backend.start()
+    settings = SamplerSettings(interval_s=INTERVAL_S, host=HostLabel("Hostname", "n"),
+                               collectors_path=csv)
+    return Sampler(backend, collectors, settings, Publisher("sim"), source)
+
+
+def owner(sampler: Sampler[Rendered]) -> str:
+    assert sampler.snapshot is not None
+    return sampler.snapshot.attribution.owners[(0, -1)].pod
+
+
+async def test_a_slow_attribution_delays_neither_fresh_data_nor_readiness() -> None:
+    source = HeldSource()
+    sampler = sampler_for(source)
+    await sampler.poll_once()
+    assert owner(sampler) == "first"
+    source.answer.clear()  # the kubelet stops answering in time
+    source.pod = "second"
+    taken = sampler.stats.last_success
+    await asyncio.wait_for(sampler.poll_once(), 10 * INTERVAL_S)
+    assert sampler.stats.last_success != taken, "device data waited for the kubelet"
+    assert sampler.readiness()[0]
+    assert owner(sampler) == "first"  # kept while the answer is late
+    source.answer.set()
+    await sampler.poll_once()
+    assert owner(sampler) == "second"  # the late answer is used once it comes
+    await sampler.close()
+
+
+async def test_a_collectors_file_caught_empty_is_not_applied(tmp_path: Path) -> None:
+    csv = tmp_path / "collectors.csv"
+    shutil.copyfile(default_collectors_path(), csv)
+    sampler = sampler_for(csv=csv)
+    await sampler.poll_once()
+    before = sampler.current.text
+    csv.write_text("")  # a writer that truncates first, caught in between
+    sampler.request_reload()
+    await sampler.poll_once()
+    assert sampler.stats.reloads["failure"] == 1
+    assert b"DCGM_FI_DEV_GPU_TEMP{" in sampler.current.text
+    assert len(sampler.current.text) > len(before) // 2
+    await sampler.close()

@@ -1,0 +1,34 @@
+"""Fixtures of the fault matrix: the results of every case, and a running case's exporter."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stress.harness import CaseResult
+from tests.stress.results import CASES, write_results
+
+
+class Matrix:
+    """Collects each case's result; written out at the end when $STRESS_RESULTS names a file."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, CaseResult] = {}
+
+    def record(self, case_id: str, result: CaseResult) -> None:
+        assert case_id in CASES, f"unknown case {case_id!r}: add it to results.CASES"
+        assert result.name == CASES[case_id][0]
+        self.results[case_id] = result
+        assert result.ok, result.explain()
+
+
+@pytest.fixture(scope="session")
+def matrix() -> Iterator[Matrix]:
+    collected = Matrix()
+    yield collected
+    target = os.environ.get("STRESS_RESULTS")
+    if target and collected.results:
+        write_results(collected.results, Path(target))
