@@ -195,7 +195,11 @@ class NvmlBackend:
             or self._enum is None or now - self._enumerated_at >= REENUMERATE_EVERY_S
 
     def _enumerate(self) -> None:
+        present = {g.gpu for g in self.inventory.gpus}
         enum = enumerate_devices(self._lib, self._devices, self._on_lost)
+        # A GPU that falls off the bus just before a walk (a reload's, say) is found lost here,
+        # not by a read: it is counted all the same.
+        self.gpus_lost_total += len(enum.lost & present)
         layout = _layout(enum)
         unchanged = layout == self._layout
         self._enum = enum

@@ -46,3 +46,19 @@ def test_a_reload_keeps_profiling_rates_flowing() -> None:
     clock.advance(1.0)
     assert PROF in backend.poll().values[(0, -1)], "a reload lost the GPM sample pairs"
     backend.close()
+
+
+def test_a_gpu_lost_just_before_a_walk_is_counted() -> None:
+    backend, clock = backend_on("h100-8", "lost,gpu=7,at=10s,for=5s")
+    backend.poll()
+    backend.set_fields(SPECS)  # a reload: the next poll walks the devices first
+    clock.advance(11.0)
+    assert (7, -1) not in backend.poll().values
+    assert backend.gpus_lost_total == 1
+    clock.advance(10.0)
+    for _ in range(3):  # found again by a later walk; not counted twice meanwhile
+        clock.advance(10.0)
+        backend.poll()
+    assert (7, -1) in backend.poll().values
+    assert backend.gpus_lost_total == 1
+    backend.close()
