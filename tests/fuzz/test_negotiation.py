@@ -51,7 +51,8 @@ class FixedSource:
 def port() -> Iterator[int]:
     """The app served by aiohttp from a thread of its own for the module's examples."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(FixedSource()), access_log=None)
+    # OpenMetrics on, so that negotiation is what is tested (off, text is always served).
+    runner = web.AppRunner(make_app(FixedSource(), openmetrics=True), access_log=None)
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())

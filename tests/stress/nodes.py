@@ -30,12 +30,18 @@ NODE: dict[str, Any] = {"device_count": 4, "devices": [{}, {}, MIG_GPU, {}]}
 """Four H200s, GPU 2 in MIG mode with GPU instances 2 and 9."""
 
 
+SCRAPED_FORMATS = ("--web.enable-openmetrics",)
+"""The scraper rotates through text and OpenMetrics (each plain and gzipped): OpenMetrics is
+served only when enabled (text 0.0.4 is the default, as from dcgm-exporter)."""
+
+
 def start_controlled(factory: type[ExporterProcess], lib: Path, tmp: Path,
                      scenario: Mapping[str, Any] = NODE, *args: str) -> StressRun:
     """The exporter (`--backend nvml`, real pynvml) over the simulated library, whose
     control calls the run sends with `control`."""
     env = child_env(lib, write_scenario(tmp, dict(scenario)))
-    proc = factory(["--backend", "nvml", "-c", INTERVAL, "--no-hostname", *args], env,
+    proc = factory(["--backend", "nvml", "-c", INTERVAL, "--no-hostname", *SCRAPED_FORMATS,
+                    *args], env,
                    launcher=(sys.executable, "-m", "tests.stress.controlled"),
                    stdin=subprocess.PIPE)
     return StressRun(proc).start()
@@ -52,7 +58,7 @@ def start_sim(factory: type[ExporterProcess], *args: str, profile: str = "h100-8
               env: dict[str, str] | None = None) -> StressRun:
     """The exporter on the built-in simulated node."""
     proc = factory(["--backend", "sim", "--sim.profile", profile, "-c", INTERVAL,
-                    "--no-hostname", *args], env)
+                    "--no-hostname", *SCRAPED_FORMATS, *args], env)
     return StressRun(proc).start()
 
 

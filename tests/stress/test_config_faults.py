@@ -20,7 +20,14 @@ from tests.stress.conftest import Matrix
 from tests.stress.disk import full_directory, stop_traced, traced_pid, write_calls
 from tests.stress.harness import StressRun, finish
 from tests.stress.kubelets import pods
-from tests.stress.nodes import INTERVAL, dcgm_names, during, gpus_with, start_sim
+from tests.stress.nodes import (
+    INTERVAL,
+    SCRAPED_FORMATS,
+    dcgm_names,
+    during,
+    gpus_with,
+    start_sim,
+)
 from tests.stress.results import CASES
 from tests.stress.scraper import Scrape
 from tests.support.exporter_process import ExporterProcess
@@ -144,7 +151,8 @@ def test_full_disk_nothing_written(tmp_path: Path, kubelet: SimKubeletHandle,
         launcher = (strace, "-f", "-qq", "--seccomp-bpf", "-o", str(trace),
                     "-e", "trace=%file,%desc", sys.executable, "-m", "exporter")
         proc = exporter(["--backend", "sim", "--sim.profile", "h100-8", "-c", INTERVAL,
-                         "--no-hostname", "-f", str(collectors_copy(tmp_path)), "-k",
+                         "--no-hostname", *SCRAPED_FORMATS, "-f",
+                         str(collectors_copy(tmp_path)), "-k",
                          "--kubernetes.pod-resources-socket", socket_path],
                         env, launcher=launcher, cwd=disk)
         try:
