@@ -70,7 +70,8 @@ IGNORED_UPSTREAM = {
     "--dump-directory", "--dump-retention", "--dump-compression", "--disable-startup-validate",
     "--enable-gpu-bind-unbind-watch", "--gpu-bind-unbind-poll-interval",
 }
-"""What the brief of this work lists as accepted without effect; everything else acts."""
+"""dcgm-exporter options accepted without effect here (each with a start-up warning saying
+why); every other upstream option acts."""
 
 
 def test_the_fixture_lists_every_upstream_flag() -> None:

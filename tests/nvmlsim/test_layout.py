@@ -66,7 +66,7 @@ def protocol_methods() -> list[str]:
 
 
 def test_pynvml_symbol_scan_finds_versioned_names() -> None:
-    # guards the scanner itself: these lookups are the ones the brief names
+    # guards the scanner itself: pynvml resolves these calls to versioned symbols
     assert pynvml_symbols("nvmlDeviceGetCount") == {"nvmlDeviceGetCount_v2"}
     assert pynvml_symbols("nvmlDeviceGetPciInfo") == {"nvmlDeviceGetPciInfo_v3"}
     assert "nvmlDeviceGetMemoryInfo_v2" in pynvml_symbols("nvmlDeviceGetMemoryInfo")
