@@ -35,6 +35,7 @@ from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import preset_filter
 from exporter.k8s.label_names import KeyFilter as KeyFilter  # re-exported: public API
 from exporter.k8s.label_names import sanitise_label_name as sanitise_label_name
+from exporter.k8s.label_names import series_label_name
 from exporter.series import Labels
 
 log = logging.getLogger(__name__)
@@ -159,9 +160,7 @@ class PodLabelRules:
             for key in sorted(pod_labels):
                 if not copy.selects(key):
                     continue
-                name = copy.prefix + sanitise_label_name(key)
-                if not copy.prefix and name[:1].isdigit():
-                    name = "_" + name
+                name = series_label_name(key, copy.prefix)
                 if is_reserved(name):
                     dropped.append(DroppedLabel(key, name, RESERVED))
                 elif name in taken:
