@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from exporter.k8s.inference_labels import MODEL, QUEUE, ROLE, Dimension
+from exporter.k8s.label_names import series_label_name
 from exporter.report.connection import ReportError
 
 MAX_POINTS = 11_000
@@ -16,12 +17,6 @@ MAX_POINTS = 11_000
 LABEL_PREFIX = "label:"
 INFERENCE_DIMENSIONS: dict[str, Dimension] = {"role": ROLE, "queue": QUEUE, "served-model": MODEL}
 """`--group-by` names of the inference dimensions (`model` is the GPU model, `modelName`)."""
-
-
-def sanitise(key: str) -> str:
-    """A pod label key as the exporter writes it into a label name."""
-    name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in key)
-    return f"_{name}" if name[:1].isdigit() else name
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +63,7 @@ def grouping(name: str) -> Grouping:
     if name.startswith(LABEL_PREFIX):
         key = name[len(LABEL_PREFIX):].strip()
         # `--kubernetes.pod-labels` writes label_<key>; dcgm-exporter's pod labels the key.
-        return Grouping(name, (f"label_{sanitise(key)}", sanitise(key)))
+        return Grouping(name, (series_label_name(key, "label_"), series_label_name(key)))
     raise ReportError(f"unknown grouping {name!r}")
 
 
