@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from exporter.devices.fabric import fabric_manager_status
+from exporter.devices.fabric import cluster_uuid, fabric_manager_error, fabric_manager_status
 from exporter.fields.catalog import Convert
 
 Conv = Callable[[Any], float | None]
@@ -38,6 +38,22 @@ def _fb_used_ratio(memory: Any) -> float | None:
     return memory.used / usable if usable > 0 else None
 
 
+_NOT_REPORTED = 0xFF
+"""Platform info's one-byte numbers read 0xFF where the platform reports none."""
+_GRID_LICENSE_FEATURE_CODE_VGPU = 1
+
+
+def _vgpu_licensed(features: Any) -> float | None:
+    """1 when the first vGPU feature listed is licensed (state non-zero), 0 when it is not
+    or licensing is not supported; no value when no vGPU feature is listed (as DCGM)."""
+    if not features.isGridLicenseSupported:
+        return 0.0
+    for feature in features.gridLicensableFeatures[:features.licensableFeaturesCount]:
+        if feature.featureCode == _GRID_LICENSE_FEATURE_CODE_VGPU:
+            return 1.0 if feature.featureState else 0.0
+    return None
+
+
 def _compute_capability(version: tuple[int, int]) -> float:
     major, minor = version
     return float((major << 16) | minor)
@@ -59,4 +75,40 @@ CONVERTERS: dict[Convert, Conv] = {
     Convert.BER: _ber,
     Convert.FB_USED_RATIO: _fb_used_ratio,
     Convert.FABRIC_MANAGER_STATUS: fabric_manager_status,
+    Convert.FABRIC_MANAGER_ERROR: fabric_manager_error,
+    Convert.UNSET_0XFF: lambda v: None if v == _NOT_REPORTED else float(v),
+    Convert.VGPU_LICENSED: _vgpu_licensed,
 }
+
+_BRANDS = ("Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan",
+           "NVIDIA Virtual Applications", "NVIDIA Virtual PC", "NVIDIA Virtual Compute Server",
+           "NVIDIA RTX Virtual Workstation", "NVIDIA vGaming", "Quadro RTX", "NVIDIA RTX",
+           "NVIDIA", "GeForce RTX", "Titan RTX")
+"""nvmlBrandType_t -> the name DCGM gives it (nvidia-smi's words); later values: Unknown."""
+
+
+def _brand(value: int) -> str:
+    return _BRANDS[value] if 0 <= value < len(_BRANDS) else "Unknown"
+
+
+def _guid_hex(raw: Any) -> str:
+    """The first 8 bytes as one little-endian 64-bit number, "0x%016llx" (as DCGM prints it)."""
+    return f"0x{int.from_bytes(bytes(raw)[:8], 'little'):016x}"
+
+
+def _serial(raw: Any) -> str | None:
+    """ASCII up to the first NUL; nothing when the first byte is NUL or every byte is 0xFF
+    (DCGM's blank)."""
+    data = bytes(raw)
+    if not data or data[0] == 0 or all(b == _NOT_REPORTED for b in data):
+        return None
+    return data.split(b"\0", 1)[0].decode("ascii", "replace")
+
+
+LABEL_CONVERTERS: dict[Convert, Callable[[Any], str | None]] = {
+    Convert.BRAND_NAME: _brand,
+    Convert.GUID_HEX: _guid_hex,
+    Convert.SERIAL_BYTES: _serial,
+    Convert.UUID_BYTES: cluster_uuid,
+}
+"""Label fields whose NVML answer is not the text itself; None: no label."""

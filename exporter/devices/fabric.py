@@ -41,3 +41,30 @@ def fabric_manager_status(info: FabricInfo) -> float:
     if info.state == NVML_GPU_FABRIC_STATE_COMPLETED:
         return 3.0 if info.status == 0 else 4.0
     return float(info.state) if info.state < NVML_GPU_FABRIC_STATE_COMPLETED else 5.0
+
+
+_DCGM_RETURN = {0: 0.0, 1: -56.0, 2: -1.0, 3: -6.0, 4: -17.0, 6: -14.0, 10: -11.0, 15: -18.0,
+                16: -19.0, 23: -49.0}
+"""DCGM's dcgmReturn_t for an nvmlReturn_t (NvmlReturnToDcgmReturn): NOT_SUPPORTED -6,
+NO_PERMISSION -17, NOT_FOUND -14 (no data), TIMEOUT -11, GPU_IS_LOST -18, RESET_REQUIRED -19,
+INVALID_ARGUMENT -1, INSUFFICIENT_RESOURCES -49, UNINITIALIZED -56; any other code is
+DCGM_ST_NVML_ERROR, -8."""
+_DCGM_NVML_ERROR = -8.0
+_DCGM_BADPARAM = -1.0
+
+
+def fabric_manager_error(info: FabricInfo) -> float | None:
+    """DCGM_FI_DEV_FABRIC_MANAGER_ERROR: once registration completed, DCGM's return code for
+    its status (0: success); no value while it is not supported, not started or in
+    progress; DCGM_ST_BADPARAM for a state NVML did not define."""
+    if info.state < NVML_GPU_FABRIC_STATE_COMPLETED:
+        return None
+    if info.state > NVML_GPU_FABRIC_STATE_COMPLETED:
+        return _DCGM_BADPARAM
+    return _DCGM_RETURN.get(info.status, _DCGM_NVML_ERROR)
+
+
+def cluster_uuid(raw: bytes | bytearray | ctypes.Array[ctypes.c_uint8]) -> str:
+    """DCGM_FI_DEV_FABRIC_CLUSTER_UUID: the 16 bytes in order as a lowercase 8-4-4-4-12 GUID."""
+    digits = bytes(raw).hex()
+    return "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:32]))

@@ -26,6 +26,7 @@ from exporter.devices.nvml_api import (
     Handle,
     NvmlLib,
 )
+from exporter.devices.struct_reads import STRUCT_READS
 from exporter.fields.catalog import (
     FI_NVLINK_THROUGHPUT_DATA_RX,
     FI_NVLINK_THROUGHPUT_DATA_TX,
@@ -213,6 +214,14 @@ class _Planner:
 
     def _add_call(self, name: str, call: Call, conv: Conv, link: int | None) -> None:
         args = tuple(_bind(a, self.plan.handle, link) for a in call.args)
+        struct_read = STRUCT_READS.get(call.function)
+        if struct_read is not None:
+            # Bound with the arguments after the handle (a link, for a per-link register).
+            rest = tuple(a for a in args if a is not self.plan.handle)
+            step = self.call((call.function, rest), call.function,
+                             lambda: struct_read(self.lib, self.plan.handle, *rest))
+            step.outputs.append(Output(name, _picker(Reader.CALL, call.pick), conv, link))
+            return
         function: Callable[..., Any] | None = getattr(self.lib, call.function, None)
         if function is None:
             # pynvml defines every function it knows (a missing symbol fails at the call);

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.devices.accounting import CallErrors
+from exporter.devices.convert import LABEL_CONVERTERS
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.nvml_api import Handle, NvmlLib
+from exporter.devices.struct_reads import STRUCT_READS
 from exporter.fields.catalog import HANDLE, Call, FieldSpec, MetricType, Reader
 
 
@@ -23,11 +25,14 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
     for spec in specs:
         call = spec.part
         assert isinstance(call, Call)
-        function = getattr(lib, call.function, None)
+        struct_read = STRUCT_READS.get(call.function)
+        function = struct_read(lib, handle) if struct_read is not None else getattr(
+            lib, call.function, None)
         if function is None:
             continue
         try:
-            answer = function(*(handle if a == HANDLE else a for a in call.args))
+            answer = function() if struct_read is not None else function(
+                *(handle if a == HANDLE else a for a in call.args))
         except Exception as exc:
             if not is_nvml_error(exc):
                 raise
@@ -35,5 +40,11 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
             continue
         if isinstance(call.pick, str):
             answer = getattr(answer, call.pick)
-        labels[spec.name] = answer.decode() if isinstance(answer, bytes) else str(answer)
+        text = LABEL_CONVERTERS.get(spec.convert, _text)(answer)
+        if text is not None:  # None: NVML has no value to give (e.g. a serial of 0xFF)
+            labels[spec.name] = text
     return labels
+
+
+def _text(answer: object) -> str:
+    return answer.decode() if isinstance(answer, bytes) else str(answer)

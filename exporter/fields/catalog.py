@@ -79,6 +79,14 @@ class Convert(enum.Enum):
     BER = "mantissa (bits 8-11) x 10^-exponent (bits 0-7)"
     FB_USED_RATIO = "used / (total - reserved)"
     FABRIC_MANAGER_STATUS = "DCGM fabric manager status from state and status"
+    FABRIC_MANAGER_ERROR = "DCGM return code of the registration status, once completed"
+    UNSET_0XFF = "none; 0xFF (not reported) left out"
+    VGPU_LICENSED = "1 when the vGPU feature is licensed, else 0"
+    # Label fields: NVML's answer to the exported string.
+    BRAND_NAME = "brand enum -> nvidia-smi's name"
+    GUID_HEX = "first 8 bytes as 0x%016x"
+    SERIAL_BYTES = "bytes up to the first NUL; empty or all 0xFF left out"
+    UUID_BYTES = "16 bytes as a GUID string"
 
 
 HANDLE = "h"

@@ -41,6 +41,7 @@ class Reason(enum.Enum):
     NOT_SUPPORTED = "not-supported"
     BLOB = "blob"
     VGPU_HOST = "vgpu-host"
+    HOST_ENGINE = "host-engine"
     MARKER = "marker"
 
     @property
@@ -66,6 +67,7 @@ _SUMMARY = {
     Reason.NOT_SUPPORTED: "always NOT_SUPPORTED in DCGM",
     Reason.BLOB: "binary blob",
     Reason.VGPU_HOST: "vGPU host only",
+    Reason.HOST_ENGINE: "DCGM host engine's own process",
     Reason.MARKER: "range marker, not a field",
 }
 
@@ -79,6 +81,8 @@ _EXPLANATION = {
     Reason.NOT_SUPPORTED: "DCGM never has a value for it (always NOT_SUPPORTED)",
     Reason.BLOB: "a binary blob, which cannot be exported as a sample",
     Reason.VGPU_HOST: "it exists only on a vGPU host (hypervisor)",
+    Reason.HOST_ENGINE: ("the name of DCGM's own host-engine process (a global field, not a "
+                         "GPU value); this exporter has no host engine"),
     Reason.MARKER: "a range marker of dcgm_fields.h, not a field",
 }
 

@@ -66,14 +66,30 @@ _PYNVML_FUNCTION = {
 }
 # Functions whose pynvml wrapper already returns the one value the table picks.
 _RETURNS_THE_VALUE = {"nvmlDeviceGetMarginTemperature": "marginTemperature"}
-# Calls that take a caller-built struct (PRM: a register access DCGM packs and unpacks
-# itself): not a plain read. nvmlDeviceGetUnrepairableMemoryFlag_v1 is one too, and pynvml
-# 13's struct for it (version, flag) does not match nvml.h 13's (the flag alone): its answer
-# would be read from the wrong word.
-_TAKES_A_STRUCT = frozenset({"nvmlDeviceGetPlatformInfo",
-                             "nvmlDeviceGetSramEccErrorStatus", "nvmlDeviceReadWritePRM_v1",
-                             "nvmlDeviceReadPRMCounters_v1",
-                             "nvmlDeviceGetUnrepairableMemoryFlag_v1"})
+# Register accesses DCGM packs and unpacks itself (PRM): not read yet.
+_NOT_READ = frozenset({"nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters_v1"})
+# Calls read by the device layer's struct reads (`exporter.devices.struct_reads`): a struct
+# passed in, an answer in the return code, or a value composed from several calls.
+_STRUCT_READS = frozenset({"nvmlDeviceGetPlatformInfo", "nvmlDeviceGetSramEccErrorStatus",
+                           "nvmlDeviceGetUnrepairableMemoryFlag_v1",
+                           "nvmlDeviceValidateInforom", "nvmlDeviceGetMaxMigDeviceCount"})
+_STRUCT_CONVERSIONS: tuple[tuple[str, Pick, Convert], ...] = (
+    ("NVML_SUCCESS -> 1, NVML_ERROR_CORRUPTED_INFOROM -> 0", None, Convert.NONE),
+    ("max(that count, largest GI profile slice count)", None, Convert.NONE),
+    ("1 if the NVML_GRID_LICENSE_FEATURE_CODE_VGPU feature", None, Convert.VGPU_LICENSED),
+)
+"""Conversions of struct reads and composed values: what to pick and how to convert it."""
+_STRING_CONVERSIONS: Mapping[str, tuple[str, Pick, Convert]] = {
+    "nvmlBrandType_t -> fixed string": ("nvmlDeviceGetBrand", None, Convert.BRAND_NAME),
+    'ibGuid first 8 bytes as "0x%016llx"': ("nvmlDeviceGetPlatformInfo", "ibGuid",
+                                           Convert.GUID_HEX),
+    "chassisSerialNumber (16 bytes); empty or all 0xFF -> blank": (
+        "nvmlDeviceGetPlatformInfo", "chassisSerialNumber", Convert.SERIAL_BYTES),
+    ".clusterUuid formatted as a GUID string": ("nvmlDeviceGetGpuFabricInfoV", "clusterUuid",
+                                                Convert.UUID_BYTES),
+}
+"""String fields whose NVML answer is not the string itself, by the table's conversion
+(prefix): the call, the member and the conversion to text."""
 _MEMORY_READER_PARTS = {".total": "total", ".free": "free", ".used": "used",
                         ".reserved": "reserved"}
 
@@ -165,10 +181,11 @@ def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
 
 
 def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
-    """Fabric registration fields; the error code (DCGM's own return codes for NVML's) and
-    the cluster UUID (a string that changes when registration completes) are not read."""
+    """Fabric registration fields (the cluster UUID, a string, is a label field)."""
     if conversion.startswith(".state/.status -> dcgmFabricManagerStatus_t"):
         return Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS
+    if conversion.startswith(".status converted to a dcgmReturn_t code"):
+        return Reader.FABRIC, None, Convert.FABRIC_MANAGER_ERROR
     member = re.match(r"\.(cliqueId|healthMask|healthSummary)\b", conversion)
     return None if member is None else (Reader.FABRIC, member.group(1), Convert.NONE)
 
@@ -227,6 +244,19 @@ def _pick_and_convert(function: str, conversion: str) -> tuple[Pick, Convert] | 
     return None
 
 
+def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
+    """What a struct read yields: a member (`.slotNumber`, with 0xFF meaning "not
+    reported" where the table says so), or the composed value itself."""
+    for prefix, pick, convert in _STRUCT_CONVERSIONS:
+        if conversion.startswith(prefix):
+            return pick, convert
+    member = re.match(r"\.(\w+)(;| \(|$)", conversion)
+    if member is None:
+        return None
+    unset = conversion.endswith("; 0xFF -> blank")
+    return member.group(1), Convert.UNSET_0XFF if unset else Convert.NONE
+
+
 def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
     """A plain call: the table's function with constant arguments, and a conversion of a
     known phrasing. Calls that take a struct or need more than one call return None."""
@@ -238,8 +268,13 @@ def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
     if function in _READER_CALLS:
         return _READER_CALLS[function](conversion)
     function = _PYNVML_FUNCTION.get(function, function)
-    if function in _TAKES_A_STRUCT or not callable(getattr(pynvml, function, None)):
+    if function in _NOT_READ or not callable(getattr(pynvml, function, None)):
         return None
+    if function in _STRUCT_READS or any(conversion.startswith(p) for p, _, _ in
+                                         _STRUCT_CONVERSIONS):
+        found = _struct_pick(conversion)
+        return None if found is None else (Reader.CALL, Call(function, (HANDLE,), found[0]),
+                                           found[1])
     args = _call_args(args_text, row["scope"] == "link")
     if function.startswith(("nvmlDevice", "nvmlGpm")) and function != "nvmlDeviceGetCount":
         args = (HANDLE, *args)
@@ -256,7 +291,7 @@ def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
 
 
 _NOT_A_PLAIN_STRING = frozenset({
-    "nvmlDeviceGetBrand",  # an enum DCGM spells with nvidia-smi's words
+    "nvmlDeviceGetBrand",  # an enum DCGM spells with nvidia-smi's words (_STRING_CONVERSIONS)
     "nvmlSystemGetProcessName",  # DCGM asks for its own process's name
 })
 
@@ -268,7 +303,7 @@ def _string(row: Row) -> Call | None:
     if match is None or row["conversion"] not in ("none", ".busId"):
         return None
     function, args_text = match.groups()
-    if function in _NOT_A_PLAIN_STRING or function in _TAKES_A_STRUCT or not callable(
+    if function in _NOT_A_PLAIN_STRING or function in _STRUCT_READS or not callable(
             getattr(pynvml, function, None)):
         return None
     args = _call_args(args_text, False)
@@ -277,12 +312,20 @@ def _string(row: Row) -> Call | None:
     return Call(function, args, "busId" if row["conversion"] == ".busId" else None)
 
 
+def _converted_string(row: Row) -> tuple[Call, Convert] | None:
+    for prefix, (function, pick, convert) in _STRING_CONVERSIONS.items():
+        if row["conversion"].startswith(prefix) and row["nvml_source"] == function:
+            return Call(function, (HANDLE,), pick), convert
+    return None
+
+
 def recipe(row: Row, help_text: str) -> FieldSpec | None:
     """The spec serving the field of this canonical row, or None if it is not a plain read."""
     if row["dcgm_type"] == "string":
-        string = _string(row)
+        converted = _converted_string(row)
+        string, convert = converted if converted is not None else (_string(row), Convert.NONE)
         return None if string is None else FieldSpec(
-            row["dcgm_name"], MetricType.LABEL, help_text, "", Reader.CALL, string, Convert.NONE,
+            row["dcgm_name"], MetricType.LABEL, help_text, "", Reader.CALL, string, convert,
             Scope.GPU, default=False)
     if row["dcgm_type"] not in ("int64", "double"):
         return None

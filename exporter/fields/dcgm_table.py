@@ -74,6 +74,8 @@ def classify(row: Row) -> Reason:
         return Reason.VGPU_HOST
     if source == "none" or notes.startswith("internal field"):
         return Reason.DCGM_STATE
+    if "DCGM passes its own getpid()" in notes:
+        return Reason.HOST_ENGINE
     return Reason.NVML
 
 

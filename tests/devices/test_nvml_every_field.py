@@ -179,3 +179,25 @@ MOST_USED = {
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_COUNT",
 }
 """dcgm-fields.md's "most-used beyond the default CSV" list, less the PCIe throughput pair."""
+
+
+def test_mig_max_slices_with_mig_on(nvmlsim_lib: Path, tmp_path: Path) -> None:
+    """DCGM_FI_DEV_MIG_MAX_SLICES walks the GPU instance profiles through pynvml: the larger
+    of the MIG device count (7) and the largest profile (8 slices here), 0 with MIG off."""
+    profiles = {f"nvmlDeviceGetGpuInstanceProfileInfo({p})": n
+                for p, n in ((0, 1), (1, 2), (2, 3), (3, 4), (4, 8), (9, 1))}
+    mig = [{"gi": 1, "profile": "1g.18gb"}]
+    path = write_scenario(tmp_path, {"devices": [
+        {"mig": mig, "calls": profiles}, {"calls": profiles}]})
+    result = run_child(nvmlsim_lib, """
+        from exporter.devices.nvml import NvmlBackend
+        from exporter.fields.csv import parse_collectors
+        specs = parse_collectors("DCGM_FI_DEV_MIG_MAX_SLICES, gauge, x\\n", "c.csv").specs
+        backend = NvmlBackend(pynvml, specs)
+        backend.start()
+        readings = backend.poll()
+        out["slices"] = {gpu: v["DCGM_FI_DEV_MIG_MAX_SLICES"]
+                         for (gpu, inst), v in readings.values.items() if inst == -1}
+        backend.close()
+    """, scenario_file=path)
+    assert result["slices"] == {"0": 8.0, "1": 0.0}

@@ -72,8 +72,7 @@ def test_an_alias_of_a_label_field_must_still_be_a_label() -> None:
 # Each category picked from the reference table by its own columns, not by the classifier.
 def _nvml_not_read(r: Row) -> bool:
     """Register reads and struct-taking calls: NVML has them, no plain read serves them."""
-    if not r["nvml_source"].startswith(("nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters",
-                                        "nvmlDeviceGetPlatformInfo")):
+    if not r["nvml_source"].startswith(("nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters")):
         return False
     field = dcgm_names().field(r["dcgm_name"])
     return field is not None and dcgm_names().served_spec(field) is None
@@ -93,6 +92,7 @@ CATEGORY_ROWS: dict[Reason, Callable[[Row], bool]] = {
     and r["dcgm_type"] != "binary",
     Reason.NOT_SUPPORTED: lambda r: bool(re.search("always [a-z]+ NOT_SUPPORTED",
                                                         r["notes"])),
+    Reason.HOST_ENGINE: lambda r: r["nvml_source"] == "nvmlSystemGetProcessName",
     Reason.MARKER: lambda r: r["dcgm_name"].endswith("_FIELD_ID") and "LAST" in r["dcgm_name"],
     Reason.NVML: _nvml_not_read,
 }

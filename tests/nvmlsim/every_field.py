@@ -62,6 +62,8 @@ _NAMED_CALLS: dict[str, int | str] = {
     "nvmlDeviceGetPciInfo_v3().pciSubSystemId": "pci_subsystem_id",
     "nvmlGpmQueryDeviceSupport().isSupportedDevice": "gpm_supported",
     "nvmlDeviceGetClockInfo(1)": "sm_clock_mhz", "nvmlDeviceGetClockInfo(2)": "mem_clock_mhz",
+    # DCGM_FI_DEV_MIG_MAX_SLICES: 0 with MIG off (tests/devices/test_struct_reads.py has MIG on)
+    "nvmlDeviceGetMaxMigDeviceCount()": 0,
 }
 
 
@@ -115,7 +117,32 @@ def _convert(convert: Convert, raw: Any) -> float | None:
         return (3.0 if status == 0 else 4.0) if state == 3 else float(min(state, 5))
     if convert is Convert.FB_USED_RATIO:
         return float(raw.used / (raw.total - raw.reserved))
+    if convert is Convert.FABRIC_MANAGER_ERROR:
+        state, status = raw  # completed: DCGM's code for the NVML status (UNINITIALIZED -56)
+        return {0: 0.0, 1: -56.0}[status] if state == 3 else None
+    if convert is Convert.UNSET_0XFF:
+        return None if raw == 0xFF else float(raw)
+    if convert is Convert.VGPU_LICENSED:
+        return 1.0 if raw else 0.0  # the vGPU feature's state
     raise AssertionError(f"no expectation for {convert}")
+
+
+_ONE_BYTE = frozenset({"nvmlDeviceGetPlatformInfo"})
+"""Calls whose members are single bytes."""
+_RETURN_CODE = {"nvmlDeviceValidateInforom": 0}
+"""Calls answering in their return code: the value that selects an error answer (0: the
+infoROM is corrupted, exported as 0)."""
+
+
+def _raw_for(spec: FieldSpec, n: int) -> Any:
+    part = spec.part
+    if isinstance(part, Call) and part.function in _ONE_BYTE:
+        return 1 + n % 200
+    if isinstance(part, Call) and part.function in _RETURN_CODE:
+        return _RETURN_CODE[part.function]
+    if spec.part == "healthSummary":
+        return 2  # an unsigned char: NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY
+    return _raw(spec.convert, n)
 
 
 def _raw(convert: Convert, n: int) -> Any:
@@ -128,7 +155,7 @@ def _raw(convert: Convert, n: int) -> Any:
         return 3
     if convert is Convert.COMPUTE_CAPABILITY:
         return (9, n % 7)
-    if convert is Convert.FABRIC_MANAGER_STATUS:
+    if convert in (Convert.FABRIC_MANAGER_STATUS, Convert.FABRIC_MANAGER_ERROR):
         return (3, 1)  # registration completed with an error: DCGM's "failure", 4
     if convert is Convert.BER:
         return (3 << 8) | (10 + n % 9)
@@ -156,11 +183,30 @@ _NAMED_STRINGS = {"nvmlDeviceGetName()": NAMED["name"], "nvmlDeviceGetUUID()": N
                   "nvmlSystemGetNVMLVersion()": NVML_VERSION}
 
 
+# Label fields whose NVML answer is not the text: where the raw answer is set, the raw
+# value, and the text DCGM makes of it (an independent statement of each conversion).
+_CONVERTED_LABELS: dict[Convert, tuple[str, str, Any, str]] = {
+    Convert.BRAND_NAME: ("calls", "nvmlDeviceGetBrand()", 9, "NVIDIA Virtual Compute Server"),
+    Convert.GUID_HEX: ("calls", "nvmlDeviceGetPlatformInfo().ibGuid", 0x000A1B2C3D4E5F60,
+                       "0x000a1b2c3d4e5f60"),
+    Convert.SERIAL_BYTES: ("strings", "nvmlDeviceGetPlatformInfo().chassisSerialNumber",
+                           "1650924060012", "1650924060012"),
+    Convert.UUID_BYTES: ("strings", "nvmlDeviceGetGpuFabricInfoV().clusterUuid",
+                         "5c0ffee0d15ea5e0b0bacafe12345678",
+                         "5c0ffee0-d15e-a5e0-b0ba-cafe12345678"),
+}
+
+
 def _labels(scenario: Scenario, specs: list[FieldSpec]) -> None:
     """Label-type fields: a string per call, set where the simulated library looks."""
     for n, spec in enumerate(s for s in specs if s.type is MetricType.LABEL):
         if not isinstance(spec.part, Call):
             continue  # the driver version, from the inventory
+        if spec.convert in _CONVERTED_LABELS:
+            table, key, raw, text = _CONVERTED_LABELS[spec.convert]
+            scenario.device[table][key] = raw
+            scenario.expected_labels[spec.name] = text
+            continue
         key = _call_key(spec.part, None)
         value = _NAMED_STRINGS.get(key)
         if value is None:
@@ -179,10 +225,7 @@ def build() -> Scenario:
     # several fields may read one key (a lane field and the same link's link field).
     for n, spec in enumerate(specs):
         for link in (range(LINKS) if spec.scope is Scope.LINK else [None]):
-            raw = _raw(spec.convert, n + 7 * (link or 0))
-            if spec.part == "healthSummary":
-                raw = 2  # an unsigned char: NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY
-            _set(device, spec, raw, link)
+            _set(device, spec, _raw_for(spec, n + 7 * (link or 0)), link)
     for spec in specs:
         for link in (range(LINKS) if spec.scope is Scope.LINK else [None]):
             raw = _stored(device, spec, link)
@@ -262,7 +305,8 @@ def _stored(device: dict[str, Any], spec: FieldSpec, link: int | None) -> Any:
         named = _NAMED_CALLS[keys[0]]
         return NAMED[named] if isinstance(named, str) else named
     values = [device[table][k] for k in keys]
-    if spec.convert in (Convert.COMPUTE_CAPABILITY, Convert.FABRIC_MANAGER_STATUS):
+    if spec.convert in (Convert.COMPUTE_CAPABILITY, Convert.FABRIC_MANAGER_STATUS,
+                        Convert.FABRIC_MANAGER_ERROR):
         return tuple(values)
     return sum(values) if len(values) > 1 else values[0]
 

@@ -56,6 +56,7 @@ PLAIN(nvmlDeviceGetComputeMode, nvmlComputeMode_t)
 PLAIN(nvmlDeviceGetPersistenceMode, nvmlEnableState_t)
 PLAIN(nvmlDeviceGetVirtualizationMode, nvmlGpuVirtualizationMode_t)
 PLAIN(nvmlDeviceGetInforomConfigurationChecksum, unsigned int)
+PLAIN(nvmlDeviceGetBrand, nvmlBrandType_t)
 
 /* One unsigned value of a physical-GPU query with one enum argument. */
 static nvmlReturn_t by_arg(int fn, const char *name, nvmlDevice_t device, int arg,
@@ -283,6 +284,19 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int l
 
 /* Fabric registration (nvmlGpuFabricInfo_v3_t) from the "calls" values of its members
  * state, status, cliqueId, healthMask and healthSummary; state unset: NOT_SUPPORTED. */
+/* The cluster UUID from the string "nvmlDeviceGetGpuFabricInfoV().clusterUuid": 32 hex digits,
+ * dashes allowed, in byte order; all zero when unset. */
+static void cluster_uuid(const sim_gpu *g, unsigned char *out) {
+    const char *text = sim_string_get(g, "nvmlDeviceGetGpuFabricInfoV().clusterUuid");
+    memset(out, 0, NVML_GPU_FABRIC_UUID_LEN);
+    for (int n = 0; text && *text && n < 2 * NVML_GPU_FABRIC_UUID_LEN; text++) {
+        unsigned digit;
+        if (*text == '-' || sscanf(text, "%1x", &digit) != 1) continue;
+        out[n / 2] |= (unsigned char)(n % 2 ? digit : digit << 4);
+        n++;
+    }
+}
+
 nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info) {
     sim_gpu *g;
     int slot;
@@ -302,6 +316,7 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV
             info->cliqueId = (unsigned)clique;
             info->healthMask = (unsigned)mask;
             info->healthSummary = (unsigned char)summary;
+            cluster_uuid(g, info->clusterUuid);
         }
     }
     return sim_finish(r);

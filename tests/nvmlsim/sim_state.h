@@ -22,8 +22,8 @@
 #define SIM_MAX_PROC_SAMPLES 8 /* timed utilisation samples per process */
 #define SIM_MAX_GPM 128     /* GPM metric ids one scope can answer */
 #define SIM_MAX_VALUES 384  /* "fields" and "calls" entries of one GPU */
-#define SIM_VALUE_KEY 64
-#define SIM_MAX_STRINGS 8   /* "strings" entries of one GPU */
+#define SIM_VALUE_KEY 96
+#define SIM_MAX_STRINGS 16  /* "strings" entries of one GPU */
 #define SIM_STRING 96
 #define SIM_MAX_FIELD_RET 16
 #define SIM_MAX_PENDING 128 /* XID events not yet due */
@@ -126,7 +126,15 @@
     X(nvmlDeviceGetVbiosVersion)                           \
     X(nvmlDeviceGetInforomVersion)                         \
     X(nvmlDeviceGetInforomImageVersion)                    \
-    X(nvmlDeviceGetGpuFabricInfoV)
+    X(nvmlDeviceGetGpuFabricInfoV)                         \
+    X(nvmlDeviceGetBrand)                                  \
+    X(nvmlDeviceGetSramEccErrorStatus)                     \
+    X(nvmlDeviceGetUnrepairableMemoryFlag_v1)              \
+    X(nvmlDeviceValidateInforom)                           \
+    X(nvmlDeviceGetPlatformInfo)                           \
+    X(nvmlDeviceGetGridLicensableFeatures_v4)              \
+    X(nvmlDeviceGetGpuInstanceProfileInfoV)                \
+    X(nvmlDeviceGetGpuInstanceProfileInfo)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,

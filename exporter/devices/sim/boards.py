@@ -39,6 +39,9 @@ class BoardFigures:
     inforom_image: str
     inforom_oem: str
     inforom_ecc: str
+    module_id: int | None
+    """Platform Info's Module Id; None where no capture shows it (platform info answers
+    NOT_SUPPORTED)."""
 
 
 BOARD_FIGURES: dict[str, BoardFigures] = {
@@ -48,26 +51,26 @@ BOARD_FIGURES: dict[str, BoardFigures] = {
         temp_limit_c=87, temp_shutdown_c=95, temp_slowdown_c=89, mem_temp_max_c=95,
         compute_capability=(9, 0), bank_remap_max=2560, c2c=False, nvdec=7, nvjpg=7, nvofa=1,
         vbios="96.00.A5.00.01", inforom_image="G520.0200.00.05", inforom_oem="2.1",
-        inforom_ecc="7.16"),
+        inforom_ecc="7.16", module_id=7),
     "NVIDIA H200": BoardFigures(
         max_video_clock_mhz=1545, video_clock_idle_mhz=765, power_limit_min_w=200.0,
         power_limit_max_w=700.0, pcie_gen=5, pcie_width=16, bar1_total_mib=262144,
         temp_limit_c=87, temp_shutdown_c=95, temp_slowdown_c=89, mem_temp_max_c=95,
         compute_capability=(9, 0), bank_remap_max=4480, c2c=False, nvdec=7, nvjpg=7, nvofa=1,
         vbios="96.00.A5.00.03", inforom_image="G520.0280.02.02", inforom_oem="2.1",
-        inforom_ecc="7.16"),
+        inforom_ecc="7.16", module_id=1),
     "NVIDIA A100-SXM4-80GB": BoardFigures(
         max_video_clock_mhz=1290, video_clock_idle_mhz=585, power_limit_min_w=100.0,
         power_limit_max_w=400.0, pcie_gen=4, pcie_width=16, bar1_total_mib=131072,
         temp_limit_c=85, temp_shutdown_c=92, temp_slowdown_c=89, mem_temp_max_c=95,
         compute_capability=(8, 0), bank_remap_max=2560, c2c=False, nvdec=5, nvjpg=1, nvofa=1,
         vbios="92.00.45.00.06", inforom_image="G506.0212.00.02", inforom_oem="2.0",
-        inforom_ecc="6.16"),
+        inforom_ecc="6.16", module_id=None),
     "NVIDIA L4": BoardFigures(
         max_video_clock_mhz=1545, video_clock_idle_mhz=795, power_limit_min_w=40.0,
         power_limit_max_w=72.0, pcie_gen=4, pcie_width=16, bar1_total_mib=32768,
         temp_limit_c=87, temp_shutdown_c=95, temp_slowdown_c=92, mem_temp_max_c=None,
         compute_capability=(8, 9), bank_remap_max=192, c2c=False, nvdec=4, nvjpg=4, nvofa=1,
         vbios="95.04.43.00.05", inforom_image="G193.0200.00.01", inforom_oem="2.1",
-        inforom_ecc="6.16"),
+        inforom_ecc="6.16", module_id=1),
 }

@@ -5,9 +5,9 @@ Pass it where the `pynvml` module would go; see `core` for how handles behave.
 
 from __future__ import annotations
 
-from exporter.devices.sim.api_board import BoardCalls
 from exporter.devices.sim.api_events import EventCalls
 from exporter.devices.sim.api_gpm import GPM_METRIC_IDS, GpmCalls
+from exporter.devices.sim.api_health import HealthCalls
 from exporter.devices.sim.api_identity import IdentityCalls
 from exporter.devices.sim.api_processes import ProcessCalls
 from exporter.devices.sim.api_values import ValueCalls
@@ -16,7 +16,7 @@ from exporter.devices.sim.core import SimGpu, SimMigDevice
 __all__ = ["GPM_METRIC_IDS", "SimGpu", "SimMigDevice", "SimNvml"]
 
 
-class SimNvml(IdentityCalls, ValueCalls, BoardCalls, GpmCalls, EventCalls, ProcessCalls):
+class SimNvml(IdentityCalls, ValueCalls, HealthCalls, GpmCalls, EventCalls, ProcessCalls):
     """A simulated node answering pynvml's calls; thread-safe.
 
     `SimNvml(profile, *, seed=0, faults=(), clock=time.monotonic)`: simulated time is

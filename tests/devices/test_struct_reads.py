@@ -1,0 +1,168 @@
+"""Fields read through a struct, a return code or a composed value (`struct_reads`): on the
+simulated node as the captures show them, and DCGM's rules for each conversion."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from typing import Any
+
+import pynvml
+import pytest
+
+from exporter.devices.convert import CONVERTERS, LABEL_CONVERTERS
+from exporter.devices.fabric import FabricInfo
+from exporter.devices.model import Readings
+from exporter.devices.nvml import NvmlBackend
+from exporter.devices.sim import SimNvml
+from exporter.devices.struct_reads import (
+    PLATFORM_INFO_V2,
+    SRAM_ECC_ERROR_STATUS_V1,
+    STRUCT_READS,
+    UnrepairableMemoryStatus,
+)
+from exporter.fields.catalog import Convert, FieldSpec
+from exporter.fields.csv import parse_collectors
+from tests.support.clock import FakeClock
+
+NUMBERS = """\
+DCGM_FI_DEV_SRAM_EXCEEDED, gauge, x
+DCGM_FI_DEV_MEMORY_UNREPAIRABLE, gauge, x
+DCGM_FI_DEV_INFOROM_VALID, gauge, x
+DCGM_FI_DEV_MIG_MAX_SLICES, gauge, x
+DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, x
+DCGM_FI_DEV_PLATFORM_MODULE_ID, gauge, x
+DCGM_FI_DEV_PLATFORM_CHASSIS_SLOT_NUMBER, gauge, x
+DCGM_FI_DEV_PLATFORM_HOST_ID, gauge, x
+DCGM_FI_DEV_FABRIC_MANAGER_ERROR, gauge, x
+DCGM_FI_DEV_GPU_BRAND, label, x
+DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER, label, x
+DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID, label, x
+DCGM_FI_DEV_FABRIC_CLUSTER_UUID, label, x
+"""
+
+
+def _specs() -> tuple[FieldSpec, ...]:
+    return parse_collectors(NUMBERS, "c.csv").specs
+
+
+@pytest.fixture
+def poll() -> Iterator[Any]:
+    backends: list[NvmlBackend] = []
+
+    def run(profile: str) -> Readings:
+        clock = FakeClock(start=1_700_000_000.0)
+        backend = NvmlBackend(SimNvml(profile, seed=5, clock=clock), _specs(), clock=clock,
+                              wall_clock=clock)
+        backends.append(backend)
+        backend.start()
+        return backend.poll()
+    yield run
+    for backend in backends:
+        backend.close()
+
+
+def test_hopper_values_are_the_captures(poll: Any) -> None:
+    readings = poll("h100-8")
+    values = readings.values[(0, -1)]
+    # "SRAM Threshold Exceeded: No", "Unrepairable Memory: No", infoROM valid, MIG off,
+    # no vGPU licensing, Platform Info's "Module Id: 7" with the rest N/A (0xFF: left out),
+    # fabric registration "Completed", "Success".
+    assert values == {
+        "DCGM_FI_DEV_SRAM_EXCEEDED": 0.0, "DCGM_FI_DEV_MEMORY_UNREPAIRABLE": 0.0,
+        "DCGM_FI_DEV_INFOROM_VALID": 1.0, "DCGM_FI_DEV_MIG_MAX_SLICES": 0.0,
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS": 0.0, "DCGM_FI_DEV_PLATFORM_MODULE_ID": 7.0,
+        "DCGM_FI_DEV_PLATFORM_HOST_ID": 255.0, "DCGM_FI_DEV_FABRIC_MANAGER_ERROR": 0.0}
+    # "Product Brand: NVIDIA", "ClusterUUID: 00000000-...", chassis serial N/A: no label.
+    assert readings.labels[(0, -1)] == {
+        "DCGM_FI_DEV_GPU_BRAND": "NVIDIA",
+        "DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID": "0x0000000000000000",
+        "DCGM_FI_DEV_FABRIC_CLUSTER_UUID": "00000000-0000-0000-0000-000000000000"}
+
+
+def test_mig_max_slices_is_the_largest_profile_on_a_mig_gpu(poll: Any) -> None:
+    readings = poll("h200-mig")
+    assert readings.values[(0, -1)]["DCGM_FI_DEV_MIG_MAX_SLICES"] == 7.0  # MIG on: 7g
+    assert readings.values[(2, -1)]["DCGM_FI_DEV_MIG_MAX_SLICES"] == 0.0  # MIG off
+
+
+def test_a_board_without_them_omits_them(poll: Any) -> None:
+    readings = poll("l4-1")
+    values = readings.values[(0, -1)]
+    assert "DCGM_FI_DEV_MEMORY_UNREPAIRABLE" not in values  # Hopper and newer: N/A on Ada
+    assert "DCGM_FI_DEV_FABRIC_MANAGER_ERROR" not in values  # no NVLink fabric
+    assert values["DCGM_FI_DEV_MIG_MAX_SLICES"] == 0.0  # no MIG: DCGM's 0
+
+
+def test_struct_sizes_are_nvml_h_versions() -> None:
+    # NVML_STRUCT_VERSION(x, v) = sizeof | v << 24, as pynvml also states them.
+    assert pynvml.nvmlEccSramErrorStatus_v1 == SRAM_ECC_ERROR_STATUS_V1
+    assert pynvml.nvmlPlatformInfo_v2 == PLATFORM_INFO_V2
+    assert ctypes.sizeof(UnrepairableMemoryStatus) == 4  # nvml.h: the flag alone
+
+
+def test_inforom_validity_is_the_return_code() -> None:
+    class Lib:
+        code = 0
+
+        def nvmlDeviceValidateInforom(self, handle: object) -> None:  # noqa: ARG002
+            if self.code:
+                raise pynvml.NVMLError(self.code)
+
+    lib = Lib()
+    read = STRUCT_READS["nvmlDeviceValidateInforom"](lib, object())
+    assert read() == 1
+    lib.code = pynvml.NVML_ERROR_CORRUPTED_INFOROM
+    assert read() == 0
+    lib.code = pynvml.NVML_ERROR_UNKNOWN  # any other error: no value, as DCGM
+    with pytest.raises(pynvml.NVMLError):
+        read()
+
+
+@pytest.mark.parametrize(("state", "status", "want"), [
+    (0, 0, None), (1, 0, None), (2, 0, None),  # not supported, not started, in progress
+    (3, 0, 0.0), (3, 3, -6.0), (3, 4, -17.0), (3, 6, -14.0), (3, 10, -11.0), (3, 15, -18.0),
+    (3, 16, -19.0), (3, 2, -1.0), (3, 23, -49.0), (3, 1, -56.0), (3, 999, -8.0),
+    (3, 25, -8.0), (7, 0, -1.0),
+])
+def test_fabric_manager_error_is_dcgms_return_code(state: int, status: int,
+                                                   want: float | None) -> None:
+    info = FabricInfo(state=state, status=status)
+    assert CONVERTERS[Convert.FABRIC_MANAGER_ERROR](info) == want
+
+
+def _features(supported: int, *features: tuple[int, int]) -> Any:
+    answer = pynvml.c_nvmlGridLicensableFeatures_v4_t()
+    answer.isGridLicenseSupported = supported
+    answer.licensableFeaturesCount = len(features)
+    for entry, (code, state) in zip(answer.gridLicensableFeatures, features, strict=False):
+        entry.featureCode, entry.featureState = code, state
+    return answer
+
+
+@pytest.mark.parametrize(("features", "want"), [
+    (_features(0), 0.0),  # licensing not supported
+    (_features(1, (1, 1)), 1.0), (_features(1, (1, 0)), 0.0),
+    (_features(1, (2, 1), (1, 3)), 1.0),  # the vGPU feature, wherever it is listed
+    (_features(1, (2, 1)), None),  # no vGPU feature listed: no value
+])
+def test_vgpu_license_status(features: Any, want: float | None) -> None:
+    assert CONVERTERS[Convert.VGPU_LICENSED](features) == want
+
+
+@pytest.mark.parametrize(("convert", "raw", "want"), [
+    (Convert.BRAND_NAME, 2, "Tesla"), (Convert.BRAND_NAME, 14, "NVIDIA"),
+    (Convert.BRAND_NAME, 19, "Unknown"),
+    (Convert.GUID_HEX, bytes([0x60, 0x5F, 0x4E, 0x3D, 0x2C, 0x1B, 0x0A, 0, 9, 9]),
+     "0x000a1b2c3d4e5f60"),  # little-endian, bytes 8-15 ignored
+    (Convert.SERIAL_BYTES, b"1650924060012\0\0\0", "1650924060012"),
+    (Convert.SERIAL_BYTES, b"\xff" * 16, None), (Convert.SERIAL_BYTES, b"\0abc", None),
+    (Convert.UUID_BYTES, bytes(range(16)), "00010203-0405-0607-0809-0a0b0c0d0e0f"),
+])
+def test_label_conversions(convert: Convert, raw: Any, want: str | None) -> None:
+    assert LABEL_CONVERTERS[convert](raw) == want
+
+
+def test_platform_numbers_left_out_at_0xff() -> None:
+    assert CONVERTERS[Convert.UNSET_0XFF](0xFF) is None
+    assert CONVERTERS[Convert.UNSET_0XFF](3) == 3.0
