@@ -130,6 +130,13 @@ class NvmlLib(Protocol):
     def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
         """1 when the link is up; NOT_SUPPORTED / INVALID_ARGUMENT for a link it lacks."""
         ...
+    def nvmlDeviceReadWritePRM_v1(self, handle: Handle, tlv: Any) -> None:
+        """A register access: `tlv` (an `nvmlPRMTLV_v1_t`, which pynvml passes by reference)
+        holds the request and, after the call, the reply."""
+        ...
+    def nvmlDeviceReadPRMCounters_v1(self, handle: Handle, counters: Any) -> None:
+        """Fills each `nvmlPRMCounter_v1_t` of the `nvmlPRMCounterList_v1_t` `counters`."""
+        ...
     def nvmlDeviceValidateInforom(self, handle: Handle) -> None:
         """Raises CORRUPTED_INFOROM when the infoROM fails its check."""
         ...

@@ -23,6 +23,7 @@ from exporter.devices.nvml_api import (
     Handle,
     NvmlLib,
 )
+from exporter.devices.prm import counter_reader, ppcnt_reader
 
 NVML_ERROR_CORRUPTED_INFOROM = 14
 NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
@@ -181,5 +182,7 @@ STRUCT_READS: dict[str, Maker] = {
     "nvmlDeviceValidateInforom": _inforom_valid,
     "nvmlDeviceGetMaxMigDeviceCount": _mig_max_slices,
     "nvmlDeviceGetGpuFabricInfoV": fabric_reader,
+    "nvmlDeviceReadWritePRM_v1": ppcnt_reader,  # (link, PPCNT group)
+    "nvmlDeviceReadPRMCounters_v1": counter_reader,  # (link, counter id)
 }
 """By the NVML function a field's `Call` names: how to read it."""

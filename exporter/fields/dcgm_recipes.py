@@ -66,8 +66,11 @@ _PYNVML_FUNCTION = {
 }
 # Functions whose pynvml wrapper already returns the one value the table picks.
 _RETURNS_THE_VALUE = {"nvmlDeviceGetMarginTemperature": "marginTemperature"}
-# Register accesses DCGM packs and unpacks itself (PRM): not read yet.
-_NOT_READ = frozenset({"nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters_v1"})
+_NOT_READ: frozenset[str] = frozenset()
+"""Calls no field is read through yet."""
+_PPCNT = re.compile(r"nvmlDeviceReadWritePRM_v1\(PPCNT register group (0x[0-9A-F]+) [\w ]+\)")
+_PPCNT_MEMBER = re.compile(r"raw TLV register read, big-endian unpack of (\w+?)(?:_high<<32\|low)?")
+_PRM_COUNTER = re.compile(r"nvmlDeviceReadPRMCounters_v1\((NVML_PRM_COUNTER_ID_\w+)\)")
 # Calls read by the device layer's struct reads (`exporter.devices.struct_reads`): a struct
 # passed in, an answer in the return code, or a value composed from several calls.
 _STRUCT_READS = frozenset({"nvmlDeviceGetPlatformInfo", "nvmlDeviceGetSramEccErrorStatus",
@@ -257,9 +260,26 @@ def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
     return member.group(1), Convert.UNSET_0XFF if unset else Convert.NONE
 
 
+def _prm(row: Row) -> Call | None:
+    """A link's PRM register read: a PPCNT group (one call for all its members) or one
+    counter, each as DCGM addresses the link's port (exporter.devices.prm)."""
+    group = _PPCNT.fullmatch(row["nvml_source"])
+    member = _PPCNT_MEMBER.fullmatch(row["conversion"])
+    if group is not None and member is not None:
+        return Call("nvmlDeviceReadWritePRM_v1", (HANDLE, LINK, int(group.group(1), 16)),
+                    member.group(1))
+    counter = _PRM_COUNTER.fullmatch(row["nvml_source"])
+    if counter is not None and row["conversion"] == "counterValue uiVal/ulVal/ullVal":
+        return Call("nvmlDeviceReadPRMCounters_v1", (HANDLE, LINK, _constant(counter.group(1))))
+    return None
+
+
 def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
     """A plain call: the table's function with constant arguments, and a conversion of a
     known phrasing. Calls that take a struct or need more than one call return None."""
+    prm = _prm(row)
+    if prm is not None:
+        return Reader.CALL, prm, Convert.NONE
     match = _CALL.fullmatch(row["nvml_source"])
     if match is None:
         return None

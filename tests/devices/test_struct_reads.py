@@ -14,6 +14,14 @@ from exporter.devices.convert import CONVERTERS, LABEL_CONVERTERS
 from exporter.devices.fabric import FabricInfo
 from exporter.devices.model import Readings
 from exporter.devices.nvml import NvmlBackend
+from exporter.devices.prm import (
+    PpcntCounters,
+    PrmCounter,
+    PrmCounterList,
+    PrmTlv,
+    local_port,
+    ppcnt_request,
+)
 from exporter.devices.sim import SimNvml
 from exporter.devices.struct_reads import (
     PLATFORM_INFO_V2,
@@ -166,3 +174,71 @@ def test_label_conversions(convert: Convert, raw: Any, want: str | None) -> None
 def test_platform_numbers_left_out_at_0xff() -> None:
     assert CONVERTERS[Convert.UNSET_0XFF](0xFF) is None
     assert CONVERTERS[Convert.UNSET_0XFF](3) == 3.0
+
+
+PRM = """\
+DCGM_FI_DEV_NVLINK_PPCNT_RECOVERY_SUCCESSFUL_TOTAL, counter, x
+DCGM_FI_DEV_NVLINK_PPCNT_RECOVERY_TIME_SINCE_LAST, gauge, x
+DCGM_FI_DEV_NVLINK_PPCNT_PHYSICAL_LINK_DOWN_TOTAL, counter, x
+DCGM_FI_DEV_NVLINK_PPCNT_PLR_RX_CODE_TOTAL, counter, x
+DCGM_FI_DEV_NVLINK_PPCNT_PLR_TX_RETRY_CODE_TOTAL, counter, x
+DCGM_FI_DEV_NVLINK_PPRM_OPER_RECOVERY, gauge, x
+DCGM_FI_DEV_NVLINK_PPCNT_IBPC_TX_WAIT_TOTAL, counter, x
+"""
+
+
+def test_prm_link_counters_on_the_simulated_node() -> None:
+    clock = FakeClock(start=1_700_000_000.0)
+    lib = SimNvml("h100-8", seed=5, clock=clock)
+    backend = NvmlBackend(lib, parse_collectors(PRM, "c.csv").specs, clock=clock,
+                          wall_clock=clock)
+    backend.start()
+    try:
+        first = backend.poll()
+        clock.advance(60)
+        second = backend.poll()
+    finally:
+        backend.close()
+    assert sorted(k for k in second.links if k[0] == 0) == [(0, n) for n in range(18)]
+    before, after = first.links[(0, 3)], second.links[(0, 3)]
+    assert after["DCGM_FI_DEV_NVLINK_PPCNT_PHYSICAL_LINK_DOWN_TOTAL"] == 0
+    assert after["DCGM_FI_DEV_NVLINK_PPRM_OPER_RECOVERY"] == 0
+    assert after["DCGM_FI_DEV_NVLINK_PPCNT_RECOVERY_TIME_SINCE_LAST"] == \
+        before["DCGM_FI_DEV_NVLINK_PPCNT_RECOVERY_TIME_SINCE_LAST"] + 60
+    # Codes flow with the link's traffic: a busy minute moves them on.
+    assert after["DCGM_FI_DEV_NVLINK_PPCNT_PLR_RX_CODE_TOTAL"] > \
+        before["DCGM_FI_DEV_NVLINK_PPCNT_PLR_RX_CODE_TOTAL"]
+    # One PPCNT read per group and link (18 links, 3 groups: 0x1A, 0x12, 0x22), one
+    # counter read per counter and link.
+    assert lib.calls["nvmlDeviceReadWritePRM_v1"] == 2 * 8 * 18 * 3
+    assert lib.calls["nvmlDeviceReadPRMCounters_v1"] == 2 * 8 * 18 * 2
+
+
+def test_ppcnt_request_is_dcgms_packing() -> None:
+    tlv = ppcnt_request(0, 0x1A)
+    # Operation TLV (query of PPCNT), register TLV of 62 words, local port 1, group 0x1A.
+    assert bytes(tlv.data[:28]).hex() == (
+        "08040000" "50080101" "00000000" "00000000" "183e0000" "0001001a" "00000000")
+    assert not any(tlv.data[28:])
+    assert tlv.dataSize == 264
+    assert ppcnt_request(35, 0x22).dataSize == 268
+    assert bytes(ppcnt_request(35, 0x22).data[16:24]).hex() == "183f0000" "00240022"
+
+
+def test_a_ppcnt_reply_dcgm_would_reject_gives_no_values() -> None:
+    good = bytearray(ppcnt_request(2, 0x12).data)
+    good[220:228] = bytes.fromhex("00000007" "00000009")
+    assert vars(PpcntCounters(bytes(good), 0x12)) == {
+        "link_down_events": 7, "successful_recovery_events": 9}
+    for index, byte in ((2, 3), (16, 0x08), (23, 0x1A)):  # status, TLV type, group
+        bad = bytearray(good)
+        bad[index] = byte
+        assert set(vars(PpcntCounters(bytes(bad), 0x12)).values()) == {None}
+
+
+def test_prm_structs_match_nvml_h() -> None:
+    assert ctypes.sizeof(PrmTlv) == 504
+    assert ctypes.sizeof(PrmCounter) == ctypes.sizeof(pynvml.c_nvmlPRMCounter_v1_t) == 24
+    assert ctypes.sizeof(PrmCounterList) == 16
+    assert local_port(0, 1001) == 1  # PPRM: link index + 1
+    assert local_port(0, 201) == 0  # PORT_XMIT_WAIT: the link index itself

@@ -72,7 +72,7 @@ def test_an_alias_of_a_label_field_must_still_be_a_label() -> None:
 # Each category picked from the reference table by its own columns, not by the classifier.
 def _nvml_not_read(r: Row) -> bool:
     """Register reads and struct-taking calls: NVML has them, no plain read serves them."""
-    if not r["nvml_source"].startswith(("nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters")):
+    if not r["nvml_source"].startswith("nvmlDeviceGetP2PStatus"):
         return False
     field = dcgm_names().field(r["dcgm_name"])
     return field is not None and dcgm_names().served_spec(field) is None
@@ -123,12 +123,14 @@ def test_an_unserved_line_warns_once_with_its_reason(reason: Reason, name: str) 
     assert (f"(DCGM field {field.name})" in warning) == (field.name != name)
 
 
-def test_not_read_yet_warnings_name_the_nvml_call() -> None:
+def test_a_renamed_link_field_is_served_under_the_name_the_file_uses() -> None:
+    # DCGM 4.6.0's name of what 4.6.1 calls DCGM_FI_DEV_NVLINK_PPCNT_IBPC_TX_WAIT_TOTAL.
     name = "DCGM_FI_DEV_NVLINK_PPCNT_IBPC_PORT_XMIT_WAIT"
-    warning = parse_collectors(f"{name}, gauge, x\n", "x.csv").warnings[0]
-    assert f"{name} (DCGM field DCGM_FI_DEV_NVLINK_PPCNT_IBPC_TX_WAIT_TOTAL)" in warning
-    assert ("NVML source nvmlDeviceReadPRMCounters_v1(NVML_PRM_COUNTER_ID_PPCNT_PORTCOUNTERS_"
-            "PORT_XMIT_WAIT) not read by this exporter yet") in warning
+    collectors = parse_collectors(f"{name}, counter, x\n", "x.csv")
+    assert collectors.warnings == ()
+    (spec,) = collectors.specs
+    assert spec.name == name
+    assert str(spec.part) == "nvmlDeviceReadPRMCounters_v1(h, link, 201)"
 
 
 @pytest.mark.parametrize(("name", "closest"), [

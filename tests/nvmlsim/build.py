@@ -28,7 +28,7 @@ DEFAULT_OUT = HERE / "build"
 CACHE_DIR = PROJECT_ROOT / ".cache" / "nvml-dev"
 LIBRARY_NAME = "libnvidia-ml.so.1"
 SOURCES = ("nvmlsim.c", "sim_scenario.c", "sim_control.c", "sim_json.c", "sim_calls.c",
-           "sim_health.c")
+           "sim_health.c", "sim_prm.c")
 HEADERS = ("sim_state.h", "sim_json.h")
 # Header locations inside the wheel: the cu13 flavour, then the cu12 one.
 HEADER_SUFFIXES = ("nvidia/cu13/include/nvml.h", "nvidia/nvml_dev/include/nvml.h")

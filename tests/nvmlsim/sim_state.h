@@ -21,7 +21,7 @@
 #define SIM_MAX_PROCS 32
 #define SIM_MAX_PROC_SAMPLES 8 /* timed utilisation samples per process */
 #define SIM_MAX_GPM 128     /* GPM metric ids one scope can answer */
-#define SIM_MAX_VALUES 384  /* "fields" and "calls" entries of one GPU */
+#define SIM_MAX_VALUES 1024 /* "fields" and "calls" entries of one GPU */
 #define SIM_VALUE_KEY 96
 #define SIM_MAX_STRINGS 16  /* "strings" entries of one GPU */
 #define SIM_STRING 96
@@ -134,7 +134,9 @@
     X(nvmlDeviceGetPlatformInfo)                           \
     X(nvmlDeviceGetGridLicensableFeatures_v4)              \
     X(nvmlDeviceGetGpuInstanceProfileInfoV)                \
-    X(nvmlDeviceGetGpuInstanceProfileInfo)
+    X(nvmlDeviceGetGpuInstanceProfileInfo)                 \
+    X(nvmlDeviceReadWritePRM_v1)                           \
+    X(nvmlDeviceReadPRMCounters_v1)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,

@@ -9,6 +9,7 @@ from exporter.devices.sim.api_events import EventCalls
 from exporter.devices.sim.api_gpm import GPM_METRIC_IDS, GpmCalls
 from exporter.devices.sim.api_health import HealthCalls
 from exporter.devices.sim.api_identity import IdentityCalls
+from exporter.devices.sim.api_prm import PrmCalls
 from exporter.devices.sim.api_processes import ProcessCalls
 from exporter.devices.sim.api_values import ValueCalls
 from exporter.devices.sim.core import SimGpu, SimMigDevice
@@ -16,7 +17,7 @@ from exporter.devices.sim.core import SimGpu, SimMigDevice
 __all__ = ["GPM_METRIC_IDS", "SimGpu", "SimMigDevice", "SimNvml"]
 
 
-class SimNvml(IdentityCalls, ValueCalls, HealthCalls, GpmCalls, EventCalls, ProcessCalls):
+class SimNvml(IdentityCalls, ValueCalls, HealthCalls, PrmCalls, GpmCalls, EventCalls, ProcessCalls):
     """A simulated node answering pynvml's calls; thread-safe.
 
     `SimNvml(profile, *, seed=0, faults=(), clock=time.monotonic)`: simulated time is
