@@ -152,3 +152,5 @@ class Readings:
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
     """Values of link-scope fields by (gpu index, NVLink index); a link without values has
     no series."""
+    peers: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
+    """Values of GPU-pair fields by (gpu index, peer gpu index)."""

@@ -329,6 +329,7 @@ class NvmlBackend:
             xid_totals=self.ledger.totals() if self._wants_xid else (),
             gpm_support=dict(self._reader.gpm_support),
             links=self._reader.links,
+            peers=self._reader.peers,
             labels=self._reader.labels,
             xid_window_s=self.ledger.window_s,
             known=dict(self._known),

@@ -137,6 +137,9 @@ class NvmlLib(Protocol):
     def nvmlDeviceReadPRMCounters_v1(self, handle: Handle, counters: Any) -> None:
         """Fills each `nvmlPRMCounter_v1_t` of the `nvmlPRMCounterList_v1_t` `counters`."""
         ...
+    def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
+        """nvmlGpuP2PStatus_t: 0 OK, 1-6 why not."""
+        ...
     def nvmlDeviceValidateInforom(self, handle: Handle) -> None:
         """Raises CORRUPTED_INFOROM when the infoROM fails its check."""
         ...

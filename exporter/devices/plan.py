@@ -26,7 +26,7 @@ from exporter.devices.nvml_api import (
     Handle,
     NvmlLib,
 )
-from exporter.devices.struct_reads import STRUCT_READS
+from exporter.devices.struct_reads import STRUCT_READS, p2p_status
 from exporter.fields.catalog import (
     FI_NVLINK_THROUGHPUT_DATA_RX,
     FI_NVLINK_THROUGHPUT_DATA_TX,
@@ -133,6 +133,8 @@ class Output:
     conv: Conv
     link: int | None = None
     """The link entity the series belongs to; None: the entity read."""
+    peer: int | None = None
+    """The peer GPU (its index) of a GPU-pair series; None: not a pair series."""
 
 
 @dataclass(slots=True)
@@ -166,6 +168,8 @@ class EntityPlan:
     gpm: GpmStep | None = None
     links: tuple[int, ...] = ()
     """Active NVLinks, each a link entity for `Scope.LINK` fields."""
+    peers: tuple[tuple[int, Handle], ...] = ()
+    """The other GPUs (index, handle), each a pair with this one for `Scope.PEER` fields."""
 
 
 def _bind(arg: Arg, handle: Handle, link: int | None) -> Any:
@@ -191,10 +195,17 @@ class _Planner:
             step = self.calls[key] = CallStep(function, make(), [])
         return step
 
-    def add(self, spec: FieldSpec, link: int | None) -> None:
+    def add(self, spec: FieldSpec, link: int | None,
+            peer: tuple[int, Handle] | None = None) -> None:
         conv = CONVERTERS[spec.convert]
         part = spec.part
-        if spec.reader in _CALLS:
+        if spec.reader is Reader.P2P:
+            assert peer is not None
+            index, other = peer
+            step = self.call(("p2p", index), "nvmlDeviceGetP2PStatus", lambda: functools.partial(
+                p2p_status, self.lib, self.plan.handle, other))
+            step.outputs.append(Output(spec.name, None, conv, peer=index))
+        elif spec.reader in _CALLS:
             assert not isinstance(part, (Call, FieldRefs, GpmLink))
             function, make = _CALLS[spec.reader]
             step = self.call(spec.reader, function, lambda: make(self.lib, self.plan.handle))
@@ -256,14 +267,19 @@ def _arg_key(arg: Any) -> object:
 
 
 def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec],
-               links: tuple[int, ...] = ()) -> EntityPlan:
-    """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`."""
-    plan = EntityPlan(uid, handle, links=links)
+               links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = ()
+               ) -> EntityPlan:
+    """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`,
+    `Scope.PEER` specs once per GPU in `peers`."""
+    plan = EntityPlan(uid, handle, links=links, peers=peers)
     planner = _Planner(lib, plan)
     for spec in specs:
         if spec.scope is Scope.LINK:
             for link in links:
                 planner.add(spec, link)
+        elif spec.scope is Scope.PEER:
+            for peer in peers:
+                planner.add(spec, None, peer)
         else:
             planner.add(spec, None)
     plan.calls = list(planner.calls.values())

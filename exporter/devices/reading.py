@@ -41,7 +41,7 @@ from exporter.devices.nvml_api import (
     NvmlLib,
 )
 from exporter.devices.plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
-from exporter.devices.static_labels import is_static_label, read_labels
+from exporter.devices.static_labels import entity_labels, is_static_label, read_labels
 from exporter.fields.catalog import FieldSpec, Scope
 
 log = logging.getLogger(__name__)
@@ -56,13 +56,15 @@ Unsupported = tuple[str, str | int | FieldKey]
 
 def _series(output: Output) -> Unsupported:
     """The call behind one series (of one link, for a link field) answered "not supported"."""
+    if output.peer is not None:
+        return ("series", f"{output.name}@peer{output.peer}")
     if output.link is None:
         return ("series", output.name)
     return ("series", f"{output.name}@link{output.link}")
 
 
-_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE, Scope.LINK}
-_MIG_PARENT_SCOPES = {Scope.GPU}
+_GPU_SCOPES = {Scope.GPU, Scope.GPU_NO_MIG, Scope.INSTANCE, Scope.LINK, Scope.PEER}
+_MIG_PARENT_SCOPES = {Scope.GPU, Scope.PEER}
 """NVML answers no NVLink query under MIG, so a MIG-enabled GPU has no link entities."""
 
 
@@ -94,7 +96,10 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
             specs = [s for s in fields if s.scope in scopes]
             links = active_links(lib, handle) if any(
                 s.scope is Scope.LINK for s in specs) else ()
-            plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links)
+            peers = tuple((g.gpu, enum.handles.gpu[g.gpu]) for g in enum.inventory.gpus
+                          if g.gpu != gpu.gpu) if any(
+                s.scope is Scope.PEER for s in specs) else ()
+            plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links, peers)
         instances = []
         for inst in by_gpu[gpu.gpu]:
             assert inst.gpu_instance_id is not None
@@ -137,6 +142,8 @@ class DeviceReader:
         """By plan uid: what answered "not supported" since the layout was last planned."""
         self.links: LinkValues = {}
         """The last read's values of link entities, by (gpu index, link)."""
+        self.peers: LinkValues = {}
+        """The last read's values of GPU pairs, by (gpu index, peer gpu index)."""
         self.labels: dict[EntityKey, dict[str, str]] = {}
         """Label-type fields read at the last plan, by entity (an instance has its GPU's)."""
 
@@ -168,8 +175,9 @@ class DeviceReader:
         label_specs = [s for s in fields if is_static_label(s)]
         for work in self._work if label_specs else ():
             labels = read_labels(self._lib, work.handle, label_specs, self._errors)
-            for key in (work.entity.key, *(inst.key for inst, _ in work.instances)):
-                self.labels[key] = labels
+            for entity in (work.entity, *(inst for inst, _ in work.instances)):
+                self.labels[entity.key] = entity_labels(labels, label_specs, entity,
+                                                        work.mig_on)
 
     def clear(self) -> None:
         """No devices to read until the next `replan`; frees the GPM buffers."""
@@ -201,6 +209,7 @@ class DeviceReader:
         values and of later reads). Never raises for NVML errors."""
         values: Values = {}
         self.links = {}
+        self.peers = {}
         lost: list[int] = []
         for work in self._work:
             try:
@@ -211,6 +220,8 @@ class DeviceReader:
                     del values[key]
                 for link_key in [k for k in self.links if k[0] == work.entity.gpu]:
                     del self.links[link_key]
+                for pair in [k for k in self.peers if k[0] == work.entity.gpu]:
+                    del self.peers[pair]
         if lost:
             self._work = [w for w in self._work if w.entity.gpu not in lost]
         return values, lost
@@ -241,6 +252,7 @@ class DeviceReader:
               plan: EntityPlan) -> dict[str, float]:
         out: dict[str, float] = {}
         links: dict[int, dict[str, float]] = {}
+        peers: dict[int, dict[str, float]] = {}
         for step in plan.calls:
             try:
                 answer = step.call()
@@ -253,13 +265,18 @@ class DeviceReader:
             for o in step.outputs:
                 raw = answer if o.pick is None else o.pick(answer)
                 if raw is not None and (value := o.conv(raw)) is not None:
-                    (out if o.link is None else links.setdefault(o.link, {}))[o.name] = value
+                    target = out if o.link is None else links.setdefault(o.link, {})
+                    if o.peer is not None:
+                        target = peers.setdefault(o.peer, {})
+                    target[o.name] = value
         if plan.field_values is not None:
             self._read_field_values(plan, out, links)
         if plan.gpm is not None:
             self._read_gpm(entity, parent, gpu_instance_id, plan, out, links)
         for link, link_values in links.items():
             self.links[(entity.gpu, link)] = link_values
+        for peer, peer_values in peers.items():
+            self.peers[(entity.gpu, peer)] = peer_values
         return out
 
     # --- nvmlDeviceGetFieldValues ---------------------------------------------------------

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from exporter.devices.accounting import CallErrors
 from exporter.devices.convert import LABEL_CONVERTERS
 from exporter.devices.errors import is_nvml_error, nvml_code
+from exporter.devices.model import Entity
 from exporter.devices.nvml_api import Handle, NvmlLib
 from exporter.devices.struct_reads import STRUCT_READS
-from exporter.fields.catalog import HANDLE, Call, FieldSpec, MetricType, Reader
+from exporter.fields.catalog import HANDLE, Call, Convert, FieldSpec, MetricType, Reader
 
 
 def is_static_label(spec: FieldSpec) -> bool:
@@ -44,6 +45,25 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
         if text is not None:  # None: NVML has no value to give (e.g. a serial of 0xFF)
             labels[spec.name] = text
     return labels
+
+
+def entity_labels(labels: dict[str, str], specs: Sequence[FieldSpec], entity: Entity,
+                  mig_on: bool) -> dict[str, str]:
+    """The label fields of one entity of the GPU whose `labels` were read: the same, but for
+    DCGM_FI_CUDA_GPU_VISIBLE_DEVICES, which DCGM composes per entity from the GPU's UUID
+    (`MIG-` before it while MIG is enabled, `/<GPU instance id>` after it on an instance)."""
+    composed = [s.name for s in specs if s.convert is Convert.CUDA_VISIBLE_DEVICES
+                and s.name in labels]
+    if not composed:
+        return labels
+    own = dict(labels)
+    for name in composed:
+        uuid = labels[name]
+        if entity.gpu_instance_id is not None:
+            own[name] = f"MIG-{uuid}/{entity.gpu_instance_id}"
+        elif mig_on:
+            own[name] = f"MIG-{uuid}"
+    return own
 
 
 def _text(answer: object) -> str:

@@ -18,6 +18,7 @@ from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.fabric import fabric_reader
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
+    NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_INVALID_ARGUMENT,
     UNSUPPORTED_CODES,
     Handle,
@@ -173,6 +174,42 @@ def _max_slices(lib: NvmlLib, handle: Handle) -> int:
     return largest
 
 
+NVML_P2P_CAPS_INDEX_NVLINK = 2
+NVML_P2P_STATUS_OK = 0
+
+
+def p2p_status(lib: NvmlLib, handle: Handle, peer: Handle) -> int | None:
+    """The NVLink P2P status from `handle` to `peer`; None when NVML answers GPU_IS_LOST,
+    which may mean the peer (this GPU's own loss shows in its other calls)."""
+    try:
+        status: int = lib.nvmlDeviceGetP2PStatus(handle, peer, NVML_P2P_CAPS_INDEX_NVLINK)
+    except Exception as exc:
+        if is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_GPU_IS_LOST:
+            return None
+        raise
+    return status
+
+
+def _p2p_bitmap(lib: NvmlLib, handle: Handle) -> Read:
+    """DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n set when the NVLink P2P status towards GPU n is
+    OK; never this GPU's own bit. The peers are listed once per plan."""
+    peers: list[tuple[int, Handle]] = []
+
+    def read() -> int:
+        if not peers:
+            me = lib.nvmlDeviceGetUUID(handle)
+            for index in range(lib.nvmlDeviceGetCount()):
+                other = lib.nvmlDeviceGetHandleByIndex(index)
+                if lib.nvmlDeviceGetUUID(other) != me:
+                    peers.append((index, other))
+        bitmap = 0
+        for index, other in peers:
+            if p2p_status(lib, handle, other) == NVML_P2P_STATUS_OK:
+                bitmap |= 1 << index
+        return bitmap
+    return read
+
+
 STRUCT_READS: dict[str, Maker] = {
     "nvmlDeviceGetSramEccErrorStatus": _filled(
         "nvmlDeviceGetSramEccErrorStatus", SramEccErrorStatus, version=SRAM_ECC_ERROR_STATUS_V1),
@@ -184,5 +221,6 @@ STRUCT_READS: dict[str, Maker] = {
     "nvmlDeviceGetGpuFabricInfoV": fabric_reader,
     "nvmlDeviceReadWritePRM_v1": ppcnt_reader,  # (link, PPCNT group)
     "nvmlDeviceReadPRMCounters_v1": counter_reader,  # (link, counter id)
+    "nvmlDeviceGetP2PStatus": _p2p_bitmap,
 }
 """By the NVML function a field's `Call` names: how to read it."""

@@ -93,6 +93,8 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
             samples = _clock_event_samples(snapshot, labels)
         elif spec.scope is Scope.LINK:
             samples = _link_samples(snapshot, spec.name, labels, style)
+        elif spec.scope is Scope.PEER:
+            samples = _peer_samples(snapshot, spec.name, labels)
         else:
             samples = tuple(
                 Sample(series, v)
@@ -168,6 +170,28 @@ def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: Labe
         own = len(entity_labels(entity, snapshot.host, style))
         prefix = link_labels(entity, link, snapshot.host)
         samples += [Sample(prefix + labels[own:], value) for labels in gpu_label_sets]
+    return tuple(samples)
+
+
+_P2P_STATUS_NAMES = ("OK", "ChipsetNotSupported", "GPUNotSupported", "TopologyNotSupported",
+                     "DisabledByRegKey", "NotSupported")
+"""nvmlGpuP2PStatus_t as dcgm-exporter's `link_status` label spells it; later codes:
+Unknown."""
+
+
+def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sample, ...]:
+    """A GPU-pair field's samples: the GPU's series, then `link_status` and `peer_gpu`
+    (dcgm-exporter's order)."""
+    samples = []
+    for (gpu, peer), pair_values in sorted(snapshot.readings.peers.items()):
+        value = pair_values.get(name)
+        if value is None:
+            continue
+        status = int(value)
+        status_name = _P2P_STATUS_NAMES[status] if 0 <= status < len(
+            _P2P_STATUS_NAMES) else "Unknown"
+        samples += [Sample((*series, ("link_status", status_name), ("peer_gpu", str(peer))),
+                           value) for series in base.get((gpu, -1), ())]
     return tuple(samples)
 
 

@@ -31,6 +31,9 @@ class Scope(enum.Enum):
     """Per whole GPU when MIG is off, per MIG GPU instance when it is on (framebuffer, GPM)."""
     LINK = "link"
     """Per active NVLink of a GPU without MIG (NVML answers no NVLink query under MIG)."""
+    PEER = "peer"
+    """Per ordered pair of GPUs: one series per other GPU of the node (dcgm-exporter's
+    `DCGM_EXP_P2P_STATUS`, with `link_status` and `peer_gpu` labels)."""
 
 
 class Reader(enum.Enum):
@@ -57,6 +60,8 @@ class Reader(enum.Enum):
     XID_EVENTS = "nvmlEventSetWait_v2"
     DRIVER = "nvmlSystemGetDriverVersion"
     FABRIC = "nvmlDeviceGetGpuFabricInfoV(v3)"
+    P2P = "nvmlDeviceGetP2PStatus(peer, NVLINK)"
+    """The NVLink P2P status towards one peer GPU (`Scope.PEER`)."""
     CALL = "NVML call"
     """Any other plain NVML call, described by a `Call` part."""
 
@@ -87,6 +92,7 @@ class Convert(enum.Enum):
     GUID_HEX = "first 8 bytes as 0x%016x"
     SERIAL_BYTES = "bytes up to the first NUL; empty or all 0xFF left out"
     UUID_BYTES = "16 bytes as a GUID string"
+    CUDA_VISIBLE_DEVICES = "the entity's CUDA_VISIBLE_DEVICES: GPU-<uuid>, MIG-GPU-<uuid>/<gi>"
 
 
 HANDLE = "h"

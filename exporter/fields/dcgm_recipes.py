@@ -74,12 +74,15 @@ _PRM_COUNTER = re.compile(r"nvmlDeviceReadPRMCounters_v1\((NVML_PRM_COUNTER_ID_\
 # Calls read by the device layer's struct reads (`exporter.devices.struct_reads`): a struct
 # passed in, an answer in the return code, or a value composed from several calls.
 _STRUCT_READS = frozenset({"nvmlDeviceGetPlatformInfo", "nvmlDeviceGetSramEccErrorStatus",
+                           "nvmlDeviceGetP2PStatus",
                            "nvmlDeviceGetUnrepairableMemoryFlag_v1",
                            "nvmlDeviceValidateInforom", "nvmlDeviceGetMaxMigDeviceCount"})
 _STRUCT_CONVERSIONS: tuple[tuple[str, Pick, Convert], ...] = (
     ("NVML_SUCCESS -> 1, NVML_ERROR_CORRUPTED_INFOROM -> 0", None, Convert.NONE),
     ("max(that count, largest GI profile slice count)", None, Convert.NONE),
     ("1 if the NVML_GRID_LICENSE_FEATURE_CODE_VGPU feature", None, Convert.VGPU_LICENSED),
+    ("bitmap: bit <DCGM gpuId of peer> set when status == NVML_P2P_STATUS_OK", None,
+     Convert.NONE),
 )
 """Conversions of struct reads and composed values: what to pick and how to convert it."""
 _STRING_CONVERSIONS: Mapping[str, tuple[str, Pick, Convert]] = {
@@ -90,6 +93,9 @@ _STRING_CONVERSIONS: Mapping[str, tuple[str, Pick, Convert]] = {
         "nvmlDeviceGetPlatformInfo", "chassisSerialNumber", Convert.SERIAL_BYTES),
     ".clusterUuid formatted as a GUID string": ("nvmlDeviceGetGpuFabricInfoV", "clusterUuid",
                                                 Convert.UUID_BYTES),
+    "formatted string: GPU-<uuid> | MIG-GPU-<uuid>/<gi> | MIG-GPU-<uuid>/<gi>/<ci>": (
+        "nvmlDeviceGetUUID + nvmlDeviceGetGpuInstanceId + nvmlDeviceGetComputeInstanceId",
+        None, Convert.CUDA_VISIBLE_DEVICES),
 }
 """String fields whose NVML answer is not the string itself, by the table's conversion
 (prefix): the call, the member and the conversion to text."""
@@ -107,6 +113,8 @@ def _constant(name: str) -> int:
 def _scope_of(row: Row, reader: Reader) -> Scope:
     if row["scope"] == "link":
         return Scope.LINK
+    if reader is Reader.P2P:
+        return Scope.PEER
     if reader in (Reader.GPM, Reader.MEMORY) or row["nvml_source"].startswith(
             "nvmlDeviceGetBAR1MemoryInfo"):
         # Read per MIG GPU instance under MIG (GPM on its scope, memory on its MIG device).
@@ -280,6 +288,8 @@ def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
     prm = _prm(row)
     if prm is not None:
         return Reader.CALL, prm, Convert.NONE
+    if row["conversion"].startswith("value = nvmlGpuP2PStatus_t for each ordered GPU pair"):
+        return Reader.P2P, None, Convert.NONE
     match = _CALL.fullmatch(row["nvml_source"])
     if match is None:
         return None
@@ -333,8 +343,10 @@ def _string(row: Row) -> Call | None:
 
 
 def _converted_string(row: Row) -> tuple[Call, Convert] | None:
-    for prefix, (function, pick, convert) in _STRING_CONVERSIONS.items():
-        if row["conversion"].startswith(prefix) and row["nvml_source"] == function:
+    for prefix, (source, pick, convert) in _STRING_CONVERSIONS.items():
+        if row["conversion"].startswith(prefix) and row["nvml_source"] == source:
+            # The GPU's UUID, composed per entity by the device layer (CUDA_VISIBLE_DEVICES).
+            function = source.split(" + ")[0]
             return Call(function, (HANDLE,), pick), convert
     return None
 

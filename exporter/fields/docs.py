@@ -18,9 +18,11 @@ _SCOPE_TEXT = {
     Scope.GPU_NO_MIG: "physical GPU; absent while MIG is enabled (NVML does not report it)",
     Scope.INSTANCE: "whole GPU without MIG; each MIG GPU instance with MIG",
     Scope.LINK: "each active NVLink of a GPU without MIG (`nvlink` label)",
+    Scope.PEER: "each other GPU of the node (`link_status`, `peer_gpu` labels)",
 }
 _SCOPE_SHORT = {Scope.GPU: "GPU", Scope.GPU_NO_MIG: "GPU, not under MIG",
-                Scope.INSTANCE: "GPU / MIG GPU instance", Scope.LINK: "NVLink"}
+                Scope.INSTANCE: "GPU / MIG GPU instance", Scope.LINK: "NVLink",
+                Scope.PEER: "GPU pair"}
 
 
 def _source(spec: FieldSpec) -> str:
@@ -95,6 +97,9 @@ def _unserved_section() -> list[str]:
         if field.reason is Reason.NVML:
             function = re.match(r"\w+", field.nvml_source)
             by_call[function.group(0) if function else field.nvml_source].append(field.name)
+    if not by_call:
+        return [*lines, "Every field whose value NVML (or GPM) has on a GPU, a GPU or compute "
+                "instance or an NVLink is served.", ""]
     lines += [
         "### NVML sources not read yet",
         "",
@@ -126,6 +131,11 @@ def render_markdown() -> str:
         "labelled as dcgm-exporter labels link entities: `nvlink`, `gpu`, `gpu_uuid`, "
         "`pci_bus_id`, `device`, `model_name`, `hostname`, then label-type fields and pod "
         "labels as on the GPU's series.",
+        "",
+        "GPU-pair fields (`Scope.PEER`, `DCGM_EXP_P2P_STATUS`) have one series per other GPU "
+        "of the node, on the GPU's labels followed by `link_status` (`OK`, "
+        "`ChipsetNotSupported`, `GPUNotSupported`, `TopologyNotSupported`, "
+        "`DisabledByRegKey`, `NotSupported`, `Unknown`) and `peer_gpu` (its index).",
         "",
         "A value NVML does not report (NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND) is "
         "omitted: there is no series, never a 0 in its place.",

@@ -49,6 +49,8 @@ NO_SAMPLE_HERE = {
     "DCGM_EXP_CLOCK_EVENTS_COUNT",
     # A label on the other series.
     "DCGM_FI_DRIVER_VERSION",
+    # One series per other GPU: this scenario has one GPU (test_p2p_status_of_every_pair).
+    "DCGM_EXP_P2P_STATUS",
 }
 
 
@@ -121,7 +123,8 @@ def every_name_csv() -> tuple[str, int, set[str]]:
             continue
         type_ = spec.type.value
         lines.append(f"{name}, {type_}, {name} help")
-        if spec.type is not MetricType.LABEL and spec.name != "DCGM_EXP_XID_ERRORS_COUNT":
+        if spec.type is not MetricType.LABEL and spec.name != "DCGM_EXP_XID_ERRORS_COUNT" \
+                and spec.scope is not Scope.PEER:  # one GPU: no pair
             exported.add(name)
     return "\n".join(lines) + "\n", unserved, exported
 
@@ -201,3 +204,68 @@ def test_mig_max_slices_with_mig_on(nvmlsim_lib: Path, tmp_path: Path) -> None:
         backend.close()
     """, scenario_file=path)
     assert result["slices"] == {"0": 8.0, "1": 0.0}
+
+
+def test_p2p_status_of_every_pair(nvmlsim_lib: Path, tmp_path: Path,
+                                  exporter: type[ExporterProcess]) -> None:
+    """Both P2P fields through pynvml on three GPUs: the bitmap of peers whose NVLink P2P
+    status is OK (never the GPU's own bit), and dcgm-exporter's one series per ordered pair
+    with the status spelled in `link_status`."""
+    def calls(statuses: dict[int, int]) -> dict[str, int]:
+        return {f"nvmlDeviceGetP2PStatus({peer},2)": s for peer, s in statuses.items()}
+    devices = [{"calls": calls({1: 0, 2: 0})}, {"calls": calls({0: 0, 2: 3})},
+               {"calls": calls({0: 4, 1: 0})}]
+    path = write_scenario(tmp_path, {"devices": devices})
+    collectors = tmp_path / "p2p.csv"
+    collectors.write_text("DCGM_FI_DEV_NVLINK_P2P_STATUS, gauge, bitmap\n"
+                          "DCGM_EXP_P2P_STATUS, counter, P2P NvLink status\n")
+    proc = start_exporter(exporter, nvmlsim_lib, path, "-f", str(collectors))
+
+    def samples() -> dict[tuple[str, str, str, str], float] | None:
+        found = {}
+        families = text_string_to_metric_families(proc.metrics())
+        for s in (s for f in families if f.name.startswith("DCGM_") for s in f.samples):
+            found[(s.name, s.labels["gpu"], s.labels.get("peer_gpu", ""),
+                   s.labels.get("link_status", ""))] = s.value
+        return found if len(found) == 3 + 6 else None
+
+    got = wait_until(samples, 30.0, 0.2, what="nine P2P series")
+    bitmap = {gpu: v for (name, gpu, _, _), v in got.items()
+              if name == "DCGM_FI_DEV_NVLINK_P2P_STATUS"}
+    assert bitmap == {"0": 0b110, "1": 0b001, "2": 0b010}
+    pairs = {(gpu, peer, status): v for (name, gpu, peer, status), v in got.items()
+             if name != "DCGM_FI_DEV_NVLINK_P2P_STATUS"}
+    assert pairs == {("0", "1", "OK"): 0, ("0", "2", "OK"): 0, ("1", "0", "OK"): 0,
+                     ("1", "2", "TopologyNotSupported"): 3, ("2", "0", "DisabledByRegKey"): 4,
+                     ("2", "1", "OK"): 0}
+    # dcgm-exporter's label order: the GPU's, then link_status, then peer_gpu.
+    line = next(x for x in proc.metrics().splitlines() if x.startswith("DCGM_EXP_P2P_STATUS{"))
+    assert re.search(r',link_status="OK",peer_gpu="1"}', line), line
+
+
+def test_a_lost_peer_does_not_take_the_gpu_asking_with_it(nvmlsim_lib: Path,
+                                                           tmp_path: Path) -> None:
+    """NVML answers GPU_IS_LOST for a pair whose peer fell off the bus: the asking GPU stays
+    in the readings (no bitmap that poll, no pair series for the lost peer)."""
+    statuses = {f"nvmlDeviceGetP2PStatus({peer},2)": 0 for peer in range(3)}
+    path = write_scenario(tmp_path, {"devices": [{"calls": statuses}] * 3})
+    result = run_child(nvmlsim_lib, """
+        from exporter.devices.nvml import NvmlBackend
+        from exporter.fields.csv import parse_collectors
+        specs = parse_collectors("DCGM_FI_DEV_NVLINK_P2P_STATUS, gauge, x\\n"
+                                 "DCGM_EXP_P2P_STATUS, gauge, x\\n"
+                                 "DCGM_FI_DEV_GPU_TEMP, gauge, x\\n", "c.csv").specs
+        backend = NvmlBackend(pynvml, specs)
+        backend.start()
+        backend.poll()
+        sim.set_gpu_lost(2)
+        readings = backend.poll()
+        out["gpus"] = sorted({gpu for (gpu, inst) in readings.values})
+        out["bitmaps"] = {gpu: v.get("DCGM_FI_DEV_NVLINK_P2P_STATUS")
+                          for (gpu, inst), v in readings.values.items()}
+        out["pairs"] = sorted(f"{gpu}>{peer}" for gpu, peer in readings.peers)
+        backend.close()
+    """, scenario_file=path)
+    assert result["gpus"] == [0, 1]
+    assert result["pairs"] == ["0>1", "1>0"]
+    assert result["bitmaps"] == {"0": 0b010, "1": 0b001}

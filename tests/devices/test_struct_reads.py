@@ -242,3 +242,44 @@ def test_prm_structs_match_nvml_h() -> None:
     assert ctypes.sizeof(PrmCounterList) == 16
     assert local_port(0, 1001) == 1  # PPRM: link index + 1
     assert local_port(0, 201) == 0  # PORT_XMIT_WAIT: the link index itself
+
+
+def test_p2p_on_the_simulated_node() -> None:
+    clock = FakeClock(start=1_700_000_000.0)
+    specs = parse_collectors("DCGM_FI_DEV_NVLINK_P2P_STATUS, gauge, x\n"
+                             "DCGM_EXP_P2P_STATUS, gauge, x\n", "c.csv").specs
+    backend = NvmlBackend(SimNvml("h200-mig", seed=5, clock=clock), specs, clock=clock,
+                          wall_clock=clock)
+    backend.start()
+    try:
+        readings = backend.poll()
+    finally:
+        backend.close()
+    # GPUs 0 and 1 run MIG: no NVLink P2P to or from them; 2-7 reach each other.
+    assert readings.values[(0, -1)]["DCGM_FI_DEV_NVLINK_P2P_STATUS"] == 0
+    assert readings.values[(2, -1)]["DCGM_FI_DEV_NVLINK_P2P_STATUS"] == 0b11111000
+    assert len(readings.peers) == 8 * 7
+    assert readings.peers[(2, 3)] == {"DCGM_EXP_P2P_STATUS": 0.0}
+    assert readings.peers[(2, 0)] == {"DCGM_EXP_P2P_STATUS": 5.0}  # NotSupported
+
+
+def test_cuda_visible_devices_per_entity() -> None:
+    clock = FakeClock(start=1_700_000_000.0)
+    lib = SimNvml("h200-mig", seed=5, clock=clock)
+    specs = parse_collectors("DCGM_FI_DEV_FB_USED, gauge, x\n"
+                             "DCGM_FI_CUDA_GPU_VISIBLE_DEVICES, label, x\n", "c.csv").specs
+    backend = NvmlBackend(lib, specs, clock=clock, wall_clock=clock)
+    backend.start()
+    try:
+        labels = backend.poll().labels
+        uuid = {n: lib.nvmlDeviceGetUUID(lib.nvmlDeviceGetHandleByIndex(n)) for n in (0, 2)}
+    finally:
+        backend.close()
+    name = "DCGM_FI_CUDA_GPU_VISIBLE_DEVICES"
+    assert uuid[0].startswith("GPU-")
+    # DCGM's strings: the UUID; with MIG on, MIG- before it; on a GPU instance, /<gi> after.
+    assert labels[(2, -1)][name] == uuid[2]
+    assert labels[(0, -1)][name] == f"MIG-{uuid[0]}"
+    instances = {gi: value[name] for (gpu, gi), value in labels.items() if gpu == 0 and gi >= 0}
+    assert len(instances) == 4
+    assert instances == {gi: f"MIG-{uuid[0]}/{gi}" for gi in instances}

@@ -70,14 +70,6 @@ def test_an_alias_of_a_label_field_must_still_be_a_label() -> None:
 
 
 # Each category picked from the reference table by its own columns, not by the classifier.
-def _nvml_not_read(r: Row) -> bool:
-    """Register reads and struct-taking calls: NVML has them, no plain read serves them."""
-    if not r["nvml_source"].startswith("nvmlDeviceGetP2PStatus"):
-        return False
-    field = dcgm_names().field(r["dcgm_name"])
-    return field is not None and dcgm_names().served_spec(field) is None
-
-
 CATEGORY_ROWS: dict[Reason, Callable[[Row], bool]] = {
     Reason.NVSWITCH: lambda r: r["scope"] == "nvswitch",
     Reason.CPU: lambda r: r["scope"] == "cpu",
@@ -94,8 +86,20 @@ CATEGORY_ROWS: dict[Reason, Callable[[Row], bool]] = {
                                                         r["notes"])),
     Reason.HOST_ENGINE: lambda r: r["nvml_source"] == "nvmlSystemGetProcessName",
     Reason.MARKER: lambda r: r["dcgm_name"].endswith("_FIELD_ID") and "LAST" in r["dcgm_name"],
-    Reason.NVML: _nvml_not_read,
 }
+
+
+def test_every_field_with_an_nvml_source_is_served() -> None:
+    # Rows whose source is an NVML or GPM call, on a GPU, GPU instance, compute instance
+    # or link, and not set apart by another category (blob, vGPU host, NvSwitch ...).
+    rows = [r for r in reference_rows() if r["nvml_source"].startswith(("nvml", "NVML"))
+            and r["scope"] in ("gpu", "gpu_instance", "compute_instance", "link")]
+    assert len(rows) > 700
+    table = dcgm_names()
+    unserved = [r["dcgm_name"] for r in rows
+                if (f := table.field(r["dcgm_name"])) is None
+                or (table.served_spec(f) is None and f.reason is Reason.NVML)]
+    assert unserved == []
 
 
 def spot_checks() -> list[tuple[Reason, str]]:

@@ -276,6 +276,11 @@ nvmlReturn_t sim_finish(nvmlReturn_t r) { return finish(r); }
 
 int sim_mig_active(const sim_gpu *g) { return mig_active(g); }
 
+/* Whether a GPU is lost as another GPU's call sees it: no call is counted on it. */
+int sim_peer_lost(const sim_gpu *g) {
+    return g->lost || (g->lost_at >= 0 && g_sim.last_t >= g->lost_at) || g->lost_after_calls == 0;
+}
+
 static int has_instances(const sim_gpu *g) {
     for (int i = 0; i < SIM_MAX_GI; i++)
         if (g->gis[i].used) return 1;

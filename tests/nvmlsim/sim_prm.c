@@ -1,4 +1,5 @@
-/* NVLink port registers through PRM, from a GPU's "calls" values (see README.md):
+/* NVLink port registers through PRM, and NVLink P2P status, from a GPU's "calls" values (see
+ * README.md):
  *   "nvmlDeviceReadWritePRM_v1(<link>,<group>).<member>"   a PPCNT counter of one link, the
  *                                                          group in decimal (26 = 0x1A)
  *   "nvmlDeviceReadPRMCounters_v1(<link>,<counter id>)"    one PRM counter of one link
@@ -124,5 +125,26 @@ nvmlReturn_t nvmlDeviceReadPRMCounters_v1(nvmlDevice_t device,
         c->counterValue.outputType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
         c->counterValue.outputValue.ullVal = (unsigned long long)v;
     }
+    return sim_finish(NVML_SUCCESS);
+}
+
+/* NVLink P2P status towards another GPU: "nvmlDeviceGetP2PStatus(<peer index>,<caps index>)"
+ * on the first GPU; unset: NOT_SUPPORTED (the call). A lost peer answers GPU_IS_LOST. */
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                    nvmlGpuP2PCapsIndex_t p2pIndex,
+                                    nvmlGpuP2PStatus_t *p2pStatus) {
+    sim_gpu *g;
+    int slot;
+    nvmlReturn_t r = sim_begin_device(FN_nvmlDeviceGetP2PStatus, device1, 1, &g, &slot);
+    if (r != NVML_SUCCESS) return sim_finish(r);
+    if (!device2 || !p2pStatus || device2->slot >= 0 || device2->gpu < 0 ||
+        (unsigned)device2->gpu >= g_sim.ngpus || &g_sim.gpus[device2->gpu] == g)
+        return sim_finish(NVML_ERROR_INVALID_ARGUMENT);
+    if (sim_peer_lost(&g_sim.gpus[device2->gpu])) return sim_finish(NVML_ERROR_GPU_IS_LOST);
+    char key[SIM_VALUE_KEY];
+    double v;
+    snprintf(key, sizeof key, "call:nvmlDeviceGetP2PStatus(%d,%d)", device2->gpu, (int)p2pIndex);
+    if (sim_value_get(g, key, &v)) return sim_finish(NVML_ERROR_NOT_SUPPORTED);
+    *p2pStatus = (nvmlGpuP2PStatus_t)v;
     return sim_finish(NVML_SUCCESS);
 }

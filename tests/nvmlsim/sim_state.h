@@ -136,7 +136,8 @@
     X(nvmlDeviceGetGpuInstanceProfileInfoV)                \
     X(nvmlDeviceGetGpuInstanceProfileInfo)                 \
     X(nvmlDeviceReadWritePRM_v1)                           \
-    X(nvmlDeviceReadPRMCounters_v1)
+    X(nvmlDeviceReadPRMCounters_v1)                        \
+    X(nvmlDeviceGetP2PStatus)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,
@@ -336,6 +337,7 @@ SIM_INTERNAL nvmlReturn_t sim_begin_device(int fn, nvmlDevice_t d, int physical,
                                            int *slot);
 SIM_INTERNAL nvmlReturn_t sim_finish(nvmlReturn_t r);
 SIM_INTERNAL int sim_mig_active(const sim_gpu *g);
+SIM_INTERNAL int sim_peer_lost(const sim_gpu *g);
 
 /* nvmlsim.c: the lock (and the condition event waits block on) live there */
 SIM_INTERNAL void sim_lock(void);

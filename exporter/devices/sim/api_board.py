@@ -257,6 +257,20 @@ class BoardCalls(SimCore):
             self._link(handle, "nvmlDeviceGetNvLinkState", link)
             return int(pynvml.NVML_FEATURE_ENABLED)
 
+    def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
+        """NVLink P2P is OK between two NVLink GPUs without MIG (the NVSwitch fabric joins
+        every pair); a PCIe board or a MIG-enabled GPU has none (NOT_SUPPORTED, 5)."""
+        with self._lock:
+            t = self._begin("nvmlDeviceGetP2PStatus")
+            gpus = (self._physical(handle, t), self._physical(peer, t))
+            if gpus[0].index == gpus[1].index:
+                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            if caps_index != pynvml.NVML_P2P_CAPS_INDEX_NVLINK:
+                fail(pynvml.NVML_ERROR_NOT_SUPPORTED)  # only the NVLink index is simulated
+            if all(g.spec.board.nvlink_links and not g.mig_on for g in gpus):
+                return int(pynvml.NVML_P2P_STATUS_OK)
+            return int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
+
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Handle, link: int, counter: int) -> int:
         with self._lock:
             gpu = self._link(handle, "nvmlDeviceGetNvLinkErrorCounter", link)
