@@ -8,6 +8,7 @@ strings, and errors raised as `pynvml.NVMLError` subclasses carrying `.value`.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Protocol
 
 Handle = Any
@@ -63,6 +64,15 @@ UNSUPPORTED_CODES = frozenset({
 LIBRARY_GONE_CODES = frozenset({NVML_ERROR_UNINITIALIZED, NVML_ERROR_DRIVER_NOT_LOADED})
 """Codes a device call answers once the driver was unloaded or reloaded under an initialised
 library: nothing answers until nvmlInit succeeds again."""
+
+
+class NvmlValue(ctypes.Union):
+    """nvmlValue_t: the 8-byte union NVML answers field values and PRM counters in."""
+
+    _fields_ = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint),
+                ("ulVal", ctypes.c_ulong), ("ullVal", ctypes.c_ulonglong),
+                ("sllVal", ctypes.c_longlong), ("siVal", ctypes.c_int),
+                ("usVal", ctypes.c_ushort)]
 
 
 def error_name(code: int) -> str:

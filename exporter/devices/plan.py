@@ -25,6 +25,7 @@ from exporter.devices.nvml_api import (
     NVML_TEMPERATURE_GPU,
     Handle,
     NvmlLib,
+    NvmlValue,
 )
 from exporter.devices.struct_reads import STRUCT_READS, p2p_status
 from exporter.fields.catalog import (
@@ -286,20 +287,13 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
     return plan
 
 
-class _Value(ctypes.Union):
-    _fields_ = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint),
-                ("ulVal", ctypes.c_ulong), ("ullVal", ctypes.c_ulonglong),
-                ("sllVal", ctypes.c_longlong), ("siVal", ctypes.c_int),
-                ("usVal", ctypes.c_ushort)]
-
-
 class FieldValue(ctypes.Structure):
     """nvmlFieldValue_t without pynvml's per-attribute str conversion (tested for layout)."""
 
     _fields_ = [("fieldId", ctypes.c_uint32), ("scopeId", ctypes.c_uint32),
                 ("timestamp", ctypes.c_int64), ("latencyUsec", ctypes.c_int64),
                 ("valueType", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint),
-                ("value", _Value)]
+                ("value", NvmlValue)]
 
 
 _MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")

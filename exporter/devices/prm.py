@@ -18,7 +18,7 @@ import ctypes
 import struct
 from collections.abc import Callable, Mapping
 
-from exporter.devices.nvml_api import Handle, NvmlLib
+from exporter.devices.nvml_api import Handle, NvmlLib, NvmlValue
 
 PRM_DATA_MAX_SIZE = 496
 PPCNT_REGISTER = 0x5008
@@ -117,19 +117,12 @@ _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal"}
 value."""
 
 
-class _Value(ctypes.Union):
-    _fields_ = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint),
-                ("ulVal", ctypes.c_ulong), ("ullVal", ctypes.c_ulonglong),
-                ("sllVal", ctypes.c_longlong), ("siVal", ctypes.c_int),
-                ("usVal", ctypes.c_ushort)]
-
-
 class PrmCounter(ctypes.Structure):
     """nvmlPRMCounter_v1_t."""
 
     _fields_ = [("counterId", ctypes.c_uint32), ("localPort", ctypes.c_uint32),
                 ("status", ctypes.c_uint), ("outputType", ctypes.c_uint),
-                ("outputValue", _Value)]
+                ("outputValue", NvmlValue)]
 
 
 class PrmCounterList(ctypes.Structure):

@@ -236,12 +236,18 @@ _PREFIX_CONVERSIONS: tuple[tuple[str, Pick, Convert], ...] = (
 """Conversion phrasings of plain calls: what to pick from the answer and how to convert it."""
 
 
+def _by_prefix(table: tuple[tuple[str, Pick, Convert], ...], conversion: str
+               ) -> tuple[Pick, Convert] | None:
+    return next(((pick, convert) for prefix, pick, convert in table
+                 if conversion.startswith(prefix)), None)
+
+
 def _pick_and_convert(function: str, conversion: str) -> tuple[Pick, Convert] | None:
     if conversion in _EXACT_CONVERSIONS:
         return _EXACT_CONVERSIONS[conversion]
-    for prefix, pick, convert in _PREFIX_CONVERSIONS:
-        if conversion.startswith(prefix):
-            return pick, convert
+    found = _by_prefix(_PREFIX_CONVERSIONS, conversion)
+    if found is not None:
+        return found
     attribute = re.match(r"\.(\w+)", conversion)
     if attribute is None:
         return None
@@ -258,9 +264,9 @@ def _pick_and_convert(function: str, conversion: str) -> tuple[Pick, Convert] | 
 def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
     """What a struct read yields: a member (`.slotNumber`, with 0xFF meaning "not
     reported" where the table says so), or the composed value itself."""
-    for prefix, pick, convert in _STRUCT_CONVERSIONS:
-        if conversion.startswith(prefix):
-            return pick, convert
+    found = _by_prefix(_STRUCT_CONVERSIONS, conversion)
+    if found is not None:
+        return found
     member = re.match(r"\.(\w+)(;| \(|$)", conversion)
     if member is None:
         return None

@@ -116,14 +116,15 @@ def test_shipped_1x_compatibility_csv_has_upstreams_field_list() -> None:
 
 
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
-def test_shipped_csv_loads_and_skips_only_fields_nvml_cannot_serve(name: str) -> None:
+def test_shipped_csv_loads_and_serves_every_line(name: str) -> None:
     collectors = load_collectors(SHIPPED_CSVS / name)
     listed = [n for n, _, _ in _rows(SHIPPED_CSVS / name)]
-    assert [f.spec.name for f in collectors.fields] == [n for n in listed if n in BY_NAME]
-    skipped = [n for n in listed if n not in BY_NAME]
-    # today: DCGM_FI_DEV_VGPU_LICENSE_STATUS
-    assert all(isinstance(dcgm_names().resolve(n), DcgmField) for n in skipped)
-    assert len(collectors.warnings) == len(skipped)
+    # vGPU licensing included, read through the generic readers rather than the catalog.
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in listed
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" not in BY_NAME
+    assert [f.spec.name for f in collectors.fields] == listed
+    assert collectors.warnings == ()
+    assert not any(isinstance(dcgm_names().resolve(n), DcgmField) for n in listed)
 
 
 def test_shipped_1x_compatibility_csv_loads() -> None:

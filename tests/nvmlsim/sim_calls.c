@@ -15,9 +15,7 @@
 #include "sim_state.h"
 
 /* The value of the call whose key `fmt` builds; NOT_SUPPORTED when the scenario set none. */
-static nvmlReturn_t lookup(const sim_gpu *g, double *out, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static nvmlReturn_t lookup(const sim_gpu *g, double *out, const char *fmt, ...) {
+nvmlReturn_t sim_call_value(const sim_gpu *g, double *out, const char *fmt, ...) {
     char key[SIM_VALUE_KEY] = "call:";
     va_list ap;
     va_start(ap, fmt);
@@ -34,7 +32,7 @@ static nvmlReturn_t plain(int fn, const char *name, nvmlDevice_t device, unsigne
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
         if (!out) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if ((r = lookup(g, &v, "%s()", name)) == NVML_SUCCESS) *out = (unsigned)v;
+        else if ((r = sim_call_value(g, &v, "%s()", name)) == NVML_SUCCESS) *out = (unsigned)v;
     }
     return sim_finish(r);
 }
@@ -67,7 +65,7 @@ static nvmlReturn_t by_arg(int fn, const char *name, nvmlDevice_t device, int ar
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
         if (!out) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if ((r = lookup(g, &v, "%s(%d)", name, arg)) == NVML_SUCCESS) *out = (unsigned)v;
+        else if ((r = sim_call_value(g, &v, "%s(%d)", name, arg)) == NVML_SUCCESS) *out = (unsigned)v;
     }
     return sim_finish(r);
 }
@@ -97,8 +95,8 @@ static nvmlReturn_t pair(int fn, const char *name, nvmlDevice_t device, const ch
     sim_gpu *g;
     int slot;
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
-    if (r == NVML_SUCCESS && (r = lookup(g, a, "%s()%s", name, first)) == NVML_SUCCESS)
-        r = lookup(g, b, "%s()%s", name, second);
+    if (r == NVML_SUCCESS && (r = sim_call_value(g, a, "%s()%s", name, first)) == NVML_SUCCESS)
+        r = sim_call_value(g, b, "%s()%s", name, second);
     return sim_finish(r);
 }
 
@@ -154,7 +152,7 @@ nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device,
         if (!marginTempInfo) r = NVML_ERROR_INVALID_ARGUMENT;
         else if (marginTempInfo->version != nvmlMarginTemperature_v1)
             r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-        else if ((r = lookup(g, &v, "nvmlDeviceGetMarginTemperature()")) == NVML_SUCCESS)
+        else if ((r = sim_call_value(g, &v, "nvmlDeviceGetMarginTemperature()")) == NVML_SUCCESS)
             marginTempInfo->marginTemperature = (int)v;
     }
     return sim_finish(r);
@@ -168,9 +166,9 @@ nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *
     nvmlReturn_t r = sim_begin_device(FN_nvmlDeviceGetBAR1MemoryInfo, device, 0, &g, &slot);
     if (r == NVML_SUCCESS && !bar1Memory) r = NVML_ERROR_INVALID_ARGUMENT;
     if (r == NVML_SUCCESS &&
-        (r = lookup(g, &total, "nvmlDeviceGetBAR1MemoryInfo().bar1Total")) == NVML_SUCCESS &&
-        (r = lookup(g, &used, "nvmlDeviceGetBAR1MemoryInfo().bar1Used")) == NVML_SUCCESS &&
-        (r = lookup(g, &free_, "nvmlDeviceGetBAR1MemoryInfo().bar1Free")) == NVML_SUCCESS) {
+        (r = sim_call_value(g, &total, "nvmlDeviceGetBAR1MemoryInfo().bar1Total")) == NVML_SUCCESS &&
+        (r = sim_call_value(g, &used, "nvmlDeviceGetBAR1MemoryInfo().bar1Used")) == NVML_SUCCESS &&
+        (r = sim_call_value(g, &free_, "nvmlDeviceGetBAR1MemoryInfo().bar1Free")) == NVML_SUCCESS) {
         bar1Memory->bar1Total = (unsigned long long)total;
         bar1Memory->bar1Used = (unsigned long long)used;
         bar1Memory->bar1Free = (unsigned long long)free_;
@@ -187,7 +185,7 @@ nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device,
     nvmlReturn_t r = sim_begin_device(FN_nvmlDeviceGetRowRemapperHistogram, device, 1, &g, &slot);
     if (r == NVML_SUCCESS && !values) r = NVML_ERROR_INVALID_ARGUMENT;
     for (int i = 0; i < 5 && r == NVML_SUCCESS; i++)
-        r = lookup(g, &v[i], "nvmlDeviceGetRowRemapperHistogram().%s", names[i]);
+        r = sim_call_value(g, &v[i], "nvmlDeviceGetRowRemapperHistogram().%s", names[i]);
     if (r == NVML_SUCCESS) {
         values->max = (unsigned)v[0];
         values->high = (unsigned)v[1];
@@ -208,7 +206,7 @@ nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErro
     nvmlReturn_t r = sim_begin_device(FN_nvmlDeviceGetMemoryErrorCounter, device, 1, &g, &slot);
     if (r == NVML_SUCCESS && !count) r = NVML_ERROR_INVALID_ARGUMENT;
     if (r == NVML_SUCCESS &&
-        (r = lookup(g, &v, "nvmlDeviceGetMemoryErrorCounter(%d,%d,%d)", errorType, counterType,
+        (r = sim_call_value(g, &v, "nvmlDeviceGetMemoryErrorCounter(%d,%d,%d)", errorType, counterType,
                     locationType)) == NVML_SUCCESS)
         *count = (unsigned long long)v;
     return sim_finish(r);
@@ -223,8 +221,8 @@ static nvmlReturn_t affinity(int fn, const char *name, nvmlDevice_t device, unsi
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
     if (r == NVML_SUCCESS && (!set || size == 0)) r = NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned i = 0; i < size && r == NVML_SUCCESS; i++) {
-        r = scope < 0 ? lookup(g, &v, "%s(%u)[%u]", name, size, i)
-                      : lookup(g, &v, "%s(%u,%d)[%u]", name, size, scope, i);
+        r = scope < 0 ? sim_call_value(g, &v, "%s(%u)[%u]", name, size, i)
+                      : sim_call_value(g, &v, "%s(%u,%d)[%u]", name, size, scope, i);
         if (r == NVML_SUCCESS) set[i] = (unsigned long)v;
     }
     return sim_finish(r);
@@ -259,7 +257,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
     nvmlReturn_t r = link_call(FN_nvmlDeviceGetNvLinkState, device, link, &g);
     if (r == NVML_SUCCESS) {
         if (!isActive) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if (lookup(g, &v, "nvmlDeviceGetNvLinkState(%u)", link) == NVML_SUCCESS)
+        else if (sim_call_value(g, &v, "nvmlDeviceGetNvLinkState(%u)", link) == NVML_SUCCESS)
             *isActive = (nvmlEnableState_t)v;
         else *isActive = NVML_FEATURE_ENABLED;
     }
@@ -274,7 +272,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int l
     nvmlReturn_t r = link_call(FN_nvmlDeviceGetNvLinkErrorCounter, device, link, &g);
     if (r == NVML_SUCCESS) {
         if (!counterValue) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if (lookup(g, &v, "nvmlDeviceGetNvLinkErrorCounter(%u,%d)", link, counter) ==
+        else if (sim_call_value(g, &v, "nvmlDeviceGetNvLinkErrorCounter(%u,%d)", link, counter) ==
                  NVML_SUCCESS)
             *counterValue = (unsigned long long)v;
         else *counterValue = 0;
@@ -305,12 +303,12 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV
     if (r == NVML_SUCCESS) {
         if (!info) r = NVML_ERROR_INVALID_ARGUMENT;
         else if (info->version != nvmlGpuFabricInfo_v3) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-        else if ((r = lookup(g, &state, "nvmlDeviceGetGpuFabricInfoV().state")) ==
+        else if ((r = sim_call_value(g, &state, "nvmlDeviceGetGpuFabricInfoV().state")) ==
                  NVML_SUCCESS) {
-            lookup(g, &status, "nvmlDeviceGetGpuFabricInfoV().status");
-            lookup(g, &clique, "nvmlDeviceGetGpuFabricInfoV().cliqueId");
-            lookup(g, &mask, "nvmlDeviceGetGpuFabricInfoV().healthMask");
-            lookup(g, &summary, "nvmlDeviceGetGpuFabricInfoV().healthSummary");
+            sim_call_value(g, &status, "nvmlDeviceGetGpuFabricInfoV().status");
+            sim_call_value(g, &clique, "nvmlDeviceGetGpuFabricInfoV().cliqueId");
+            sim_call_value(g, &mask, "nvmlDeviceGetGpuFabricInfoV().healthMask");
+            sim_call_value(g, &summary, "nvmlDeviceGetGpuFabricInfoV().healthSummary");
             info->state = (nvmlGpuFabricState_t)state;
             info->status = (nvmlReturn_t)status;
             info->cliqueId = (unsigned)clique;
@@ -367,7 +365,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion) {
     nvmlReturn_t r = sim_begin_call(FN_nvmlSystemGetCudaDriverVersion_v2);
     if (r == NVML_SUCCESS) {
         if (!cudaDriverVersion) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if (lookup(&g_sim.gpus[0], &v, "nvmlSystemGetCudaDriverVersion_v2()") ==
+        else if (sim_call_value(&g_sim.gpus[0], &v, "nvmlSystemGetCudaDriverVersion_v2()") ==
                  NVML_SUCCESS)
             *cudaDriverVersion = (int)v;
         else *cudaDriverVersion = 13010;
@@ -381,9 +379,9 @@ nvmlReturn_t nvmlSystemGetConfComputeState(nvmlConfComputeSystemState_t *state) 
     if (r == NVML_SUCCESS) {
         if (!state) return sim_finish(NVML_ERROR_INVALID_ARGUMENT);
         const sim_gpu *g = &g_sim.gpus[0];
-        lookup(g, &environment, "nvmlSystemGetConfComputeState().environment");
-        lookup(g, &feature, "nvmlSystemGetConfComputeState().ccFeature");
-        lookup(g, &dev_tools, "nvmlSystemGetConfComputeState().devToolsMode");
+        sim_call_value(g, &environment, "nvmlSystemGetConfComputeState().environment");
+        sim_call_value(g, &feature, "nvmlSystemGetConfComputeState().ccFeature");
+        sim_call_value(g, &dev_tools, "nvmlSystemGetConfComputeState().devToolsMode");
         state->environment = (unsigned)environment;
         state->ccFeature = (unsigned)feature;
         state->devToolsMode = (unsigned)dev_tools;

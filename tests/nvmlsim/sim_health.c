@@ -12,28 +12,16 @@
  *   "nvmlDeviceGetGpuInstanceProfileInfo(<profile>)"  the profile's slice count
  * A struct with the wrong version answers ARGUMENT_VERSION_MISMATCH, as NVML does. */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "sim_state.h"
 
-static nvmlReturn_t value(const sim_gpu *g, double *out, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static nvmlReturn_t value(const sim_gpu *g, double *out, const char *fmt, ...) {
-    char key[SIM_VALUE_KEY] = "call:";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(key + 5, sizeof key - 5, fmt, ap);
-    va_end(ap);
-    return sim_value_get(g, key, out) ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
-}
-
 /* `member` of the call's values, or `otherwise` when the scenario sets none. */
 static unsigned member_or(const sim_gpu *g, const char *call, const char *member,
                           unsigned otherwise) {
     double v;
-    return value(g, &v, "%s().%s", call, member) == NVML_SUCCESS ? (unsigned)v : otherwise;
+    return sim_call_value(g, &v, "%s().%s", call, member) == NVML_SUCCESS ? (unsigned)v : otherwise;
 }
 
 nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device,
@@ -46,7 +34,7 @@ nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device,
         if (!status) r = NVML_ERROR_INVALID_ARGUMENT;
         else if (status->version != nvmlEccSramErrorStatus_v1)
             r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-        else if ((r = value(g, &exceeded,
+        else if ((r = sim_call_value(g, &exceeded,
                             "nvmlDeviceGetSramEccErrorStatus().bThresholdExceeded")) ==
                  NVML_SUCCESS) {
             unsigned version = status->version;
@@ -67,7 +55,7 @@ nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(
         sim_begin_device(FN_nvmlDeviceGetUnrepairableMemoryFlag_v1, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
         if (!status) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if ((r = value(g, &flag,
+        else if ((r = sim_call_value(g, &flag,
                             "nvmlDeviceGetUnrepairableMemoryFlag_v1().bUnrepairableMemory")) ==
                  NVML_SUCCESS)
             status->bUnrepairableMemory = (unsigned)flag; /* nvml.h: the flag alone */
@@ -80,7 +68,7 @@ nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device) {
     int slot;
     double valid;
     nvmlReturn_t r = sim_begin_device(FN_nvmlDeviceValidateInforom, device, 1, &g, &slot);
-    if (r == NVML_SUCCESS && (r = value(g, &valid, "nvmlDeviceValidateInforom()")) ==
+    if (r == NVML_SUCCESS && (r = sim_call_value(g, &valid, "nvmlDeviceValidateInforom()")) ==
                                  NVML_SUCCESS && !valid)
         r = NVML_ERROR_CORRUPTED_INFOROM;
     return sim_finish(r);
@@ -95,7 +83,7 @@ nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *
     if (r == NVML_SUCCESS) {
         if (!info) r = NVML_ERROR_INVALID_ARGUMENT;
         else if (info->version != nvmlPlatformInfo_v2) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-        else if ((r = value(g, &module, "%s().moduleId", call)) == NVML_SUCCESS) {
+        else if ((r = sim_call_value(g, &module, "%s().moduleId", call)) == NVML_SUCCESS) {
             unsigned version = info->version;
             memset(info, 0, sizeof *info);
             info->version = version;
@@ -104,7 +92,7 @@ nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *
             info->trayIndex = (unsigned char)member_or(g, call, "trayIndex", 0xFF);
             info->hostId = (unsigned char)member_or(g, call, "hostId", 0xFF);
             info->peerType = (unsigned char)member_or(g, call, "peerType", 0xFF);
-            value(g, &guid, "%s().ibGuid", call);
+            sim_call_value(g, &guid, "%s().ibGuid", call);
             unsigned long long bits = (unsigned long long)guid;
             for (int i = 0; i < 8; i++) info->ibGuid[i] = (unsigned char)(bits >> (8 * i));
             const char *serial = sim_string_get(g, "nvmlDeviceGetPlatformInfo().chassisSerialNumber");
@@ -129,7 +117,7 @@ nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device,
         if (!features) r = NVML_ERROR_INVALID_ARGUMENT;
         else {
             memset(features, 0, sizeof *features);
-            if (value(g, &state, "nvmlDeviceGetGridLicensableFeatures()") == NVML_SUCCESS) {
+            if (sim_call_value(g, &state, "nvmlDeviceGetGridLicensableFeatures()") == NVML_SUCCESS) {
                 features->isGridLicenseSupported = 1;
                 features->licensableFeaturesCount = 1;
                 features->gridLicensableFeatures[0].featureCode = NVML_GRID_LICENSE_FEATURE_CODE_VGPU;
@@ -149,7 +137,7 @@ static nvmlReturn_t profile_slices(int fn, nvmlDevice_t device, unsigned profile
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
         if (!g->mig_capable) r = NVML_ERROR_NOT_SUPPORTED;
-        else if ((r = value(g, &slices, "nvmlDeviceGetGpuInstanceProfileInfo(%u)", profile)) ==
+        else if ((r = sim_call_value(g, &slices, "nvmlDeviceGetGpuInstanceProfileInfo(%u)", profile)) ==
                  NVML_SUCCESS) {
             *id = profile;
             *slice_count = (unsigned)slices;

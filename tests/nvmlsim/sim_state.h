@@ -329,6 +329,10 @@ SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, double *out);
 SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, double value);
 /* Generic strings ("strings": the call's key as for "calls"): NULL when not set. */
 SIM_INTERNAL const char *sim_string_get(const sim_gpu *g, const char *key);
+/* A "calls" value by its key without the "call:" prefix, built from `fmt`; NOT_SUPPORTED
+ * when the scenario set none (sim_calls.c). */
+SIM_INTERNAL nvmlReturn_t sim_call_value(const sim_gpu *g, double *out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* nvmlsim.c: the call prologue the entry points in sim_calls.c share */
 SIM_INTERNAL nvmlReturn_t sim_begin_call(int fn);
