@@ -36,12 +36,28 @@ other bits are not counted, as upstream."""
 
 
 class ClockEventCounter:
-    """The bitmasks of the polls within the window; used by the poll thread only."""
+    """The bitmasks of the polls within the window, with running counts kept as polls enter
+    and leave it (a poll costs the GPUs times the reasons, not the window's length); used by
+    the poll thread only."""
 
     def __init__(self, window_s: float, clock: Callable[[], float] = time.time) -> None:
         self.window_s = window_s
         self._clock = clock
         self._polls: collections.deque[tuple[float, EntityKey, int]] = collections.deque()
+        self._counts: collections.Counter[tuple[EntityKey, int]] = collections.Counter()
+        """Polls in the window per GPU and reason bit."""
+        self._sampled: collections.Counter[EntityKey] = collections.Counter()
+        """Polls in the window per GPU."""
+
+    def _tally(self, key: EntityKey, bits: int, step: int) -> None:
+        self._sampled[key] += step
+        if not self._sampled[key]:
+            del self._sampled[key]
+        for bit, _ in REASONS:
+            if bits & bit:
+                self._counts[(key, bit)] += step
+                if not self._counts[(key, bit)]:
+                    del self._counts[(key, bit)]
 
     def record(self, values: dict[EntityKey, dict[str, float]]) -> None:
         """Take this poll's bitmasks out of `values`; entities without one are skipped (not
@@ -51,6 +67,7 @@ class ClockEventCounter:
             bits = entity_values.pop(CLOCK_EVENTS_COUNT_FIELD, None)
             if bits is not None:
                 self._polls.append((now, key, int(bits)))
+                self._tally(key, int(bits), 1)
 
     def window(self, gpus: Iterable[EntityKey] = ()) -> tuple[ClockEventCount, ...]:
         """Counts by GPU, then reason bit; a reason not seen in the window has none. A GPU of
@@ -59,15 +76,10 @@ class ClockEventCounter:
         no series at all)."""
         cutoff = self._clock() - self.window_s
         while self._polls and self._polls[0][0] < cutoff:
-            self._polls.popleft()
-        counts: collections.Counter[tuple[EntityKey, int]] = collections.Counter()
-        sampled: set[EntityKey] = set()
-        for _, key, bits in self._polls:
-            sampled.add(key)
-            for bit, _ in REASONS:
-                if bits & bit:
-                    counts[(key, bit)] += 1
+            _, key, bits = self._polls.popleft()
+            self._tally(key, bits, -1)
         names = dict(REASONS)
-        found = [ClockEventCount(key, names[bit], n) for (key, bit), n in sorted(counts.items())]
-        found += (ClockEventCount(key, None, 0) for key in set(gpus) - sampled)
+        found = [ClockEventCount(key, names[bit], n)
+                 for (key, bit), n in sorted(self._counts.items())]
+        found += (ClockEventCount(key, None, 0) for key in set(gpus) - set(self._sampled))
         return tuple(sorted(found, key=lambda c: c.entity_key))  # stable: reasons keep order
