@@ -64,7 +64,10 @@ def fabric_manager_error(info: FabricInfo) -> float | None:
     return _DCGM_RETURN.get(info.status, _DCGM_NVML_ERROR)
 
 
-def cluster_uuid(raw: bytes | bytearray | ctypes.Array[ctypes.c_uint8]) -> str:
-    """DCGM_FI_DEV_FABRIC_CLUSTER_UUID: the 16 bytes in order as a lowercase 8-4-4-4-12 GUID."""
-    digits = bytes(raw).hex()
+def cluster_uuid(info: FabricInfo) -> str | None:
+    """DCGM_FI_DEV_FABRIC_CLUSTER_UUID: the 16 bytes in order as a lowercase 8-4-4-4-12 GUID;
+    none before registration completed (the UUID is not assigned yet: zeros)."""
+    if info.state != NVML_GPU_FABRIC_STATE_COMPLETED:
+        return None
+    digits = bytes(info.clusterUuid).hex()
     return "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:32]))

@@ -212,7 +212,9 @@ class NvmlBackend:
             self._lost_retry.succeeded()
         if unchanged and not self._fields_changed:
             # The periodic walk found the same devices: keep the plans (and the unsupported
-            # calls they dropped), the GPM sample pairs and the XID watcher.
+            # calls they dropped), the GPM sample pairs and the XID watcher; only the label
+            # fields are read again.
+            self._reader.read_labels()
             return
         fields_only = unchanged
         self._layout = layout

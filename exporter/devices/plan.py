@@ -27,7 +27,7 @@ from exporter.devices.nvml_api import (
     NvmlLib,
     NvmlValue,
 )
-from exporter.devices.struct_reads import STRUCT_READS, p2p_status
+from exporter.devices.struct_reads import STRUCT_READS, available, p2p_bitmap, p2p_status
 from exporter.fields.catalog import (
     FI_NVLINK_THROUGHPUT_DATA_RX,
     FI_NVLINK_THROUGHPUT_DATA_TX,
@@ -35,6 +35,7 @@ from exporter.fields.catalog import (
     LINK,
     NVLINK_BANDWIDTH_PART,
     NVLINK_SCOPE_ALL_LINKS,
+    P2P_BITMAP_PART,
     Arg,
     Call,
     FieldRefs,
@@ -200,7 +201,13 @@ class _Planner:
             peer: tuple[int, Handle] | None = None) -> None:
         conv = CONVERTERS[spec.convert]
         part = spec.part
-        if spec.reader is Reader.P2P:
+        if spec.reader is Reader.P2P and part == P2P_BITMAP_PART:
+            # Over the GPUs enumerated with this one (a lost GPU is never asked).
+            step = self.call(("p2p", "bitmap"), "nvmlDeviceGetP2PStatus",
+                             lambda: functools.partial(p2p_bitmap, self.lib, self.plan.handle,
+                                                       self.plan.peers))
+            step.outputs.append(Output(spec.name, None, conv, link))
+        elif spec.reader is Reader.P2P:
             assert peer is not None
             index, other = peer
             step = self.call(("p2p", index), "nvmlDeviceGetP2PStatus", lambda: functools.partial(
@@ -227,6 +234,10 @@ class _Planner:
     def _add_call(self, name: str, call: Call, conv: Conv, link: int | None) -> None:
         args = tuple(_bind(a, self.plan.handle, link) for a in call.args)
         struct_read = STRUCT_READS.get(call.function)
+        if struct_read is not None and not available(self.lib, call.function):
+            log.info("%s: %s is not available; %s is omitted", self.plan.uid, call.function,
+                     name)
+            return
         if struct_read is not None:
             # Bound with the arguments after the handle (a link, for a per-link register).
             rest = tuple(a for a in args if a is not self.plan.handle)

@@ -42,7 +42,7 @@ from exporter.devices.nvml_api import (
 )
 from exporter.devices.plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
 from exporter.devices.static_labels import entity_labels, is_static_label, read_labels
-from exporter.fields.catalog import FieldSpec, Scope
+from exporter.fields.catalog import FieldSpec, Reader, Scope
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
                 s.scope is Scope.LINK for s in specs) else ()
             peers = tuple((g.gpu, enum.handles.gpu[g.gpu]) for g in enum.inventory.gpus
                           if g.gpu != gpu.gpu) if any(
-                s.scope is Scope.PEER for s in specs) else ()
+                s.reader is Reader.P2P for s in specs) else ()
             plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links, peers)
         instances = []
         for inst in by_gpu[gpu.gpu]:
@@ -145,7 +145,8 @@ class DeviceReader:
         self.peers: LinkValues = {}
         """The last read's values of GPU pairs, by (gpu index, peer gpu index)."""
         self.labels: dict[EntityKey, dict[str, str]] = {}
-        """Label-type fields read at the last plan, by entity (an instance has its GPU's)."""
+        """Label-type fields read at the last plan or walk, by entity."""
+        self._label_specs: list[FieldSpec] = []
 
         self.library_gone: int | None = None
         """The code of a call that answered UNINITIALIZED or DRIVER_NOT_LOADED; the caller
@@ -171,13 +172,18 @@ class DeviceReader:
                         if plan.gpm is not None:
                             planned.add(entity.key)
             self._gpm.keep_only(planned)
+        self._label_specs = [s for s in fields if is_static_label(s)]
+        self.read_labels()
+
+    def read_labels(self) -> None:
+        """Label-type fields, read at each plan and again at each periodic walk (a fabric's
+        cluster UUID appears once registration completes)."""
         self.labels = {}
-        label_specs = [s for s in fields if is_static_label(s)]
-        for work in self._work if label_specs else ():
-            labels = read_labels(self._lib, work.handle, label_specs, self._errors)
+        specs = self._label_specs
+        for work in self._work if specs else ():
+            labels = read_labels(self._lib, work.handle, specs, self._errors)
             for entity in (work.entity, *(inst for inst, _ in work.instances)):
-                self.labels[entity.key] = entity_labels(labels, label_specs, entity,
-                                                        work.mig_on)
+                self.labels[entity.key] = entity_labels(labels, specs, entity, work.mig_on)
 
     def clear(self) -> None:
         """No devices to read until the next `replan`; frees the GPM buffers."""

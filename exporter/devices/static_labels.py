@@ -11,7 +11,7 @@ from exporter.devices.convert import LABEL_CONVERTERS
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
 from exporter.devices.nvml_api import Handle, NvmlLib
-from exporter.devices.struct_reads import STRUCT_READS
+from exporter.devices.struct_reads import STRUCT_READS, available
 from exporter.fields.catalog import HANDLE, Call, Convert, FieldSpec, MetricType, Reader
 
 
@@ -27,10 +27,10 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
         call = spec.part
         assert isinstance(call, Call)
         struct_read = STRUCT_READS.get(call.function)
-        function = struct_read(lib, handle) if struct_read is not None else getattr(
-            lib, call.function, None)
-        if function is None:
+        if not available(lib, call.function):
             continue
+        function = struct_read(lib, handle) if struct_read is not None else getattr(
+            lib, call.function)
         try:
             answer = function() if struct_read is not None else function(
                 *(handle if a == HANDLE else a for a in call.args))

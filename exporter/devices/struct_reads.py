@@ -11,7 +11,7 @@ does where the two differ (a test checks sizes against the version macros), and 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from exporter.devices.errors import is_nvml_error, nvml_code
@@ -159,7 +159,12 @@ def _max_slices(lib: NvmlLib, handle: Handle) -> int:
         raise
     if not mig_on:
         return 0
-    largest = lib.nvmlDeviceGetMaxMigDeviceCount(handle)
+    try:
+        largest = lib.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except Exception as exc:
+        if not is_nvml_error(exc) or nvml_code(exc) == NVML_ERROR_GPU_IS_LOST:
+            raise
+        largest = 0  # as DCGM: the profiles alone then
     for profile in range(NVML_GPU_INSTANCE_PROFILE_COUNT):
         try:
             info = lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile)
@@ -178,36 +183,38 @@ NVML_P2P_CAPS_INDEX_NVLINK = 2
 NVML_P2P_STATUS_OK = 0
 
 
+def _self_lost(lib: NvmlLib, handle: Handle) -> bool:
+    """Whether this GPU itself answers GPU_IS_LOST (asked only after a P2P call did, which
+    may have meant the peer)."""
+    try:
+        lib.nvmlDeviceGetUUID(handle)
+    except Exception as exc:
+        return is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_GPU_IS_LOST
+    return False
+
+
 def p2p_status(lib: NvmlLib, handle: Handle, peer: Handle) -> int | None:
-    """The NVLink P2P status from `handle` to `peer`; None when NVML answers GPU_IS_LOST,
-    which may mean the peer (this GPU's own loss shows in its other calls)."""
+    """The NVLink P2P status from `handle` to `peer`. GPU_IS_LOST is raised only when this GPU
+    is the lost one; a lost peer gives None (no value for the pair)."""
     try:
         status: int = lib.nvmlDeviceGetP2PStatus(handle, peer, NVML_P2P_CAPS_INDEX_NVLINK)
     except Exception as exc:
-        if is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_GPU_IS_LOST:
+        if is_nvml_error(exc) and nvml_code(exc) == NVML_ERROR_GPU_IS_LOST \
+                and not _self_lost(lib, handle):
             return None
         raise
     return status
 
 
-def _p2p_bitmap(lib: NvmlLib, handle: Handle) -> Read:
-    """DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n set when the NVLink P2P status towards GPU n is
-    OK; never this GPU's own bit. The peers are listed once per plan."""
-    peers: list[tuple[int, Handle]] = []
-
-    def read() -> int:
-        if not peers:
-            me = lib.nvmlDeviceGetUUID(handle)
-            for index in range(lib.nvmlDeviceGetCount()):
-                other = lib.nvmlDeviceGetHandleByIndex(index)
-                if lib.nvmlDeviceGetUUID(other) != me:
-                    peers.append((index, other))
-        bitmap = 0
-        for index, other in peers:
-            if p2p_status(lib, handle, other) == NVML_P2P_STATUS_OK:
-                bitmap |= 1 << index
-        return bitmap
-    return read
+def p2p_bitmap(lib: NvmlLib, handle: Handle, peers: Sequence[tuple[int, Handle]]) -> int:
+    """DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n set when the NVLink P2P status towards GPU n (one
+    of the enumerated GPUs besides this one) is OK; never this GPU's own bit. A lost peer's
+    bit is clear; any other error leaves the field without a value, as in DCGM."""
+    bitmap = 0
+    for index, other in peers:
+        if p2p_status(lib, handle, other) == NVML_P2P_STATUS_OK:
+            bitmap |= 1 << index
+    return bitmap
 
 
 STRUCT_READS: dict[str, Maker] = {
@@ -221,6 +228,17 @@ STRUCT_READS: dict[str, Maker] = {
     "nvmlDeviceGetGpuFabricInfoV": fabric_reader,
     "nvmlDeviceReadWritePRM_v1": ppcnt_reader,  # (link, PPCNT group)
     "nvmlDeviceReadPRMCounters_v1": counter_reader,  # (link, counter id)
-    "nvmlDeviceGetP2PStatus": _p2p_bitmap,
 }
 """By the NVML function a field's `Call` names: how to read it."""
+
+_ALSO_CALLS = {
+    "nvmlDeviceGetMaxMigDeviceCount": ("nvmlDeviceGetMigMode",
+                                       "nvmlDeviceGetGpuInstanceProfileInfo"),
+}
+
+
+def available(lib: NvmlLib, function: str) -> bool:
+    """Whether the library has what the struct read of `function` calls (pynvml defines
+    every function it knows; a stand-in library may lack one: the field then has no value)."""
+    return all(callable(getattr(lib, name, None))
+               for name in (function, *_ALSO_CALLS.get(function, ())))

@@ -91,7 +91,7 @@ class Convert(enum.Enum):
     BRAND_NAME = "brand enum -> nvidia-smi's name"
     GUID_HEX = "first 8 bytes as 0x%016x"
     SERIAL_BYTES = "bytes up to the first NUL; empty or all 0xFF left out"
-    UUID_BYTES = "16 bytes as a GUID string"
+    UUID_BYTES = "the cluster UUID as a GUID string, once fabric registration completed"
     CUDA_VISIBLE_DEVICES = "the entity's CUDA_VISIBLE_DEVICES: GPU-<uuid>, MIG-GPU-<uuid>/<gi>"
 
 
@@ -202,6 +202,10 @@ GPM_PCIE_TX_PER_SEC = 20
 GPM_PCIE_RX_PER_SEC = 21
 GPM_NVLINK_TOTAL_RX_PER_SEC = 60
 GPM_NVLINK_TOTAL_TX_PER_SEC = 61
+
+P2P_BITMAP_PART = "bitmap"
+"""DCGM_FI_DEV_NVLINK_P2P_STATUS (`Reader.P2P` on a GPU): the peers with NVLink P2P OK, as
+bits by GPU index."""
 
 NVLINK_BANDWIDTH_PART = "tx+rx"
 """DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: TX + RX over all links, read in one field-value call."""

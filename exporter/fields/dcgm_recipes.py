@@ -19,6 +19,7 @@ from exporter.fields.catalog import (
     HANDLE,
     LINK,
     NVLINK_SCOPE_ALL_LINKS,
+    P2P_BITMAP_PART,
     Arg,
     Call,
     Convert,
@@ -74,15 +75,12 @@ _PRM_COUNTER = re.compile(r"nvmlDeviceReadPRMCounters_v1\((NVML_PRM_COUNTER_ID_\
 # Calls read by the device layer's struct reads (`exporter.devices.struct_reads`): a struct
 # passed in, an answer in the return code, or a value composed from several calls.
 _STRUCT_READS = frozenset({"nvmlDeviceGetPlatformInfo", "nvmlDeviceGetSramEccErrorStatus",
-                           "nvmlDeviceGetP2PStatus",
                            "nvmlDeviceGetUnrepairableMemoryFlag_v1",
                            "nvmlDeviceValidateInforom", "nvmlDeviceGetMaxMigDeviceCount"})
 _STRUCT_CONVERSIONS: tuple[tuple[str, Pick, Convert], ...] = (
     ("NVML_SUCCESS -> 1, NVML_ERROR_CORRUPTED_INFOROM -> 0", None, Convert.NONE),
     ("max(that count, largest GI profile slice count)", None, Convert.NONE),
     ("1 if the NVML_GRID_LICENSE_FEATURE_CODE_VGPU feature", None, Convert.VGPU_LICENSED),
-    ("bitmap: bit <DCGM gpuId of peer> set when status == NVML_P2P_STATUS_OK", None,
-     Convert.NONE),
 )
 """Conversions of struct reads and composed values: what to pick and how to convert it."""
 _STRING_CONVERSIONS: Mapping[str, tuple[str, Pick, Convert]] = {
@@ -91,7 +89,8 @@ _STRING_CONVERSIONS: Mapping[str, tuple[str, Pick, Convert]] = {
                                            Convert.GUID_HEX),
     "chassisSerialNumber (16 bytes); empty or all 0xFF -> blank": (
         "nvmlDeviceGetPlatformInfo", "chassisSerialNumber", Convert.SERIAL_BYTES),
-    ".clusterUuid formatted as a GUID string": ("nvmlDeviceGetGpuFabricInfoV", "clusterUuid",
+    # The whole answer: the UUID is only meaningful once registration completed.
+    ".clusterUuid formatted as a GUID string": ("nvmlDeviceGetGpuFabricInfoV", None,
                                                 Convert.UUID_BYTES),
     "formatted string: GPU-<uuid> | MIG-GPU-<uuid>/<gi> | MIG-GPU-<uuid>/<gi>/<ci>": (
         "nvmlDeviceGetUUID + nvmlDeviceGetGpuInstanceId + nvmlDeviceGetComputeInstanceId",
@@ -110,11 +109,11 @@ def _constant(name: str) -> int:
     return value
 
 
-def _scope_of(row: Row, reader: Reader) -> Scope:
+def _scope_of(row: Row, reader: Reader, part: Part) -> Scope:
     if row["scope"] == "link":
         return Scope.LINK
-    if reader is Reader.P2P:
-        return Scope.PEER
+    if reader is Reader.P2P and part != P2P_BITMAP_PART:
+        return Scope.PEER  # one series per GPU pair
     if reader in (Reader.GPM, Reader.MEMORY) or row["nvml_source"].startswith(
             "nvmlDeviceGetBAR1MemoryInfo"):
         # Read per MIG GPU instance under MIG (GPM on its scope, memory on its MIG device).
@@ -296,6 +295,9 @@ def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
         return Reader.CALL, prm, Convert.NONE
     if row["conversion"].startswith("value = nvmlGpuP2PStatus_t for each ordered GPU pair"):
         return Reader.P2P, None, Convert.NONE
+    if row["conversion"].startswith("bitmap: bit <DCGM gpuId of peer> set when status == "
+                                    "NVML_P2P_STATUS_OK"):
+        return Reader.P2P, P2P_BITMAP_PART, Convert.NONE
     match = _CALL.fullmatch(row["nvml_source"])
     if match is None:
         return None
@@ -388,4 +390,4 @@ def recipe(row: Row, help_text: str) -> FieldSpec | None:
             return None
         reader, part, convert = call
     return FieldSpec(row["dcgm_name"], _type_of(row), help_text, unit, reader, part, convert,
-                     _scope_of(row, reader), default=False)
+                     _scope_of(row, reader, part), default=False)

@@ -269,3 +269,61 @@ def test_a_lost_peer_does_not_take_the_gpu_asking_with_it(nvmlsim_lib: Path,
     assert result["gpus"] == [0, 1]
     assert result["pairs"] == ["0>1", "1>0"]
     assert result["bitmaps"] == {"0": 0b010, "1": 0b001}
+
+
+def test_after_a_loss_and_a_walk_the_other_gpus_keep_their_p2p(nvmlsim_lib: Path,
+                                                                tmp_path: Path) -> None:
+    """The walk after a GPU fell off the bus plans P2P over the GPUs it found: the lost one
+    is never asked, and the others stay in the readings with their pairs."""
+    statuses = {f"nvmlDeviceGetP2PStatus({peer},2)": 0 for peer in range(3)}
+    path = write_scenario(tmp_path, {"clock": "manual", "devices": [{"calls": statuses}] * 3})
+    result = run_child(nvmlsim_lib, """
+        from exporter.devices.nvml import NvmlBackend
+        from exporter.fields.csv import parse_collectors
+        specs = parse_collectors("DCGM_FI_DEV_NVLINK_P2P_STATUS, gauge, x\\n"
+                                 "DCGM_EXP_P2P_STATUS, gauge, x\\n", "c.csv").specs
+        backend = NvmlBackend(pynvml, specs, clock=sim.time)
+        backend.start()
+        backend.poll()
+        sim.set_gpu_lost(2)
+        polls = []
+        for _ in range(6):  # the loss, then walks at growing pauses
+            sim.advance(30.0)
+            readings = backend.poll()
+            polls.append({"gpus": sorted({gpu for gpu, _ in readings.values}),
+                          "bitmaps": {gpu: v.get("DCGM_FI_DEV_NVLINK_P2P_STATUS")
+                                      for (gpu, _), v in readings.values.items()},
+                          "pairs": sorted(f"{g}>{p}" for g, p in readings.peers)})
+        out["polls"] = polls
+        out["lost_total"] = backend.gpus_lost_total
+        backend.close()
+    """, scenario_file=path)
+    for poll in result["polls"]:
+        assert poll["gpus"] == [0, 1], poll
+        assert poll["bitmaps"] == {"0": 0b010, "1": 0b001}, poll
+        assert poll["pairs"] == ["0>1", "1>0"], poll
+    assert result["lost_total"] == 1
+
+
+def test_the_cluster_uuid_label_appears_once_registration_completes(
+        nvmlsim_lib: Path, tmp_path: Path) -> None:
+    device = {"calls": {"nvmlDeviceGetGpuFabricInfoV().state": 2},  # in progress
+              "strings": {"nvmlDeviceGetGpuFabricInfoV().clusterUuid":
+                          "5c0ffee0-d15e-a5e0-b0ba-cafe12345678"}}
+    path = write_scenario(tmp_path, {"clock": "manual", "devices": [device]})
+    result = run_child(nvmlsim_lib, """
+        from exporter.devices.nvml import NvmlBackend
+        from exporter.fields.csv import parse_collectors
+        specs = parse_collectors("DCGM_FI_DEV_GPU_TEMP, gauge, x\\n"
+                                 "DCGM_FI_DEV_FABRIC_CLUSTER_UUID, label, x\\n", "c.csv").specs
+        backend = NvmlBackend(pynvml, specs, clock=sim.time)
+        backend.start()
+        name = "DCGM_FI_DEV_FABRIC_CLUSTER_UUID"
+        out["before"] = backend.poll().labels.get((0, -1), {}).get(name)
+        sim.set_value(0, "call:nvmlDeviceGetGpuFabricInfoV().state", 3)  # completed
+        sim.advance(61.0)  # past the periodic walk
+        out["after"] = backend.poll().labels.get((0, -1), {}).get(name)
+        backend.close()
+    """, scenario_file=path)
+    assert result["before"] is None  # zeros until then: no label
+    assert result["after"] == "5c0ffee0-d15e-a5e0-b0ba-cafe12345678"

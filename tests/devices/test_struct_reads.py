@@ -165,7 +165,9 @@ def test_vgpu_license_status(features: Any, want: float | None) -> None:
      "0x000a1b2c3d4e5f60"),  # little-endian, bytes 8-15 ignored
     (Convert.SERIAL_BYTES, b"1650924060012\0\0\0", "1650924060012"),
     (Convert.SERIAL_BYTES, b"\xff" * 16, None), (Convert.SERIAL_BYTES, b"\0abc", None),
-    (Convert.UUID_BYTES, bytes(range(16)), "00010203-0405-0607-0809-0a0b0c0d0e0f"),
+    (Convert.UUID_BYTES, FabricInfo(state=3, clusterUuid=(ctypes.c_uint8 * 16)(*range(16))),
+     "00010203-0405-0607-0809-0a0b0c0d0e0f"),
+    (Convert.UUID_BYTES, FabricInfo(state=2), None),  # registration in progress: no UUID yet
 ])
 def test_label_conversions(convert: Convert, raw: Any, want: str | None) -> None:
     assert LABEL_CONVERTERS[convert](raw) == want

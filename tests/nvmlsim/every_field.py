@@ -64,8 +64,6 @@ _NAMED_CALLS: dict[str, int | str] = {
     "nvmlDeviceGetClockInfo(1)": "sm_clock_mhz", "nvmlDeviceGetClockInfo(2)": "mem_clock_mhz",
     # DCGM_FI_DEV_MIG_MAX_SLICES: 0 with MIG off (tests/devices/test_struct_reads.py has MIG on)
     "nvmlDeviceGetMaxMigDeviceCount()": 0,
-    # DCGM_FI_DEV_NVLINK_P2P_STATUS: one GPU has no peer (test_nvml_every_field has three)
-    "nvmlDeviceGetP2PStatus()": 0,
 }
 
 

@@ -11,11 +11,12 @@ the BAD_TLV status.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pynvml
 
-from exporter.devices.prm import PPCNT_GROUPS, local_port, ppcnt_request, reply_ok
+from exporter.devices.prm import PPCNT_GROUPS, local_port
 from exporter.devices.sim.api_board import BoardCalls
 from exporter.devices.sim.core import GpuEntry, Handle
 
@@ -24,6 +25,15 @@ _CODES_PER_KIB = 4
 _DL_RECOVERY, _DL_CRC_FLIT, _DL_REPLAY = 1, 2, 0
 _PPRM_OPER_RECOVERY = 1001
 _PORT_XMIT_WAIT = 201
+
+
+def _is_ppcnt_query(words: tuple[int, ...], size: int, register_size: int) -> bool:
+    """The access register interface's query of PPCNT, word by word: operation TLV (type 1,
+    4 words; class register, method query, register 0x5008; no transaction id), register TLV
+    (type 3, the register's words + 1), PPCNT header with only port and group set."""
+    return (size == 20 + register_size and words[0] == 0x08040000 and words[1] == 0x50080101
+            and words[2] == words[3] == 0 and words[4] == (3 << 27 | (register_size // 4 + 1) << 16)
+            and words[5] & ~(0xFF << 16 | 0x3F) == 0 and words[6] == 0)
 
 
 class PrmCalls(BoardCalls):
@@ -48,11 +58,10 @@ class PrmCalls(BoardCalls):
         }
 
     def nvmlDeviceReadWritePRM_v1(self, handle: Handle, tlv: Any) -> None:
-        data = bytes(tlv.data)
-        group, port = data[23] & 0x3F, data[21]  # PPCNT word 0: local port, group
-        expected = ppcnt_request(port - 1, group) if group in PPCNT_GROUPS and port else None
-        well_formed = expected is not None and bytes(expected.data) == data \
-            and tlv.dataSize == expected.dataSize
+        words = struct.unpack_from(">7I", bytes(tlv.data))
+        group, port = words[5] & 0x3F, words[5] >> 16 & 0xFF  # PPCNT word 0
+        well_formed = group in PPCNT_GROUPS and port >= 1 and _is_ppcnt_query(
+            words, tlv.dataSize, PPCNT_GROUPS[group][0])
         with self._lock:
             if not well_formed:
                 self._physical(handle, self._begin("nvmlDeviceReadWritePRM_v1"))
@@ -64,7 +73,6 @@ class PrmCalls(BoardCalls):
             tlv.data[6] |= 0x80  # a response
             for name, (offset, width) in PPCNT_GROUPS[group][1].items():
                 tlv.data[offset:offset + width] = values[name].to_bytes(width, "big")
-            assert reply_ok(bytes(tlv.data), group)
 
     def nvmlDeviceReadPRMCounters_v1(self, handle: Handle, counters: Any) -> None:
         with self._lock:
