@@ -285,3 +285,36 @@ def test_cuda_visible_devices_per_entity() -> None:
     instances = {gi: value[name] for (gpu, gi), value in labels.items() if gpu == 0 and gi >= 0}
     assert len(instances) == 4
     assert instances == {gi: f"MIG-{uuid[0]}/{gi}" for gi in instances}
+
+
+class _Without:
+    """The simulated node without some functions (a stand-in library that lacks them)."""
+
+    def __init__(self, lib: SimNvml, *missing: str) -> None:
+        self._lib, self._missing = lib, missing
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._missing:
+            raise AttributeError(name)
+        return getattr(self._lib, name)
+
+
+def test_a_library_without_a_struct_call_omits_its_fields() -> None:
+    clock = FakeClock(start=1_700_000_000.0)
+    lib = _Without(SimNvml("h100-8", seed=5, clock=clock), "nvmlDeviceGetPlatformInfo",
+                   "nvmlDeviceReadWritePRM_v1", "nvmlDeviceGetGpuInstanceProfileInfo")
+    specs = parse_collectors(NUMBERS + PRM, "c.csv").specs
+    backend = NvmlBackend(lib, specs, clock=clock, wall_clock=clock)
+    backend.start()
+    try:
+        readings = backend.poll()
+    finally:
+        backend.close()
+    values = readings.values[(0, -1)]
+    assert "DCGM_FI_DEV_PLATFORM_MODULE_ID" not in values
+    assert "DCGM_FI_DEV_MIG_MAX_SLICES" not in values
+    assert values["DCGM_FI_DEV_SRAM_EXCEEDED"] == 0.0  # the others are read
+    assert "DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID" not in readings.labels[(0, -1)]
+    link = readings.links[(0, 0)]
+    assert "DCGM_FI_DEV_NVLINK_PPCNT_PLR_RX_CODE_TOTAL" not in link
+    assert link["DCGM_FI_DEV_NVLINK_PPRM_OPER_RECOVERY"] == 0.0
