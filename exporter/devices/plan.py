@@ -240,7 +240,7 @@ class _Planner:
             return
         if struct_read is not None:
             # Bound with the arguments after the handle (a link, for a per-link register).
-            rest = tuple(a for a in args if a is not self.plan.handle)
+            rest = tuple(_bind(a, self.plan.handle, link) for a in call.args if a != HANDLE)
             step = self.call((call.function, rest), call.function,
                              lambda: struct_read(self.lib, self.plan.handle, *rest))
             step.outputs.append(Output(name, _picker(Reader.CALL, call.pick), conv, link))
