@@ -232,28 +232,14 @@ class _Planner:
             gpm.outputs.append(Output(spec.name, _by_key(metric), conv, link))
 
     def _add_call(self, name: str, call: Call, conv: Conv, link: int | None) -> None:
+        read = bound_call(self.lib, self.plan.handle, call, link)
+        if read is None:
+            log.info("%s: %s is not available; %s is omitted", self.plan.uid, call.function,
+                     name)
+            return
         args = tuple(_bind(a, self.plan.handle, link) for a in call.args)
-        struct_read = STRUCT_READS.get(call.function)
-        if struct_read is not None and not available(self.lib, call.function):
-            log.info("%s: %s is not available; %s is omitted", self.plan.uid, call.function,
-                     name)
-            return
-        if struct_read is not None:
-            # Bound with the arguments after the handle (a link, for a per-link register).
-            rest = tuple(_bind(a, self.plan.handle, link) for a in call.args if a != HANDLE)
-            step = self.call((call.function, rest), call.function,
-                             lambda: struct_read(self.lib, self.plan.handle, *rest))
-            step.outputs.append(Output(name, _picker(Reader.CALL, call.pick), conv, link))
-            return
-        function: Callable[..., Any] | None = getattr(self.lib, call.function, None)
-        if function is None:
-            # pynvml defines every function it knows (a missing symbol fails at the call);
-            # a stand-in library may lack one: the field has no value there.
-            log.info("%s: %s is not available; %s is omitted", self.plan.uid, call.function,
-                     name)
-            return
         step = self.call((call.function, tuple(map(_arg_key, args))), call.function,
-                         lambda: functools.partial(function, *args))
+                         lambda: read)
         step.outputs.append(Output(name, _picker(Reader.CALL, call.pick), conv, link))
 
     def _add_field_values(self, name: str, part: object, conv: Conv, link: int | None) -> None:
@@ -270,6 +256,22 @@ class _Planner:
         fv.requests.extend(k for k in keys if k not in fv.requests)
         pick = _by_key(keys[0]) if len(keys) == 1 else _sum_of(keys)
         fv.outputs.append(Output(name, pick, conv, link))
+
+
+def bound_call(lib: NvmlLib, handle: Handle, call: Call, link: int | None = None
+               ) -> Callable[[], Any] | None:
+    """`call` as a read without arguments: a struct read (bound with the arguments after the
+    handle), or the pynvml function with its arguments. None when the library lacks what it
+    calls: pynvml defines every function it knows (a missing symbol fails at the call), but a
+    stand-in library may lack one, and the field then has no value there."""
+    if not available(lib, call.function):
+        return None
+    struct_read = STRUCT_READS.get(call.function)
+    if struct_read is not None:
+        return struct_read(lib, handle, *(_bind(a, handle, link) for a in call.args
+                                          if a != HANDLE))
+    function: Callable[..., Any] = getattr(lib, call.function)
+    return functools.partial(function, *(_bind(a, handle, link) for a in call.args))
 
 
 def _arg_key(arg: Any) -> object:

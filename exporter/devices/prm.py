@@ -27,9 +27,6 @@ _REG_TLV = 3
 _OP_TLV_DWORDS = 4
 _CLASS_REGISTER = 1
 _METHOD_QUERY = 1
-_COUNTERS_AT = 28
-"""Byte offset of the PPCNT counter set in the reply: op TLV (16), register TLV header (4),
-PPCNT's two header words (8)."""
 
 
 class PrmTlv(ctypes.Structure):

@@ -271,10 +271,10 @@ class DeviceReader:
             for o in step.outputs:
                 raw = answer if o.pick is None else o.pick(answer)
                 if raw is not None and (value := o.conv(raw)) is not None:
-                    target = out if o.link is None else links.setdefault(o.link, {})
                     if o.peer is not None:
-                        target = peers.setdefault(o.peer, {})
-                    target[o.name] = value
+                        peers.setdefault(o.peer, {})[o.name] = value
+                    else:
+                        (out if o.link is None else links.setdefault(o.link, {}))[o.name] = value
         if plan.field_values is not None:
             self._read_field_values(plan, out, links)
         if plan.gpm is not None:

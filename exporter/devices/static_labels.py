@@ -11,8 +11,8 @@ from exporter.devices.convert import LABEL_CONVERTERS
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
 from exporter.devices.nvml_api import Handle, NvmlLib
-from exporter.devices.struct_reads import STRUCT_READS, available
-from exporter.fields.catalog import HANDLE, Call, Convert, FieldSpec, MetricType, Reader
+from exporter.devices.plan import bound_call
+from exporter.fields.catalog import Call, Convert, FieldSpec, MetricType, Reader
 
 
 def is_static_label(spec: FieldSpec) -> bool:
@@ -26,14 +26,11 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
     for spec in specs:
         call = spec.part
         assert isinstance(call, Call)
-        struct_read = STRUCT_READS.get(call.function)
-        if not available(lib, call.function):
+        read = bound_call(lib, handle, call)
+        if read is None:
             continue
-        function = struct_read(lib, handle) if struct_read is not None else getattr(
-            lib, call.function)
         try:
-            answer = function() if struct_read is not None else function(
-                *(handle if a == HANDLE else a for a in call.args))
+            answer = read()
         except Exception as exc:
             if not is_nvml_error(exc):
                 raise

@@ -29,14 +29,13 @@ import contextlib
 import json
 import logging
 import os
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
 
+from exporter.k8s.apiwatch import WatchCall, WatchLoop
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.pod_labels import PodLabelRules
 from exporter.k8s.pod_map import PodMap
@@ -60,8 +59,10 @@ def api_client(kubeconfig: str | None = None) -> Any:
     return k8s_client.ApiClient(configuration)
 
 
-class PodMetadataWatcher:
-    """Keeps the pod map (`exporter.k8s.pod_map`) current from one list + watch."""
+class PodMetadataWatcher(WatchLoop):
+    """Keeps the pod map (`exporter.k8s.pod_map`) current from one list + watch of the pods
+    (`exporter.k8s.apiwatch.WatchLoop`: relist after a failure or 410, polling if the watch is
+    refused)."""
 
     def __init__(
         self,
@@ -75,20 +76,13 @@ class PodMetadataWatcher:
     ) -> None:
         if node_name is None and pod is None:
             raise ValueError("enrichment needs NODE_NAME (or, with --scope pod, POD_NAME)")
-        self._core = k8s_client.CoreV1Api(api)
-        self._api = api
+        super().__init__("pod metadata", api_factory=lambda: api, retry_s=retry_s,
+                         watch_timeout_s=watch_timeout_s)
+        self._client = api
+        self._core: Any = None
         self._map = PodMap(rules)
         self._node_name = node_name
         self._pod = pod
-        self._watch_timeout_s = watch_timeout_s
-        self._retry_s = retry_s
-        self._stop = threading.Event()
-        self._watch: Any = None
-        self._thread: threading.Thread | None = None
-        self.synced = threading.Event()
-        """Set after the first successful list (tests and doctor wait on it)."""
-        self._up = False
-        self._errors = 0
 
     @classmethod
     def from_config(
@@ -113,38 +107,22 @@ class PodMetadataWatcher:
 
     def families(self) -> list[Family]:
         return [
-            KUBERNETES_API_UP.single(1.0 if self._up else 0.0),
-            KUBERNETES_API_ERRORS.single(float(self._errors)),
+            KUBERNETES_API_UP.single(1.0 if self.up else 0.0),
+            KUBERNETES_API_ERRORS.single(float(self.errors)),
             *self._map.families(),
         ]
 
-    # -- life cycle -----------------------------------------------------------------------
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="pod-metadata-watch", daemon=True
-            )
-            self._thread.start()
-
     def close(self) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-            # stop() only takes effect at the next event; closing the response ends a read
-            # that is waiting for one.
-            response = getattr(self._watch, "_resp", None)
-            if response is not None:
-                with contextlib.suppress(Exception):
-                    # urllib3 >= 2.3 can interrupt a blocked read; older ones just close.
-                    getattr(response, "shutdown", response.close)()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._api.close()
+        super().close()
+        with contextlib.suppress(Exception):
+            self._client.close()  # also when the thread never started
 
     # -- the watch ------------------------------------------------------------------------
 
-    def _list_call(self) -> tuple[Callable[..., Any], dict[str, Any]]:
+    def _setup(self, api: Any) -> None:
+        self._core = k8s_client.CoreV1Api(api)
+
+    def _watch_call(self) -> WatchCall:
         if self._pod is not None:
             namespace, name = self._pod
             return self._core.list_namespaced_pod, {
@@ -155,55 +133,18 @@ class PodMetadataWatcher:
             "field_selector": f"spec.nodeName={self._node_name}"
         }
 
-    def _relist(self) -> str:
-        func, kwargs = self._list_call()
+    def _read(self) -> str | None:
+        func, kwargs = self._watch_call()
         resp = func(**kwargs, _preload_content=False, _request_timeout=30)
         body = json.loads(resp.data)
         self._map.replace_all(body.get("items") or [])
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+        return str((body.get("metadata") or {}).get("resourceVersion") or "") or None
 
-    def _apply(self, event: Mapping[str, Any]) -> str | None:
-        obj = event.get("object") or {}
-        kind = event.get("type")
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+    def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
         if kind in ("ADDED", "MODIFIED"):
             self._map.upsert(obj)
         elif kind == "DELETED":
             self._map.remove(obj)
-        return str(rv) if rv else None
-
-    def _run(self) -> None:
-        resource_version: str | None = None
-        while not self._stop.is_set():
-            try:
-                if resource_version is None:
-                    resource_version = self._relist()
-                    self._up = True
-                    self.synced.set()
-                func, kwargs = self._list_call()
-                self._watch = k8s_watch.Watch()  # type: ignore[no-untyped-call]
-                for event in self._watch.stream(
-                    func,
-                    **kwargs,
-                    resource_version=resource_version,
-                    timeout_seconds=self._watch_timeout_s,
-                    allow_watch_bookmarks=True,
-                    deserialize=False,
-                    _request_timeout=self._watch_timeout_s + 30,
-                ):
-                    if self._stop.is_set():
-                        break
-                    resource_version = self._apply(event) or resource_version
-            except Exception as exc:
-                if self._stop.is_set():
-                    break
-                self._errors += 1
-                self._up = False
-                status = getattr(exc, "status", None)
-                if status != 410:  # 410 Gone: history expired, an ordinary relist
-                    log.warning("pod watch failed (%s); retrying in %.0fs", exc, self._retry_s)
-                    self._stop.wait(self._retry_s)
-                resource_version = None
 
 
 def check_access(

@@ -24,17 +24,24 @@ nvmlReturn_t sim_call_value(const sim_gpu *g, double *out, const char *fmt, ...)
     return sim_value_get(g, key, out) ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
 }
 
-/* One unsigned value of a physical-GPU query without arguments. */
-static nvmlReturn_t plain(int fn, const char *name, nvmlDevice_t device, unsigned *out) {
+/* One unsigned value of a physical-GPU query, under the key `key`. */
+static nvmlReturn_t unsigned_value(int fn, nvmlDevice_t device, unsigned *out, const char *key) {
     sim_gpu *g;
     int slot;
     double v;
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
         if (!out) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if ((r = sim_call_value(g, &v, "%s()", name)) == NVML_SUCCESS) *out = (unsigned)v;
+        else if ((r = sim_call_value(g, &v, "%s", key)) == NVML_SUCCESS) *out = (unsigned)v;
     }
     return sim_finish(r);
+}
+
+/* ... of a query without arguments. */
+static nvmlReturn_t plain(int fn, const char *name, nvmlDevice_t device, unsigned *out) {
+    char key[SIM_VALUE_KEY];
+    snprintf(key, sizeof key, "%s()", name);
+    return unsigned_value(fn, device, out, key);
 }
 
 #define PLAIN(name, type)                                                                   \
@@ -56,18 +63,12 @@ PLAIN(nvmlDeviceGetVirtualizationMode, nvmlGpuVirtualizationMode_t)
 PLAIN(nvmlDeviceGetInforomConfigurationChecksum, unsigned int)
 PLAIN(nvmlDeviceGetBrand, nvmlBrandType_t)
 
-/* One unsigned value of a physical-GPU query with one enum argument. */
+/* ... of a query with one enum argument. */
 static nvmlReturn_t by_arg(int fn, const char *name, nvmlDevice_t device, int arg,
                            unsigned *out) {
-    sim_gpu *g;
-    int slot;
-    double v;
-    nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
-    if (r == NVML_SUCCESS) {
-        if (!out) r = NVML_ERROR_INVALID_ARGUMENT;
-        else if ((r = sim_call_value(g, &v, "%s(%d)", name, arg)) == NVML_SUCCESS) *out = (unsigned)v;
-    }
-    return sim_finish(r);
+    char key[SIM_VALUE_KEY];
+    snprintf(key, sizeof key, "%s(%d)", name, arg);
+    return unsigned_value(fn, device, out, key);
 }
 
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
