@@ -22,7 +22,7 @@ PY="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 # nvml.h for the simulated NVML library is fetched here, never committed (NVIDIA's licence).
-.venv/bin/python -m pip install -q nvidia-nvml-dev
+.venv/bin/python -m pip install -q 'nvidia-nvml-dev>=13.5.37'  # PRM, platform-info structs
 
 .venv/bin/ruff check exporter tests benchmarks scripts
 .venv/bin/lint-imports

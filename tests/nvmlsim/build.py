@@ -82,7 +82,7 @@ def _download_header() -> Path:
     wheels = CACHE_DIR / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--dest", str(wheels), "nvidia-nvml-dev"]
+           "--dest", str(wheels), "nvidia-nvml-dev>=13.5.37"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
         raise BuildError(
