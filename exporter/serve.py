@@ -28,6 +28,7 @@ from exporter.fields.csv import (
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
 from exporter.k8s.hpc_jobs import HpcJobMapping
+from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
@@ -195,6 +196,10 @@ def main(argv: Sequence[str]) -> int:
     setup_logging(cfg.log_format, cfg.log_level)
     for warning in cfg.startup_warnings:
         log.warning("%s", warning)
+    if cfg.kubernetes.enabled and not cfg.sim_kubelet:
+        problem = unusable_socket(cfg.kubernetes.pod_resources_socket)
+        if problem is not None:
+            return _fail(problem)
     try:
         web_config, configmap, collectors = _load_start_files(cfg)
     except ConfigError as exc:

@@ -3,7 +3,7 @@
 A replacement for dcgm-exporter's image must start with no arguments (no CMD for a pod's
 `args` to replace), carry the NVIDIA runtime's env, and hold dcgm-exporter's metric lists at
 /etc/dcgm-exporter/ with the same fields, types and order, in a real directory a ConfigMap
-can be subPath-mounted into. The Dockerfile is read, not built (no container engine here).
+can be subPath-mounted into. The Dockerfile is read here; tests/image builds and runs it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def image() -> ImageSpec:
 
 def test_entrypoint_serves_with_zero_arguments_and_no_cmd(image: ImageSpec) -> None:
     # A CMD would be replaced by the ClusterPolicy's `args`; dcgm flags go straight through.
-    assert image.entrypoint == ("gpu-exporter",)
+    assert image.entrypoint == ("/usr/local/bin/gpu-exporter",)
     assert image.cmd == ()
     assert {k: v for k, v in image.env.items() if k.startswith("NVIDIA_")} == {
         "NVIDIA_VISIBLE_DEVICES": "all",
