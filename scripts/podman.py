@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 GLOBAL_FLAGS = ("--runtime", "runc", "--cgroup-manager", "cgroupfs")
 ULIMIT_FLAGS = ("--ulimit", "nofile=20000:20000", "--ulimit", "nproc=32768:32768")
@@ -51,3 +53,13 @@ def inspect_format(ref: str, template: str) -> str:
 def run_flags(extra: Sequence[str] = ()) -> list[str]:
     """`podman run` flags every container here gets (ulimits), then `extra`."""
     return [*ULIMIT_FLAGS, *extra]
+
+
+@contextmanager
+def mounted_image(ref: str) -> Iterator[Path]:
+    """The image's file system, mounted read-only on the host (rootful podman)."""
+    path = Path(podman("image", "mount", ref).stdout.strip())
+    try:
+        yield path
+    finally:
+        podman("image", "unmount", ref, check=False)

@@ -59,6 +59,18 @@ def test_image_ships_dcgm_exporter_csvs_in_a_real_directory(image: ImageSpec,
         assert path.read_bytes() == (SHIPPED_CSVS / path.name).read_bytes()
 
 
+def test_a_run_step_in_the_stage_the_final_one_extends_is_refused(tmp_path: Path) -> None:
+    # The final stage extends `runtime`: a RUN there would execute on the target
+    # architecture during the build (emulation for arm64), and the layout could not follow.
+    text = DOCKERFILE.read_text()
+    anchor = "FROM ${RUNTIME_IMAGE} AS runtime\n"
+    assert anchor in text
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(text.replace(anchor, anchor + "RUN true\n"))
+    with pytest.raises(RenderError, match="the final stage uses RUN"):
+        read_dockerfile(dockerfile)
+
+
 @pytest.mark.parametrize(("broken", "error"), [
     ("RUN ln -s /usr/local/lib/site-packages/exporter/fields /etc/dcgm-exporter\n",
      "RUN"),
