@@ -61,7 +61,9 @@ RUN python3.11 -m pip wheel --no-deps --wheel-dir /dist /src \
     && head -n 1 /app-bin/gpu-exporter | grep -qx '#!/usr/bin/python3.11' \
     && python3.11 -m compileall -q -j 0 --invalidation-mode unchecked-hash /app
 
-FROM ${RUNTIME_IMAGE} AS runtime
+# The target's platform spelled out: it is the default, but podman 4.3 carries the build
+# stage's over into the next FROM.
+FROM --platform=$TARGETPLATFORM ${RUNTIME_IMAGE} AS runtime
 COPY --from=build /deps/ /usr/local/lib/python3.11/dist-packages/
 COPY --from=build /app/ /usr/local/lib/python3.11/dist-packages/
 COPY --from=build /app-bin/gpu-exporter /usr/local/bin/gpu-exporter

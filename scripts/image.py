@@ -63,7 +63,14 @@ def build_image(arch: str, *, builder_image: str | None = None,
     runtime = runtime_image or build_runtime(arch)
     wheels = fetch_wheels(arch)
     tag = tag or image_tag(arch)
+    # Local bases are used as they are: podman 4.3 would otherwise try to pull an imported
+    # arm64 image whose platform lacks the `v8` variant it expects.
+    local = all(image_exists(ref) for ref in (builder, runtime))
+    # BUILDPLATFORM spelled out: podman 4.3 leaves it unset in FROM lines (Docker sets it),
+    # and the build stages would then look for a builder of the target's architecture.
     podman("build", "--network=none", *ULIMIT_FLAGS, "--platform", f"linux/{arch}",
+           f"--pull={'never' if local else 'missing'}",
+           "--build-arg", f"BUILDPLATFORM=linux/{host_arch()}",
            "--build-arg", f"BUILDER_IMAGE={builder}",
            "--build-arg", f"RUNTIME_IMAGE={runtime}",
            "--build-arg", "PIP_NO_INDEX=1",

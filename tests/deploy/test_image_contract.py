@@ -63,7 +63,7 @@ def test_a_run_step_in_the_stage_the_final_one_extends_is_refused(tmp_path: Path
     # The final stage extends `runtime`: a RUN there would execute on the target
     # architecture during the build (emulation for arm64), and the layout could not follow.
     text = DOCKERFILE.read_text()
-    anchor = "FROM ${RUNTIME_IMAGE} AS runtime\n"
+    anchor = "FROM --platform=$TARGETPLATFORM ${RUNTIME_IMAGE} AS runtime\n"
     assert anchor in text
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(text.replace(anchor, anchor + "RUN true\n"))
