@@ -77,6 +77,15 @@ def nvmlsim_lib() -> Path:
         pytest.fail(f"cannot build the simulated NVML library: {exc}")
 
 
+@pytest.fixture(scope="session")
+def built_image() -> str:
+    """The amd64 container image of this checkout, built once per session (minutes on a
+    machine that has built none yet: mark tests using it with a long timeout)."""
+    from tests.support.image import checkout_image
+
+    return checkout_image("amd64")
+
+
 @pytest.fixture
 def socket_dir() -> Iterator[Path]:
     # Short path: unix socket paths are limited to ~107 bytes.

@@ -18,9 +18,8 @@ import pytest
 
 from scripts.podman import inspect_format, mounted_image
 from tests.support.container import ContainerSpec, run_once, running
+from tests.support.image import checkout_image
 from tests.support.requirements import missing, require_tool
-
-from .conftest import checkout_tag, require_build_tools
 
 pytestmark = pytest.mark.timeout(1800)  # building may take minutes on a fresh machine
 
@@ -31,10 +30,7 @@ BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
 
 @pytest.fixture(scope="module")
 def arm64_image() -> str:
-    from scripts.image import build_image
-
-    require_build_tools()
-    return build_image("arm64", tag=checkout_tag("arm64"))
+    return checkout_image("arm64")
 
 
 def elf_machine(path: Path) -> int:

@@ -16,9 +16,8 @@ import pytest
 
 from exporter import __version__
 from scripts.podman import inspect_format, podman
+from tests.support.image import require_build_tools
 from tests.support.paths import ROOT
-
-from .conftest import require_build_tools
 
 pytestmark = pytest.mark.timeout(1800)  # builds both images when nothing is cached
 
