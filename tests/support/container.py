@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.podman import ULIMIT_FLAGS, podman
+from scripts.podman import ULIMIT_FLAGS, PodmanError, podman
 from tests.support.exporter_process import free_port
 from tests.support.wait import wait_until
 
@@ -184,8 +185,12 @@ def start(spec: ContainerSpec) -> RunningContainer:
     name = _name()
     host_port = free_port() if spec.port is not None else None
     started = time.monotonic()
-    podman("run", "--detach", *spec.run_argv(name, host_port), *spec.command_tail(),
-           timeout=300)
+    try:
+        podman("run", "--detach", *spec.run_argv(name, host_port), *spec.command_tail(),
+               timeout=300)
+    except (PodmanError, subprocess.TimeoutExpired):
+        podman("rm", "--force", "--time", "0", name, check=False)  # created, not started
+        raise
     return RunningContainer(spec, name, host_port, started)
 
 
@@ -202,6 +207,10 @@ def running(spec: ContainerSpec) -> Iterator[RunningContainer]:
 def run_once(spec: ContainerSpec, timeout: float = 300) -> tuple[int, str]:
     """Runs the container to its end: (exit code, stdout then stderr)."""
     name = _name()
-    proc = podman("run", "--rm", *spec.run_argv(name, None), *spec.command_tail(),
-                  timeout=timeout, check=False)
+    try:
+        proc = podman("run", "--rm", *spec.run_argv(name, None), *spec.command_tail(),
+                      timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        podman("rm", "--force", "--time", "0", name, check=False)
+        raise
     return proc.returncode, proc.stdout + proc.stderr
