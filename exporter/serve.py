@@ -18,6 +18,7 @@ from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.nvml_api import NvmlLib, load_pynvml
 from exporter.devices.processes import ProcessReader
+from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import LabelStyle
 from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import (
@@ -126,7 +127,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
     server = WebServer(web_config, openmetrics=cfg.enable_openmetrics)
-    publish = server.publishing(Publisher(cfg.backend, style, jobs))
+    publish = server.publishing(Publisher(cfg.backend, style, jobs,
+                                          LabelLimit(cfg.label_limit)))
     sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).

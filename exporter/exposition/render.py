@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter import label_registry as names
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD
 from exporter.devices.model import Entity, EntityKey
 from exporter.exposition.labels import (
@@ -152,7 +153,7 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> Serie
 
 
 def _window_label(window_s: float) -> Labels:
-    return (("window_size_in_ms", str(int(window_s * 1000))),)
+    return ((names.WINDOW_SIZE_IN_MS, str(int(window_s * 1000))),)
 
 
 def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: LabelStyle
@@ -190,7 +191,7 @@ def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sa
         status = int(value)
         status_name = _P2P_STATUS_NAMES[status] if 0 <= status < len(
             _P2P_STATUS_NAMES) else "Unknown"
-        samples += [Sample((*series, ("link_status", status_name), ("peer_gpu", str(peer))),
+        samples += [Sample((*series, (names.LINK_STATUS, status_name), (names.PEER_GPU, str(peer))),
                            value) for series in base.get((gpu, -1), ())]
     return tuple(samples)
 
@@ -198,7 +199,7 @@ def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sa
 def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
     window = _window_label(snapshot.readings.xid_window_s)
     return tuple(
-        Sample((*series, ("xid", str(c.xid)), *window), float(c.count))
+        Sample((*series, (names.XID, str(c.xid)), *window), float(c.count))
         for c in snapshot.readings.xid_window
         for series in base.get(c.entity_key, ())
     )
@@ -207,7 +208,7 @@ def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample,
 def _clock_event_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
     window = _window_label(snapshot.readings.clock_events_window_s)
     return tuple(
-        Sample((*series, *((("clock_event", c.reason),) if c.reason else ()), *window),
+        Sample((*series, *(((names.CLOCK_EVENT, c.reason),) if c.reason else ()), *window),
                float(c.count))
         for c in snapshot.readings.clock_events
         for series in base.get(c.entity_key, ())

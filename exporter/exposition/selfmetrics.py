@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from exporter import __version__
+from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import DEFAULT_STYLE, LabelStyle
 from exporter.exposition.render import Rendered, device_families, render, visible_entities
 from exporter.k8s.hpc_jobs import NO_JOBS, HpcJobMapping
@@ -18,6 +19,7 @@ from exporter.selfmetrics import (
     CONFIG_RELOADS,
     DEVICES,
     GPM_SUPPORTED,
+    LABEL_LIMIT_TRIMMED_SERIES,
     LAST_POLL_SUCCESS,
     POLL_DURATION,
     POLL_ERRORS,
@@ -77,6 +79,7 @@ class Publisher:
     style: LabelStyle = DEFAULT_STYLE
     hpc_jobs: HpcJobMapping | None = None
     """Read here, once per poll on the render thread, so the event loop never waits on it."""
+    label_limit: LabelLimit = field(default_factory=lambda: LabelLimit(0))
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
@@ -86,4 +89,8 @@ class Publisher:
             families = device_families(snapshot, self.style, jobs)
         families += self_families(stats, snapshot, self.backend)
         families += extra
+        if self.label_limit.limit > 0:
+            families = self.label_limit.apply(families)
+            families.append(LABEL_LIMIT_TRIMMED_SERIES.single(
+                float(self.label_limit.trimmed_series)))
         return render(families)

@@ -10,10 +10,14 @@ from dataclasses import dataclass
 
 from exporter.k8s.inference_labels import MODEL, QUEUE, ROLE, Dimension
 from exporter.k8s.label_names import series_label_name
+from exporter.promql import duration
 from exporter.report.connection import ReportError
 
 MAX_POINTS = 11_000
 """Prometheus refuses a range query with more points than this per series."""
+MAX_WINDOWS = 100_000
+"""Most windows of one kind (chart steps, idle windows) a report cuts its range into: a
+year in 10-minute windows is 52,560. Beyond it the report would hold millions of rows."""
 LABEL_PREFIX = "label:"
 INFERENCE_DIMENSIONS: dict[str, Dimension] = {"role": ROLE, "queue": QUEUE, "served-model": MODEL}
 """`--group-by` names of the inference dimensions (`model` is the GPU model, `modelName`)."""
@@ -99,6 +103,17 @@ def auto_step(range_s: float, unit: float) -> float:
     else:
         step = range_s / 30
     return multiple_of(step, unit)
+
+
+def check_window_count(range_s: float, width_s: float, option: str) -> None:
+    """ReportError naming `option` when windows of `width_s` cut `range_s` into more than
+    MAX_WINDOWS."""
+    count = math.ceil(range_s / width_s)
+    if count > MAX_WINDOWS:
+        raise ReportError(
+            f"{option} {duration(width_s)} cuts the {duration(range_s)} range into "
+            f"{count:,} windows, more than {MAX_WINDOWS:,}: make {option} longer or the range "
+            "shorter")
 
 
 def windows(start: float, end: float, step_s: float) -> list[Window]:

@@ -171,7 +171,8 @@ def test_every_emitted_self_metric_is_declared_and_documented(
                            "-c", "200ms", "-f", str(default_collectors_path()),
                            "--web.config.file", str(web_config),
                            "--kubernetes.pod-labels", "team",
-                           "--kubernetes.process-attribution", *_faults(profile)], env)
+                           "--kubernetes.process-attribution", "--label-limit", "25",
+                           *_faults(profile)], env)
         for profile in profile_names()
     }
     documented = documented_self_metrics()
