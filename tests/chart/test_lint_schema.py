@@ -23,7 +23,7 @@ def _lint(values: Obj | None) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", ["defaults", "upstream", *feature_values()])
 def test_lint_is_clean(name: str) -> None:
-    values = {"defaults": None, "upstream": upstream_values()}.get(name, None)
+    values = {"defaults": None, "upstream": upstream_values()}.get(name)
     if name not in ("defaults", "upstream"):
         values = values_file(name)
     report = _lint(values)

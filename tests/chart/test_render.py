@@ -270,4 +270,4 @@ def test_the_rendered_yaml_has_no_duplicate_keys() -> None:
     for name in CASES:
         for template, text in render(_values(name)).items():
             if template.endswith(".yaml"):
-                list(yaml.load_all(text, Loader=Strict))  # noqa: S506 - a SafeLoader
+                list(yaml.load_all(text, Loader=Strict))  # a SafeLoader

@@ -234,7 +234,8 @@ def test_the_metrics_configmap_holds_their_list(pair: tuple[str, list[Obj], list
 
 
 def _rows(text: str) -> Iterator[list[str]]:
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = [line for line in text.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
     for row in csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True):
         yield [cell.strip() for cell in row]
 
