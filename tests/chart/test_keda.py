@@ -20,7 +20,7 @@ from exporter.artifacts.keda import (
     scaled_object,
 )
 
-from ._chart import Obj, of_kind, render, script
+from ._chart import Obj, helm, of_kind, render, script
 
 ROLES: tuple[str | None, ...] = (None, "prefill", "decode")
 QUEUES: tuple[float | None, ...] = (None, 4, 2.5)
@@ -90,8 +90,7 @@ def test_the_chart_labels_its_objects() -> None:
     {"target": 0},
 ])
 def test_what_generate_keda_refuses_the_chart_refuses(bad: Obj) -> None:
-    import helm_python
-
+    helm_python = helm()
     item: Obj = {"namespace": "serving", "deployment": "chat", "metric": "util",
                  "target": 70, **bad}
     spec = ScaledObjectSpec(item["namespace"], item["deployment"], Metric(item["metric"]),

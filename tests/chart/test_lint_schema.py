@@ -4,20 +4,19 @@ value is an error naming it, not a silent default."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exporter.k8s.inference_labels import PRESETS
 
-from ._chart import CHART, Obj, feature_values, render, script, upstream_values, values_file
+from ._chart import CHART, Obj, feature_values, helm, render, upstream_values, values_file
 
 
 def _lint(values: Obj | None) -> dict[str, Any]:
-    import helm_python
-
-    script()  # skips (fails in CI) without helm-python-sdk
-    report: dict[str, Any] = helm_python.lint(CHART, values, strict=True)
+    report: dict[str, Any] = helm().lint(CHART, values, strict=True)
     return report
 
 
@@ -33,12 +32,9 @@ def test_lint_is_clean(name: str) -> None:
     assert report["errors"] == []
 
 
-def test_lint_reports_a_broken_template(tmp_path: Any) -> None:
+def test_lint_reports_a_broken_template(tmp_path: Path) -> None:
     """The check above can fail: a template Helm cannot parse is reported."""
-    import shutil
-
-    import helm_python
-
+    helm_python = helm()
     copy = tmp_path / "gpu-exporter"
     shutil.copytree(CHART, copy)
     (copy / "templates" / "service.yaml").write_text("{{ if }}\n")
@@ -47,18 +43,14 @@ def test_lint_reports_a_broken_template(tmp_path: Any) -> None:
 
 
 def _schema_error(values: Obj) -> str:
-    import helm_python
-
+    helm_python = helm()
     with helm_python.Chart.load(CHART) as chart, pytest.raises(helm_python.HelmValuesError) as err:
         chart.validate_schema(values)
     return str(err.value)
 
 
 def test_upstream_values_validate() -> None:
-    import helm_python
-
-    script()
-    with helm_python.Chart.load(CHART) as chart:
+    with helm().Chart.load(CHART) as chart:
         chart.validate_schema(upstream_values())
         chart.validate_schema(chart.values)
 
@@ -94,8 +86,7 @@ def test_a_wrong_value_is_an_error_naming_it(values: Obj, named: str) -> None:
 
 def test_rendering_refuses_what_the_schema_refuses() -> None:
     """`helm install` and `helm template` validate before rendering, as validate_schema."""
-    import helm_python
-
+    helm_python = helm()
     with pytest.raises(helm_python.HelmValuesError, match="intreval"):
         render({"serviceMonitor": {"intreval": "15s"}})
 
@@ -126,7 +117,6 @@ def test_the_preset_names_are_the_exporters() -> None:
      "tlsServerConfig.cert is required"),
 ])
 def test_contradictory_values_fail_with_a_reason(values: Obj, message: str) -> None:
-    import helm_python
-
+    helm_python = helm()
     with pytest.raises(helm_python.HelmRenderError, match=message):
         render(values)

@@ -11,7 +11,7 @@ import yaml
 
 from exporter import __version__
 
-from ._chart import CHART, Obj, script, values_file
+from ._chart import CHART, Obj, helm, script, values_file
 
 
 def _package(tmp_path: Path) -> Path:
@@ -20,8 +20,7 @@ def _package(tmp_path: Path) -> Path:
 
 
 def test_the_archive_is_named_and_versioned_as_the_exporter(tmp_path: Path) -> None:
-    import helm_python
-
+    helm_python = helm()
     archive = _package(tmp_path)
     assert archive.name == f"gpu-exporter-{__version__}.tgz"
     with helm_python.Chart.load(archive) as chart:

@@ -1,5 +1,6 @@
 """The kustomizations: every file is wired in, and what `kubectl kustomize` renders (the
-objects a cluster would receive, patches applied) is valid and keeps every property."""
+objects a cluster would receive: the chart's rendering of each entry point, the namespace,
+and the TLS entry point's certificates and Secrets) is valid and keeps every property."""
 
 from __future__ import annotations
 
