@@ -117,7 +117,7 @@ def _keda_one(settings: Resolution, fields: FieldSet) -> None:
                             settings[opt.PROMETHEUS] or DEFAULT_PROMETHEUS,
                             settings[opt.QUEUE_TARGET], role=settings[opt.ROLE])
     check_spec(spec, fields)
-    sys.stdout.write(yamlio.dump(scaled_object(spec)))
+    sys.stdout.write(yamlio.dump(scaled_object(spec, fields)))
 
 
 def main(argv: list[str]) -> int:

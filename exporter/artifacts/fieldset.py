@@ -13,6 +13,7 @@ from pathlib import Path
 from exporter.fields.catalog import CATALOG
 from exporter.fields.csv import default_collectors_path as packaged_collectors_path
 from exporter.fields.csv import load_collectors
+from exporter.promql import gpm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +31,12 @@ class FieldSet:
     def allows(self, promql: str) -> bool:
         """True when every DCGM field a PromQL expression mentions is enabled."""
         return all(tok in self.names for tok in _FIELD_TOKEN.findall(promql))
+
+    def resolve(self, promql: str) -> str | None:
+        """`promql` with its GPM measures (`exporter.promql.gpm` placeholders) read from the
+        enabled sources only; None when a measure has none or another field is disabled."""
+        out = gpm.resolve(promql, self.names.__contains__)
+        return out if out is not None and self.allows(out) else None
 
 
 def default_collectors_path() -> Path:

@@ -73,7 +73,7 @@ def test_every_combination_equals_generate_keda() -> None:
     fields = load_fieldset(None)
     for spec in specs:
         check_spec(spec, fields)  # each is a valid `generate keda` invocation
-        expected = scaled_object(spec)
+        expected = scaled_object(spec, fields)
         key = (expected["metadata"]["namespace"], expected["metadata"]["name"])
         assert _without_labels(rendered[key]) == _without_labels(expected), key
 
