@@ -187,6 +187,9 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     sockets = Path(tempfile.mkdtemp(prefix="prh-", dir="/tmp"))
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, sockets, ignore_errors=True)
+        # The exporters inherit this environment: in-cluster settings would beat KUBECONFIG.
+        env = cleanup.enter_context(pytest.MonkeyPatch.context())
+        env.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         api = FakeApiServer().start()
         cleanup.callback(api.stop)
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
