@@ -204,7 +204,7 @@ def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: R
                     "selected", "set NODE_NAME from the downward API (fieldRef spec.nodeName)")
         return
     try:
-        from exporter.k8s.enrich import check_access
+        from exporter.k8s.pod_access import check_access
     except ImportError as exc:
         report.line(FAIL, "API server", f"the kubernetes client is missing ({exc})",
                     "reinstall gpu-exporter: the kubernetes client is one of its dependencies")

@@ -2,7 +2,7 @@
 its series get, its UID and its containers' runtime ids.
 
 Filled from pod objects as the API server serves them (JSON mappings): by the watch in
-`exporter.k8s.enrich`, or, on the simulated node, by `exporter.k8s.simpods`. Scrapes and polls
+`exporter.k8s.pod_metadata`, or, on the simulated node, by `exporter.k8s.simpods`. Scrapes and polls
 only read it. Writers replace whole maps, so a reader on another thread sees either the old or
 the new state, never a half update.
 

@@ -59,7 +59,7 @@ _MALFORMED_MEMORY = 4096
 
 
 class PodMetadata(Protocol):
-    """What enrichment offers (see `exporter.k8s.enrich`)."""
+    """What enrichment offers (see `exporter.k8s.pod_metadata`)."""
 
     def start(self) -> None: ...
     def labels_for(self, namespace: str, pod: str) -> Labels: ...
@@ -323,7 +323,7 @@ class KubeletSource:
 
 
 def _watcher_from_config(config: KubernetesConfig) -> PodMetadata:
-    from exporter.k8s.enrich import PodMetadataWatcher  # kubernetes only when asked for
+    from exporter.k8s.pod_metadata import PodMetadataWatcher  # kubernetes only when asked for
 
     return PodMetadataWatcher.from_config(config)
 

@@ -13,8 +13,9 @@ from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.enrich import PodMetadataWatcher, check_access
+from exporter.k8s.pod_access import check_access
 from exporter.k8s.pod_labels import PodLabelRules
+from exporter.k8s.pod_metadata import PodMetadataWatcher
 from exporter.k8s.simkubelet import (
     SimKubeletHandle,
     plan_allocations,

@@ -2,9 +2,9 @@
 
 Imported only when series need pod metadata (`--kubernetes.pod-labels`, dcgm-exporter's
 pod labels or pod UID) or process attribution needs pod UIDs, so the `kubernetes` package
-stays out of every other code path. One list + watch of this node's pods runs in a
-background thread and keeps an in-memory map; scrapes and polls only read that map (never a
-request per scrape).
+stays out of every other code path (`exporter.k8s.source` builds the watcher off the event
+loop). One list + watch of this node's pods runs in a background thread and keeps an
+in-memory map; scrapes and polls only read that map (never a request per scrape).
 
 Required RBAC (a ClusterRole bound to the exporter's ServiceAccount):
 
@@ -14,7 +14,8 @@ Required RBAC (a ClusterRole bound to the exporter's ServiceAccount):
         verbs: ["get", "list", "watch"]
 
 With `--scope pod` only the sidecar's own pod is watched (`metadata.name=$POD_NAME` in
-`$POD_NAMESPACE`), so a namespaced Role with the same rule is enough.
+`$POD_NAMESPACE`), so a namespaced Role with the same rule is enough. `doctor` checks the
+rule with `exporter.k8s.pod_access`; credentials come from `exporter.k8s.apiclient`.
 
 Labels added to series of attributed devices (after `pod`, and on allocation rows): see
 `exporter.k8s.pod_labels` (`pod_uid`, `label_<key>` with `--kubernetes.pod-labels`, the bare
@@ -28,13 +29,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-
+from exporter.k8s.apiclient import api_client
 from exporter.k8s.apiwatch import WatchCall, WatchLoop
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.pod_labels import PodLabelRules
@@ -43,20 +41,6 @@ from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP
 from exporter.series import Family, Labels
 
 log = logging.getLogger(__name__)
-
-
-def api_client(kubeconfig: str | None = None) -> Any:
-    """In-cluster credentials when running in a pod, else a kubeconfig (KUBECONFIG)."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        # Read KUBECONFIG now: the client library reads it only once, at its import.
-        kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration
-        )
-    return k8s_client.ApiClient(configuration)
 
 
 class PodMetadataWatcher(WatchLoop):
@@ -120,6 +104,8 @@ class PodMetadataWatcher(WatchLoop):
     # -- the watch ------------------------------------------------------------------------
 
     def _setup(self, api: Any) -> None:
+        from kubernetes import client as k8s_client
+
         self._core = k8s_client.CoreV1Api(api)
 
     def _watch_call(self) -> WatchCall:
@@ -146,47 +132,3 @@ class PodMetadataWatcher(WatchLoop):
         elif kind == "DELETED":
             self._map.remove(obj)
 
-
-def check_access(
-    config: KubernetesConfig, *, kubeconfig: str | None = None
-) -> tuple[bool, str]:
-    """One list of this node's (or this pod's) pods, as `doctor` runs it: (ok, explanation)."""
-    try:
-        api = api_client(kubeconfig)
-    except Exception as exc:
-        return False, (
-            f"no API server credentials ({exc}); run in a pod with a ServiceAccount token or "
-            "set KUBECONFIG"
-        )
-    try:
-        core = k8s_client.CoreV1Api(api)
-        if config.scope == "pod" and config.pod_name and config.pod_namespace:
-            core.list_namespaced_pod(
-                config.pod_namespace,
-                field_selector=f"metadata.name={config.pod_name}",
-                _preload_content=False,
-                _request_timeout=10,
-            )
-            what = f"pod {config.pod_namespace}/{config.pod_name}"
-        elif config.node_name:
-            core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={config.node_name}",
-                limit=1,
-                _preload_content=False,
-                _request_timeout=10,
-            )
-            what = f"pods on node {config.node_name}"
-        else:
-            return False, "NODE_NAME is not set; set it from spec.nodeName (downward API)"
-    except k8s_client.ApiException as exc:
-        if exc.status in (401, 403):
-            return False, (
-                f"API server refused listing pods (HTTP {exc.status}); grant the "
-                "ServiceAccount get/list/watch on pods (ClusterRole + ClusterRoleBinding)"
-            )
-        return False, f"API server answered HTTP {exc.status}: {exc.reason}"
-    except Exception as exc:
-        return False, f"API server unreachable: {exc}"
-    finally:
-        api.close()
-    return True, f"API server reachable; may list {what}"
