@@ -1,6 +1,7 @@
 """The import contracts in pyproject.toml hold, and breaking each one fails `lint-imports`:
-a back-edge between layers, and a cycle between the modules of one package (through an
-import inside a function, which grimp counts like any other). What the contracts cannot see,
+a back-edge between layers, the runtime importing a build tool, and a cycle between the
+modules of one package (through an import inside a function, which grimp counts like any
+other). What the contracts cannot see,
 a package's `__init__` and one of its own modules importing each other, the module-graph
 check below finds."""
 
@@ -82,8 +83,9 @@ def _module_cycles(tree: Path) -> list[list[str]]:
 
 
 def _copy_tree(dest: Path) -> Path:
-    shutil.copytree(ROOT / "exporter", dest / "exporter",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("exporter", "tools"):
+        shutil.copytree(ROOT / package, dest / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
     return dest
 
@@ -109,6 +111,19 @@ def test_an_import_from_a_lower_layer_into_a_higher_one_fails(tmp_path: Path) ->
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
     assert "exporter.fields.shortcut -> exporter.web.app" in result.stdout
+
+
+def test_the_runtime_importing_a_build_tool_fails(tmp_path: Path) -> None:
+    tree = _copy_tree(tmp_path)
+    # An installed wheel has no tools/: such an import would end in ModuleNotFoundError.
+    _append(tree / "exporter" / "fields" / "dcgm_names.py",
+            "\n\ndef _derive() -> object:\n"
+            "    from tools.derive_dcgm_names import derive\n\n"
+            "    return derive\n")
+    result = _lint(tree)
+    assert result.returncode != 0
+    assert "the runtime never imports the build tools BROKEN" in result.stdout
+    assert "exporter.fields.dcgm_names -> tools.derive_dcgm_names" in result.stdout
 
 
 def test_a_cycle_inside_a_layer_fails_even_through_a_function_level_import(

@@ -1,7 +1,10 @@
 """Derive `exporter/fields/dcgm-names.csv` from the DCGM field reference table.
 
-    python -m exporter.fields.dcgm_table --write     # regenerate the shipped file
-    python -m exporter.fields.dcgm_table --check     # exit 1 if it drifted
+    python -m tools.derive_dcgm_names --write     # regenerate the shipped file
+    python -m tools.derive_dcgm_names --check     # exit 1 if it drifted
+
+A build tool (see `tools/__init__.py`): it reads the repository, the package ships only the
+file it writes.
 
 The reference table (`tests/fixtures/dcgm-fields/dcgm-fields.csv`, columns
 `dcgm_name,dcgm_id,dcgm_type,scope,unit,nvml_source,conversion,notes`) has one row per name.
@@ -23,13 +26,13 @@ from pathlib import Path
 
 from exporter.fields.catalog import CATALOG
 from exporter.fields.dcgm_names import DATA_PATH, Reason, generated_help
-from exporter.fields.dcgm_recipes import recipe
 from exporter.fields.parts import format_part
+from tools.dcgm_recipes import recipe
 
-SOURCE = Path(__file__).resolve().parents[2] / "tests/fixtures/dcgm-fields/dcgm-fields.csv"
+SOURCE = Path(__file__).resolve().parents[1] / "tests/fixtures/dcgm-fields/dcgm-fields.csv"
 HEADER = (
     "# Generated from tests/fixtures/dcgm-fields/dcgm-fields.csv by "
-    "`python -m exporter.fields.dcgm_table --write`; do not edit.\n"
+    "`python -m tools.derive_dcgm_names --write`; do not edit.\n"
     "# dcgm_id,reason,nvml_source,names (canonical first; an empty id: range markers that "
     "name no field),\n# then for fields read through the generic readers: type,unit,scope,"
     "reader,source,conversion\n"
@@ -127,7 +130,7 @@ def derive(source_text: str) -> str:
 
 def main(argv: list[str]) -> int:
     if argv not in (["--write"], ["--check"]):
-        sys.stderr.write("usage: python -m exporter.fields.dcgm_table --write | --check\n")
+        sys.stderr.write("usage: python -m tools.derive_dcgm_names --write | --check\n")
         return 2
     text = derive(SOURCE.read_text(encoding="utf-8"))
     if argv == ["--write"]:
@@ -135,7 +138,7 @@ def main(argv: list[str]) -> int:
         return 0
     if DATA_PATH.read_text(encoding="utf-8") != text:
         sys.stderr.write(f"{DATA_PATH} drifted from {SOURCE}: run "
-                         "python -m exporter.fields.dcgm_table --write\n")
+                         "python -m tools.derive_dcgm_names --write\n")
         return 1
     return 0
 

@@ -1,11 +1,15 @@
 """How this exporter reads a DCGM field, worked out from its row of the reference table.
 
-The table says which NVML call (or `NVML_FI_*` field id, or GPM metric id) DCGM reads and
-which conversion it applies, in a small set of recurring phrasings. `recipe` turns a
-canonical row into a `FieldSpec`, or None when the call needs more than a plain read (a
-struct passed in, a register access, a value DCGM composes): those stay "not read yet".
-NVML constants are resolved through pynvml, so a name nvml.h does not define fails the
-generation rather than shipping a wrong id.
+A build tool, run by `tools.derive_dcgm_names` (never by the exporter, which reads the
+generated `exporter/fields/dcgm-names.csv`). The table says which NVML call (or `NVML_FI_*`
+field id, or GPM metric id) DCGM reads and which conversion it applies, in a small set of
+recurring phrasings. `recipe` turns a canonical row into a `FieldSpec`: a plain call, a
+field value, a GPM metric, a PRM register, or one of the struct reads and composed values
+the device layer knows (`exporter.devices.struct_reads`). A row of a phrasing it does not
+know gives None, and the field is listed as having an NVML source that is not served; no
+row does today (`tests/fields/test_dcgm_names.py` fails if one appears). NVML constants are
+resolved through pynvml, so a name nvml.h does not define fails the generation rather than
+shipping a wrong id.
 """
 
 from __future__ import annotations
