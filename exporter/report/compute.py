@@ -25,7 +25,6 @@ from exporter.report.plan import (
     aligned_windows,
     auto_step,
     calls,
-    check_window_count,
     grouping,
     multiple_of,
     windows,
@@ -135,12 +134,8 @@ def _records(series: list[Series], group: Grouping, value: str, extra: str | Non
 
 def build_report(client: PrometheusClient, request: ReportRequest,
                  progress: Progress | None = None) -> UsageReport:
-    if request.end <= request.start:
-        raise ReportError("the range is empty: --end must come after --start")
-    # Checked before any query: rounding the widths up to the source's unit only lowers it.
-    if request.step_s is not None:
-        check_window_count(request.end - request.start, request.step_s, "--step")
-    check_window_count(request.end - request.start, request.idle_window_s, "--idle-window")
+    """The report for a request `exporter.report.request.build` made (it checked the range
+    and the window counts before any query)."""
     source = _choose_source(client, request)
     unit = source.unit_s
     group = grouping(request.group_by)
