@@ -54,6 +54,7 @@ async def test_every_allocation_attributed_in_one_poll(socket_path: str, profile
         assert len({r["gpu"] for r in notebooks}) == 1
         assert {r["replica"] for r in notebooks} == {"0", "1", "2"}
         assert (int(notebooks[0]["gpu"]), -1) not in attribution.owners
+    assert attribution.owners
     assert all(ref.namespace == "inference" and ref.container == "server"
                for ref in attribution.owners.values())
 

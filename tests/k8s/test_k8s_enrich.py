@@ -75,6 +75,7 @@ def test_watch_follows_pods_of_this_node(api: FakeApiServer, kubeconfig: str) ->
         wait_until(lambda: watcher.labels_for("batch", "job-1") != ())
         api.state.push("DELETED", changed)
         wait_until(lambda: watcher.labels_for("inference", "llm-0") == ())
+        assert api.state.watches()
         assert all(w["fieldSelector"] == ["spec.nodeName=node-a"] for w in api.state.watches())
         assert len(api.state.lists()) == 1  # watched from the list's version, never relisted
         assert watcher.families()[0].samples[0].value == 1

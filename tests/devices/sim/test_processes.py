@@ -102,6 +102,7 @@ def test_samples_split_the_gpus_busy_time_and_arrive_once(make_sim: SimFactory) 
     assert busy is not None, "no busy GPU in the profile at t=100 s"
     pids = {p.pid for p in sim.nvmlDeviceGetComputeRunningProcesses(busy)}
     samples = sim.nvmlDeviceGetProcessUtilization(busy, 0)
+    assert samples
     assert all(isinstance(s, pynvml.c_nvmlProcessUtilizationSample_t) for s in samples)
     assert {s.pid for s in samples} == pids
     (stamp,) = {s.timeStamp for s in samples}
