@@ -4,8 +4,8 @@ generated, and `generate`, `doctor` and `report` run from it.
 The wheel is built from a copy holding only what the Dockerfile's build stage copies
 (pyproject.toml, README, licence files, exporter/), so neither tests/ nor tools/ can be
 reached by it. It is installed into a fresh virtual environment in a temporary directory,
-once per session; the commands then run from another temporary directory with no
-PYTHONPATH. The wheel's third-party dependencies are not downloaded again each session: the
+once per test run; the commands then run from another temporary directory with no
+PYTHONPATH. The wheel's third-party dependencies are not downloaded again each run: the
 fresh environment sees this environment's site-packages through a `.pth` line, which adds
 the directory without running the `.pth` files in it, so the editable install of this
 checkout stays out (the test proves `exporter` is the wheel's). That the package declares

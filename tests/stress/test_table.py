@@ -2,7 +2,7 @@
 wrote, and what each row claims still holds when the matrix runs now.
 
 The committed `results.json` is only what a past run recorded; on its own no code change
-could make it wrong. So the rows are also compared with the cases this session ran: the whole
+could make it wrong. So the rows are also compared with the cases this test run ran: the whole
 matrix when the suite runs (this file comes after the case files), else one representative
 case, run here as the suite runs it. A case that now fails, or ends with another `/ready`
 sequence than its row shows, fails this test until the table is regenerated.
@@ -23,7 +23,7 @@ from tests.support.paths import ROOT
 
 SAMPLE = ("kubelet-absent",
           "tests/stress/test_kubelet_faults.py::test_kubelet_socket_absent_at_start")
-"""Run when no case ran in this session: a fault held, `/ready` followed, a recovery timed,
+"""Run when no case ran in this test run: a fault held, `/ready` followed, a recovery timed,
 under the 25 Hz scraper, in about a minute."""
 
 
