@@ -9,7 +9,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,10 +69,21 @@ def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
     return load_pynvml()
 
 
-def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
-                       ) -> tuple[ServeConfig, Any, PodMetadata | None]:
-    """(the settings pointing at it, the simulated kubelet, the simulated API server's pod
-    metadata when pod labels or process attribution ask for it)."""
+@dataclass(frozen=True, slots=True)
+class _SimNode:
+    """What `--sim.kubelet` adds around the simulated GPUs."""
+
+    kubelet: Any
+    metadata: PodMetadata | None
+    """The simulated API server's pod metadata, when pod labels or process reads ask for it."""
+    proc_root: str
+    """Where the simulated GPU processes' cgroup files are (`/proc` of a real node)."""
+
+
+def _start_sim_kubelet(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, tmp: Path
+                       ) -> tuple[ServeConfig, _SimNode]:
+    """(the settings pointing at the simulated kubelet, the simulated node around it)."""
+    from exporter.devices.sim import SimNvml
     from exporter.k8s.simkubelet import plan_allocations, start_sim_kubelet
 
     backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
@@ -84,13 +95,18 @@ def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
     log.info("simulated kubelet serving pod allocations on %s", socket_path)
     k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
     metadata: PodMetadata | None = None
-    if k8s.wants_pod_metadata or k8s.process_attribution:
-        from exporter.k8s.simpods import SimPodMetadata
+    proc_root = tmp / "proc"
+    if k8s.wants_pod_metadata or k8s.wants_process_reads:
+        from exporter.k8s.simpods import SimPodMetadata, write_demo_proc
 
         allocations = plan_allocations(backend.inventory, time_sliced=time_sliced)
         metadata = SimPodMetadata.for_node(allocations, k8s)
         log.info("simulated API server: labels of the %d simulated pods", len(allocations))
-    return replace(cfg, kubernetes=k8s), server, metadata
+        if k8s.wants_process_reads and isinstance(lib, SimNvml):
+            written = write_demo_proc(proc_root, allocations, lib.tenant_pids)
+            log.info("simulated /proc: cgroup files of %d GPU processes in %s", written,
+                     proc_root)
+    return replace(cfg, kubernetes=k8s), _SimNode(server, metadata, str(proc_root))
 
 
 def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors | None:
@@ -104,11 +120,10 @@ def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors |
 
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
                web_config: LiveWebConfig | None, tmp: Path | None) -> int:
-    sim_kubelet: Any = None
-    sim_metadata: PodMetadata | None = None
+    sim: _SimNode | None = None
     if cfg.sim_kubelet:
         assert tmp is not None
-        cfg, sim_kubelet, sim_metadata = _start_sim_kubelet(cfg, backend, tmp)
+        cfg, sim = _start_sim_kubelet(cfg, lib, backend, tmp)
     # The one thread that calls NVML while serving: the backend's polls and the per-process
     # reads of process attribution take turns on it.
     poll_worker = DaemonExecutor("poll")
@@ -118,7 +133,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
 
         source = build_source(cfg.kubernetes,
                               process_reads=ProcessReader(lib).on_thread(poll_worker),
-                              metadata=sim_metadata)
+                              metadata=None if sim is None else sim.metadata,
+                              proc_root="/proc" if sim is None else sim.proc_root)
     settings = SamplerSettings(
         interval_s=cfg.collect_interval_s,
         host=HostLabel(cfg.hostname_label, cfg.hostname),
@@ -158,8 +174,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
         except TimeoutError:
             log.warning("HTTP shutdown did not finish in time")
         await sampler.close(SHUTDOWN_BUDGET_S / 2)
-        if sim_kubelet is not None:
-            sim_kubelet.stop()
+        if sim is not None:
+            sim.kubelet.stop()
     return 0
 
 

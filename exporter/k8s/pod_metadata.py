@@ -75,8 +75,8 @@ class PodMetadataWatcher(WatchLoop):
         pod = None
         if config.scope == "pod" and config.pod_name and config.pod_namespace:
             pod = (config.pod_namespace, config.pod_name)
-        # Process attribution alone uses the watch for UIDs and container ids only: the rules
-        # then add nothing to series.
+        # Process attribution and virtual GPUs alone use the watch for UIDs and container ids
+        # only: the rules then add nothing to series.
         return cls(api_client(kubeconfig), PodLabelRules.from_config(config),
                    node_name=config.node_name, pod=pod)
 

@@ -16,13 +16,19 @@ The demo node's pods, by what they hold (see `simkubelet.plan_allocations`):
 - time-sliced replicas: notebooks in queue `research`, or an embedding service in `batch`.
 
 Each pod also carries labels no preset copies (pod-template hash, selectors, switches).
+
+The simulated GPUs' processes (`SimNvml.tenant_pids`: on `a100-timesliced`, three per GPU) get
+cgroup files under a private /proc (`write_demo_proc`): process N of a GPU runs in the
+container holding its replica `::N`. With the pods' container ids in their status, process
+attribution and virtual GPUs then find each process's container as on a node with `hostPID`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from exporter.k8s.config import KubernetesConfig
@@ -104,21 +110,58 @@ def demo_pod_labels(pods: Sequence[PodResources]) -> dict[tuple[str, str], dict[
     return out
 
 
+def demo_pod_uid(namespace: str, name: str) -> str:
+    return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
+
+
+def demo_container_id(namespace: str, pod: str, container: str) -> str:
+    """A container runtime id (64 hex digits, as containerd's), fixed per container."""
+    return hashlib.sha256(f"{namespace}/{pod}/{container}".encode()).hexdigest()
+
+
 def demo_pod_objects(pods: Sequence[PodResources], node_name: str) -> list[PodObject]:
-    """The pods as the API server serves them (what the watch would list)."""
+    """The pods as the API server serves them (what the watch would list), running."""
     labels = demo_pod_labels(pods)
     objects: list[PodObject] = []
     for pod in pods:
         meta: dict[str, Any] = {
             "namespace": pod.namespace,
             "name": pod.name,
-            "uid": str(uuid.uuid5(_UID_NAMESPACE, f"{pod.namespace}/{pod.name}")),
+            "uid": demo_pod_uid(pod.namespace, pod.name),
             "labels": labels.get((pod.namespace, pod.name), {}),
             "resourceVersion": "1",
         }
+        statuses = [{"name": c.name, "containerID": "containerd://"
+                     + demo_container_id(pod.namespace, pod.name, c.name)}
+                    for c in pod.containers]
         objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                        "spec": {"nodeName": node_name}})
+                        "spec": {"nodeName": node_name},
+                        "status": {"phase": "Running", "containerStatuses": statuses}})
     return objects
+
+
+def write_demo_proc(root: Path, pods: Sequence[PodResources],
+                    tenant_pids: Mapping[str, Sequence[int]]) -> int:
+    """Writes `<root>/<pid>/cgroup` for each simulated process that runs in a pod (cgroup v2,
+    systemd driver, containerd, as on a current node); returns how many."""
+    written = 0
+    for pod in pods:
+        uid = demo_pod_uid(pod.namespace, pod.name).replace("-", "_")
+        for container in pod.containers:
+            cid = demo_container_id(pod.namespace, pod.name, container.name)
+            for device in container.devices:
+                for device_id in device.device_ids:
+                    gpu, _, replica = device_id.partition("::")
+                    pids = tenant_pids.get(gpu, ())
+                    if not replica.isdigit() or int(replica) >= len(pids):
+                        continue
+                    directory = root / str(pids[int(replica)])
+                    directory.mkdir(parents=True, exist_ok=True)
+                    (directory / "cgroup").write_text(
+                        f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+                        f"pod{uid}.slice/cri-containerd-{cid}.scope\n")
+                    written += 1
+    return written
 
 
 class SimPodMetadata:

@@ -93,7 +93,8 @@ VIRTUAL_GPUS: Option[bool] = Option(
     flags=("--kubernetes-virtual-gpus",),
     env=("GPU_EXPORTER_KUBERNETES_VIRTUAL_GPUS", "KUBERNETES_VIRTUAL_GPUS"),
     help="shared GPUs (time-slicing, MPS): one copy of each series per sharing pod, with a "
-         "`vgpu` label")
+         "`vgpu` label; `FB_USED` and `GPU_UTIL` from that pod's processes (needs `hostPID` "
+         "and API access)")
 DRA: Option[bool] = Option(
     "kubernetes_enable_dra", Switch(), False, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
     flags=("--kubernetes-enable-dra",),

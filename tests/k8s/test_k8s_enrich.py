@@ -209,7 +209,9 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
         await sampler.poll_once()
         series = parsed(sampler.current.text.decode())
 
-        util = "DCGM_FI_DEV_GPU_UTIL"
+        # A field every copy repeats (the holders' own FB_USED and GPU_UTIL need process reads,
+        # which this source has none of: tests/k8s/test_k8s_virtual_gpu_split.py).
+        util = "DCGM_FI_DEV_POWER_USAGE"
         # GPU 7 is time-sliced between three notebooks: one copy each, with its replica id.
         shared = of(series, util, gpu="7")
         assert sorted((s["pod"], s["vgpu"], s["pod_uid"]) for s in shared) == [
@@ -234,9 +236,12 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
         assert "pod" not in idle
         assert "pod_uid" not in idle
         # The 3g.71gb instance whose two compute instances are two pods': two copies.
-        split = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
+        split = of(series, "DCGM_FI_DEV_FB_FREE", GPU_I_PROFILE="3g.71gb")
         assert len({s["pod"] for s in split}) == 2 == len(split)
         assert all("vgpu" not in s for s in split)
+        # Without process reads no holder's own framebuffer is known: the device's alone.
+        (used,) = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
+        assert "pod" not in used
         # The pod label named `pod` never replaced the pod's name; it was counted once.
         assert "forged" not in {s.get("pod") for s in of(series, util)}
         dropped = {dict(labels)["reason"]: v for (n, labels), v in series.items()

@@ -179,6 +179,14 @@ class SimCore:
             for g in self._gpus
         )
 
+    @property
+    def tenant_pids(self) -> dict[str, tuple[int, ...]]:
+        """GPU UUID -> the host PIDs of the compute processes it runs, in the order NVML lists
+        them, without any NVML call: what the demo gives cgroup files (`exporter.k8s.simpods`).
+        Only GPUs that run processes are listed."""
+        return {g.uuid: tuple(p.pid for p in self._processes[g.index])
+                for g in self._gpus if self._processes.get(g.index)}
+
     def now(self) -> float:
         """Simulated seconds since construction."""
         return max(0.0, self._clock() - self._t0)
