@@ -160,3 +160,33 @@ def test_a_package_and_its_own_module_importing_each_other_is_found(tmp_path: Pa
             "    from exporter.report.cli import main\n\n"
             "    return main\n")
     assert _module_cycles(tree) == [["exporter.report", "exporter.report.cli"]]
+
+
+def test_a_production_module_importing_a_simulator_fails(tmp_path: Path) -> None:
+    tree = _copy_tree(tmp_path)
+    # The sampler deciding something by asking the simulated node: a simulator reached from
+    # the path a GPU node runs.
+    _append(tree / "exporter" / "sampling" / "sampler.py",
+            "\n\ndef _profiles() -> object:\n"
+            "    from exporter.simulated.node.profiles import profile_names\n\n"
+            "    return profile_names\n")
+    result = _lint(tree)
+    assert result.returncode != 0
+    assert "imports the simulated world BROKEN" in result.stdout
+    assert "exporter.sampling.sampler -> exporter.simulated.node.profiles" in result.stdout
+
+
+ROLE_NAMES = frozenset({"cli", "config", "render"})
+"""Module names that say a module's role in its package (its command line, its settings, its
+rendering), which every package may have; any other name names one thing."""
+
+
+def test_no_concepts_module_name_repeats_across_packages() -> None:
+    by_name: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "exporter").rglob("*.py")):
+        if path.stem not in ("__init__", "__main__"):
+            by_name.setdefault(path.stem, []).append(str(path.relative_to(ROOT)))
+    repeated = {name: paths for name, paths in by_name.items()
+                if len(paths) > 1 and name not in ROLE_NAMES}
+    assert repeated == {}
+    assert len(by_name) > 100  # the walk saw the package

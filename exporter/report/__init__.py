@@ -69,8 +69,8 @@ class ReportOptions(TypedDict, total=False):
 
 def usage_report(prometheus: str, **options: Unpack[ReportOptions]) -> UsageReport:
     """The whole report: `totals` (a frame per group), `steps`, `idle_pods` and notes."""
-    from exporter.report.client import PrometheusClient
     from exporter.report.compute import build_report
+    from exporter.report.prometheus_api import PrometheusClient
     from exporter.report.request import build, from_keywords
 
     connection, request = build(from_keywords(prometheus, options), time.time(), "keywords")

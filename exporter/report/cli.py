@@ -16,9 +16,9 @@ from pathlib import Path
 
 from exporter.options import ConfigError, build_parser, parse_command_line
 from exporter.options import report_table as opt
-from exporter.report.client import PrometheusClient
 from exporter.report.compute import UsageReport, build_report
 from exporter.report.connection import ReportError
+from exporter.report.prometheus_api import PrometheusClient
 from exporter.report.request import build
 
 DESCRIPTION = ("GPU-hours allocated and active, idle-allocated GPU-hours, energy, framebuffer "

@@ -21,8 +21,8 @@ from exporter.options import report_table as opt
 from exporter.options.values import Repeated
 from exporter.report.compute import ReportRequest
 from exporter.report.connection import Connection, ReportError
-from exporter.report.plan import check_window_count
 from exporter.report.prices import load_prices
+from exporter.report.query_plan import check_window_count
 
 Spelling = Literal["flags", "keywords"]
 """How the caller names options: the command's flags, or the library call's keywords."""

@@ -32,9 +32,9 @@ import yaml
 from exporter.artifacts.keda import Pool
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
-from exporter.devices.sim import SimNvml
 from exporter.k8s.inference_labels import ROLE
-from exporter.k8s.simkubelet import plan_allocations
+from exporter.simulated.kubelet import plan_allocations
+from exporter.simulated.node import SimNvml
 from tests.artifacts.conftest import run_generate
 from tests.artifacts.serving_target import ServingTarget
 from tests.artifacts.test_dashboards import substitute

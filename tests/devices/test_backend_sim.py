@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import pynvml
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, parse_fault
 from exporter.exposition.render import device_families, render
 from exporter.fields.catalog import CATALOG, FieldSpec
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml, parse_fault
 from tests.support.clock import FakeClock
 from tests.support.wait import wait_until
 

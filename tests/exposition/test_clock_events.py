@@ -7,11 +7,11 @@ from __future__ import annotations
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, ClockEventCounter
 from exporter.devices.model import ClockEventCount
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, parse_fault
 from exporter.exposition.render import device_families, render
 from exporter.fields.catalog import BY_NAME
 from exporter.fields.csv import parse_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml, parse_fault
 
 
 class Clock:

@@ -8,24 +8,24 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.kubelet_client import PodResourcesClient
 from exporter.k8s.pod_access import check_access
 from exporter.k8s.pod_labels import PodLabelRules
 from exporter.k8s.pod_metadata import PodMetadataWatcher
-from exporter.k8s.simkubelet import (
+from exporter.k8s.source import KubeletSource
+from exporter.k8s.types import PodRef
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.kubelet import (
     SimKubeletHandle,
     plan_allocations,
     pod_resources,
     start_sim_kubelet,
 )
-from exporter.k8s.source import KubeletSource
-from exporter.k8s.types import PodRef
-from exporter.sampling.sampler import Sampler, SamplerSettings
-from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.node import SimNvml
 from tests.support.apiserver import FakeApiServer, pod
 from tests.support.wait import wait_until
 

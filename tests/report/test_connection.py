@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from exporter.options import ConfigError, Resolution, parse_command_line
-from exporter.report.client import PrometheusClient
 from exporter.report.connection import Connection, ReportError
+from exporter.report.prometheus_api import PrometheusClient
 from exporter.report.request import build
 from tests.support.requirements import require_tool
 
