@@ -45,7 +45,7 @@ def _write(out: Path, rel: Path, text: str) -> None:
 
 
 def _source(fields: FieldSet) -> str:
-    return Path(fields.source).name
+    return fields.header_name
 
 
 def _dashboards(settings: Resolution, fields: FieldSet) -> None:

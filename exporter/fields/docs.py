@@ -53,7 +53,7 @@ def _generated_section() -> list[str]:
         f"{len(rows)} more DCGM fields (under {sum(len(f.names) for f, _ in rows)} names) are "
         "served by reading their NVML source as DCGM does, with DCGM's conversion; none is "
         "enabled in the default collectors file. They are derived from "
-        "`tests/fixtures/dcgm-fields/dcgm-fields.csv` (see `exporter/fields/dcgm_recipes.py`). "
+        "`tests/fixtures/dcgm-fields/dcgm-fields.csv` (see `tools/dcgm_recipes.py`). "
         "Any name of a field works (the table lists the canonical one and how many others "
         "there are); the series carry the name the collectors file gives. Sources: "
         "`nvmlDeviceGetFieldValues` entries as `id@scope` (`link`: the link's index, summed "
@@ -85,7 +85,7 @@ def _unserved_section() -> list[str]:
         "naming its reason below; a name DCGM does not know stops start-up. The names come "
         "from `exporter/fields/dcgm-names.csv`, derived from "
         "`tests/fixtures/dcgm-fields/dcgm-fields.csv` by "
-        "`python -m exporter.fields.dcgm_table --write`.",
+        "`python -m tools.derive_dcgm_names --write`.",
         "",
         "| reason | fields | names |",
         "|---|---|---|",

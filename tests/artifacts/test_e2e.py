@@ -32,10 +32,10 @@ import yaml
 from exporter.artifacts.keda import Pool
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
-from exporter.devices.sim import SimNvml
 from exporter.k8s.inference_labels import ROLE
-from exporter.k8s.simkubelet import plan_allocations
 from exporter.promql.gpm import DRAM, GR_ENGINE, NVLINK_BYTES, Enabled, Measure, everything
+from exporter.simulated.kubelet import plan_allocations
+from exporter.simulated.node import SimNvml
 from tests.artifacts.committed import (
     DASHBOARDS,
     EXTERNAL,

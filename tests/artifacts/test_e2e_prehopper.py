@@ -40,10 +40,10 @@ from exporter.artifacts.keda import (
     deployment_pods,
     scaled_object,
 )
-from exporter.devices.sim.dynamics import GpuDynamics
-from exporter.devices.sim.faults import parse_fault
-from exporter.devices.sim.profiles import get_profile, gpu_uuid
 from exporter.k8s.inference_labels import QUEUE, ROLE
+from exporter.simulated.node.dynamics import GpuDynamics
+from exporter.simulated.node.faults import parse_fault
+from exporter.simulated.node.profiles import get_profile, gpu_uuid
 from tests.artifacts.committed import (
     DASHBOARDS,
     EXTERNAL,
@@ -153,7 +153,7 @@ class Stack:
 def _start_node(plan: NodePlan, profile: str, api: FakeApiServer, sockets: Path,
                 kubeconfig: str, cleanup: contextlib.ExitStack) -> ExporterProcess:
     # Imported here: grpc is heavy.
-    from exporter.k8s.simkubelet import pod_resources, serve_pod_resources
+    from exporter.simulated.kubelet import pod_resources, serve_pod_resources
 
     kubelet = serve_pod_resources(str(sockets / f"{plan.name}.sock"))
     cleanup.callback(kubelet.stop)

@@ -50,6 +50,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _check(obj: dict[str, Any]) -> None:
     validate_against_crd(obj, CRD, "v1alpha1")
+    assert obj["spec"]["triggers"]
     for trigger in obj["spec"]["triggers"]:
         meta = trigger["metadata"]
         assert all(isinstance(v, str) for v in meta.values()), meta
@@ -118,6 +119,7 @@ def test_generate_role_pool() -> None:
     _check(obj)
     assert obj["spec"]["scaleTargetRef"]["name"] == "chat-decode"
     queries = [t["metadata"]["query"] for t in obj["spec"]["triggers"]]
+    assert queries
     assert all('namespace="serving"' in q and '"decode"' in q for q in queries)
     bad = run_generate("keda", "--namespace", "s", "--deployment", "d", "--role", "encode",
                        "--metric", "util", "--target", "50")

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from exporter.k8s.proto import PodResources, pb
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources, serve_pod_resources
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources, serve_pod_resources
 from tests.support.apiserver import FakeApiServer, pod, resource_slice
 from tests.support.exporter_process import free_port
 from tests.support.wait import wait_until

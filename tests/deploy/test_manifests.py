@@ -439,4 +439,5 @@ def test_a_broken_copy_is_caught(mutate: Mutation, check: Callable[[list[Obj]], 
 def test_repo_root_is_the_project() -> None:
     """The loader resolves paths from the repository root; guard against a moved test."""
     assert (REPO_ROOT / "pyproject.toml").is_file()
+    assert MANIFEST_DIRS
     assert all(root.is_dir() for root in MANIFEST_DIRS)

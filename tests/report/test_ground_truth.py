@@ -20,17 +20,17 @@ from typing import Any
 
 import pytest
 
-from exporter.devices.sim.dynamics import GpuDynamics
-from exporter.devices.sim.faults import parse_fault
-from exporter.devices.sim.profiles import get_profile
-from exporter.k8s.simkubelet import SimKubeletServicer, serve_pod_resources
-from exporter.k8s.simschedule import PodSchedule
 from exporter.promql import RULE_MARKER, recording_rules
+from exporter.simulated.kubelet import SimKubeletServicer, serve_pod_resources
+from exporter.simulated.node.dynamics import GpuDynamics
+from exporter.simulated.node.faults import parse_fault
+from exporter.simulated.node.profiles import get_profile
 from tests.report import schedule as plan
 from tests.support.chromium import render_in_chromium
 from tests.support.exporter_process import ExporterProcess
 from tests.support.paths import ROOT
 from tests.support.prometheus import PrometheusProcess
+from tests.support.schedule import PodSchedule
 from tests.support.simtime import simulated_time_of
 from tests.support.wait import wait_until
 

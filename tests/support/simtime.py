@@ -6,7 +6,7 @@ the poll that read it; every value of that poll can then be recomputed."""
 
 from __future__ import annotations
 
-from exporter.devices.sim.dynamics import GpuDynamics
+from exporter.simulated.node.dynamics import GpuDynamics
 
 
 def simulated_time_of(gpu: GpuDynamics, energy_mj: float) -> float:
