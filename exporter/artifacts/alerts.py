@@ -13,7 +13,7 @@ from typing import Any
 
 from exporter.artifacts.fieldset import FieldSet
 from exporter.artifacts.xid_tiers import XidTiers
-from exporter.promql.gpm import GR_ENGINE
+from exporter.promql.measures import GR_ENGINE
 
 GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
 EXPORTER = "gpu-exporter {{ $labels.instance }}"
@@ -242,7 +242,7 @@ def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
 
 def _idle_alert(c: AlertConfig) -> Alert:
     """Held devices doing (almost) nothing: graphics-engine activity from GPM, or NVML
-    utilisation before Hopper (`exporter.promql.gpm`).
+    utilisation before Hopper (`exporter.promql.measures`).
 
     A device one container holds exclusively carries that pod's labels itself; a shared one
     is unlabelled and joined onto its `gpu_exporter_pod_gpu_allocation` rows.

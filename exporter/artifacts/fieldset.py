@@ -12,7 +12,7 @@ from pathlib import Path
 
 from exporter.fields.catalog import CATALOG
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.promql import gpm
+from exporter.promql import measures as gpm
 
 DEFAULT_NAME = "collectors.csv"
 """What generated files say they came from when no collectors file is given: the built-in
@@ -37,7 +37,7 @@ class FieldSet:
         return all(tok in self.names for tok in _FIELD_TOKEN.findall(promql))
 
     def resolve(self, promql: str) -> str | None:
-        """`promql` with its GPM measures (`exporter.promql.gpm` placeholders) read from the
+        """`promql` with its GPM measures (`exporter.promql.measures` placeholders) read from the
         enabled sources only; None when a measure has none or another field is disabled."""
         out = gpm.resolve(promql, self.names.__contains__)
         return out if out is not None and self.allows(out) else None

@@ -20,7 +20,7 @@ role. A series matching several role labels is counted once (`or` keeps one of e
 label sets).
 
 Activity triggers read GPM where a GPU has it and NVML's counterpart before Hopper
-(`exporter.promql.gpm`): graphics-engine activity falls back to `DCGM_FI_DEV_GPU_UTIL / 100`,
+(`exporter.promql.measures`): graphics-engine activity falls back to `DCGM_FI_DEV_GPU_UTIL / 100`,
 memory-interface activity to `DCGM_FI_DEV_MEM_COPY_UTIL / 100`, per GPU, before the average,
 so a GPU with both is counted once. MIG instances of GPUs before Hopper report neither.
 """
@@ -34,8 +34,8 @@ from typing import Any
 
 from exporter.artifacts.fieldset import FieldSet
 from exporter.k8s.inference_labels import ROLE
-from exporter.promql import gpm
-from exporter.promql.gpm import DRAM, GR_ENGINE, Measure, read
+from exporter.promql import measures as gpm
+from exporter.promql.measures import DRAM, GR_ENGINE, Measure, read
 
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 

@@ -4,7 +4,7 @@ serves.
 GPM, the source of every `DCGM_FI_PROF_*` field, exists on Hopper and newer only; A100, A10G,
 L4, L40S and T4 serve none of them. For some GPM fields NVML has a counterpart that measures
 the same thing on every GPU, and the generated artifacts read it where the GPM series is
-absent (`exporter.promql.gpm` builds that PromQL). The others have none: a panel over them
+absent (`exporter.promql.measures` builds that PromQL). The others have none: a panel over them
 says that it needs Hopper or newer, and `docs/metrics.md` lists them up front.
 
 Facts only, no PromQL: the docs generator (this layer) and the PromQL building blocks (the

@@ -19,7 +19,7 @@ exclusive holder, 1/rows for a shared one), which apportions the device's frameb
 from __future__ import annotations
 
 from exporter.fields.catalog import CATALOG, MetricType
-from exporter.promql import gpm
+from exporter.promql import measures as gpm
 
 ALLOCATION = "gpu_exporter_pod_gpu_allocation"
 FRAMEBUFFER = "DCGM_FI_DEV_FB_USED"
@@ -38,7 +38,7 @@ PROFILING = "profiling"
 """Activity from `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (the graphics engine's busy ratio)."""
 UTILISATION = "utilisation"
 """Activity from `DCGM_FI_DEV_GPU_UTIL` / 100, on GPUs with no profiling series (before
-Hopper; `exporter.promql.gpm`)."""
+Hopper; `exporter.promql.measures`)."""
 
 MIG_SLICES_BY_MODEL: tuple[tuple[str, int], ...] = ((".*A30.*", 4),)
 """Compute slices of a whole GPU where it is not 7 (A30), by `modelName` regex."""

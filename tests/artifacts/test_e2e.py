@@ -33,7 +33,7 @@ from exporter.artifacts.keda import Pool
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.k8s.inference_labels import ROLE
-from exporter.promql.gpm import DRAM, GR_ENGINE, NVLINK_BYTES, Enabled, Measure, everything
+from exporter.promql.measures import DRAM, GR_ENGINE, NVLINK_BYTES, Enabled, Measure, everything
 from exporter.simulated.kubelet import plan_allocations
 from exporter.simulated.node import SimNvml
 from tests.artifacts.committed import (

@@ -1,4 +1,4 @@
-"""The GPM fallback (`exporter.promql.gpm`): every GPM field of the catalog has its entry,
+"""The GPM fallback (`exporter.promql.measures`): every GPM field of the catalog has its entry,
 placeholders resolve to the enabled sources only, and promtool evaluates the fallback over
 hand-written series of a Hopper GPU (GPM and NVML both), a GPU before Hopper (NVML only) and
 a Hopper GPU in MIG mode (GPM per instance, the NVLink counter on the parent): every GPU and
@@ -20,8 +20,8 @@ from exporter.artifacts.dashboards.spec import Dashboard, Kind, Panel, Query, Se
 from exporter.artifacts.fieldset import FieldSet
 from exporter.fields.catalog import BY_NAME, CATALOG, Reader
 from exporter.fields.gpm_fallbacks import GPM_ONLY, MEASURES
-from exporter.promql import gpm
-from exporter.promql.gpm import DRAM, GR_ENGINE, NVLINK_BYTES
+from exporter.promql import measures as gpm
+from exporter.promql.measures import DRAM, GR_ENGINE, NVLINK_BYTES
 from tests.artifacts.conftest import promtool
 from tests.support.paths import ROOT
 

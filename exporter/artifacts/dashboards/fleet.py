@@ -20,7 +20,7 @@ from exporter.artifacts.dashboards.spec import (
     Section,
     sel,
 )
-from exporter.promql.gpm import GR_ENGINE
+from exporter.promql.measures import GR_ENGINE
 
 S = sel(JOB, HOSTS)
 JS = sel(JOB)

@@ -9,7 +9,7 @@ copies it into a `role` label (in `exporter.k8s.inference_labels.ROLE`'s precede
 group by. Role panels read devices a pod holds exclusively, whose own series carry its labels;
 the queue panels also count shared devices through the allocation rows. Engine and
 memory-interface activity are GPM's where a GPU has it, NVML utilisation's before Hopper
-(`exporter.promql.gpm`).
+(`exporter.promql.measures`).
 
 Serving metrics (vLLM, Dynamo's frontend) carry the serving pod's `namespace` and `pod` (from
 the scrape), not its labels: they get their role from the GPU series of the same pod. Without
@@ -22,7 +22,7 @@ from __future__ import annotations
 from exporter.artifacts.dashboards.spec import HOST, JOB, Kind, Panel, Query, Section, sel
 from exporter.artifacts.dashboards.workloads import holders
 from exporter.k8s.inference_labels import QUEUE, ROLE
-from exporter.promql.gpm import DRAM, GR_ENGINE, Measure, read
+from exporter.promql.measures import DRAM, GR_ENGINE, Measure, read
 
 TS, TABLE = Kind.TIMESERIES, Kind.TABLE
 NS = 'namespace="$namespace"'

@@ -21,7 +21,7 @@ from exporter.artifacts.dashboards.spec import (
     Section,
     sel,
 )
-from exporter.promql.gpm import DRAM, GR_ENGINE, NVLINK_BYTES
+from exporter.promql.measures import DRAM, GR_ENGINE, NVLINK_BYTES
 
 S = sel(JOB, HOSTS, GPUS)
 TS = Kind.TIMESERIES

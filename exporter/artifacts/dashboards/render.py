@@ -14,7 +14,7 @@ import grafanalib.core as g
 from grafanalib._gen import DashboardEncoder
 
 from exporter.artifacts.dashboards.spec import Dashboard, Kind, Panel, Variable
-from exporter.promql import gpm
+from exporter.promql import measures as gpm
 
 SCHEMA_VERSION = 39
 GRAFANA_MIN_VERSION = "10.4.0"

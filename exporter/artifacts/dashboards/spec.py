@@ -1,7 +1,7 @@
 """Plain descriptions of the dashboards, independent of any Grafana library.
 
 Content modules describe panels with these types; `render` turns them into Grafana JSON.
-Queries name DCGM fields directly, or a GPM measure through `exporter.promql.gpm` (read from
+Queries name DCGM fields directly, or a GPM measure through `exporter.promql.measures` (read from
 NVML's counterpart on GPUs before Hopper). A query is kept when its fields are enabled (for a
 measure: any of its sources), read from those only; a panel left without a query is dropped
 (and a section left empty disappears) rather than shipped as "No data".

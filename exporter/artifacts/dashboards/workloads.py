@@ -5,7 +5,7 @@ exclusively. A shared device (time-slicing replicas, a MIG GPU instance split be
 keeps unlabelled series, and every holder gets a `gpu_exporter_pod_gpu_allocation` row
 instead. Per-workload queries therefore take the labelled series as they are and join the
 unlabelled ones onto the allocation rows. Engine activity is GPM's where a GPU has it and
-NVML utilisation's before Hopper (`exporter.promql.gpm`).
+NVML utilisation's before Hopper (`exporter.promql.measures`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from exporter.artifacts.dashboards.spec import (
     Variable,
     sel,
 )
-from exporter.promql.gpm import GR_ENGINE, Measure, read
+from exporter.promql.measures import GR_ENGINE, Measure, read
 
 J = sel(JOB)
 DEVICE = "instance, UUID, GPU_I_ID"
