@@ -117,11 +117,11 @@ def run_wrk(url: str, connections: int, duration: int,
 def poll_cost(profile: str, cycles: int) -> tuple[float, float]:
     """Median and p99 seconds of one poll + render over the simulated node."""
     from exporter.devices.nvml import NvmlBackend
-    from exporter.devices.sim import SimNvml
-    from exporter.exposition.selfmetrics import Publisher
+    from exporter.exposition.publisher import Publisher
     from exporter.fields.csv import default_collectors_path, load_collectors
     from exporter.sampling.snapshot import HostLabel, Snapshot
     from exporter.sampling.stats import PollStats
+    from exporter.simulated.node import SimNvml
 
     collectors = load_collectors(default_collectors_path())
     backend = NvmlBackend(SimNvml(profile), collectors.specs)

@@ -56,6 +56,9 @@ class ServeConfig:
     replace_blanks_in_model_name: bool = False
     hpc_job_mapping_dir: Path | None = None
     """Files naming the HPC jobs on each GPU; None: no `hpc_job` label."""
+    label_limit: int = 0
+    """At most this many labels per series, the name counted; copied pod labels beyond it
+    are left off. 0: no limit."""
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
@@ -116,6 +119,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         use_old_namespace=r[dcgm.USE_OLD_NAMESPACE],
         replace_blanks_in_model_name=r[dcgm.REPLACE_BLANKS_IN_MODEL_NAME],
         hpc_job_mapping_dir=r[dcgm.HPC_JOB_MAPPING_DIR],
+        label_limit=r[opt.LABEL_LIMIT],
         log_format=r[opt.LOG_FORMAT],
         log_level=r[opt.LOG_LEVEL],
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),

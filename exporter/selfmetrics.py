@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from exporter.label_registry import undeclared
 from exporter.series import Family, Labels, Sample
 
 SelfMetricType = Literal["gauge", "counter"]
@@ -59,6 +60,9 @@ class SelfMetric:
             raise ValueError(f"{self.name}: counters are declared without _total")
         if len(set(self.labels)) != len(self.labels) or not self.optional <= set(self.labels):
             raise ValueError(f"{self.name}: labels repeat, or an optional one is undeclared")
+        if missing := undeclared(self.labels):
+            # A name the registry lacks would not be reserved against copied pod labels.
+            raise ValueError(f"{self.name}: labels {missing} are not in exporter.label_registry")
         if self.device_labels and (self.optional or self.extra):
             # The device's own labels vary in number; only a fixed tail can be checked.
             raise ValueError(f"{self.name}: device labels take a fixed tail of labels")
@@ -274,6 +278,11 @@ POD_LABELS_DROPPED = SelfMetric(
     note="While pod labels are copied. `reason`: reserved (`gpu`, `pod`, `hostname`, "
          "`DCGM_*`, ...), duplicate (`a.b` and `a-b` both become `a_b`; the first in "
          "sort order wins).")
+LABEL_LIMIT_TRIMMED_SERIES = SelfMetric(
+    "gpu_exporter_label_limit_trimmed_series", "gauge",
+    "Series of the last poll that lost copied pod labels to stay within --label-limit.",
+    note="With `--label-limit`. Copied pod labels go last-name-first; the exporter's own "
+         "labels are never cut. Each cut label name is logged once.")
 DRA_SLICE_WATCH_UP = SelfMetric(
     "gpu_exporter_dra_resource_slice_watch_up", "gauge",
     "1 while the watch of this node's ResourceSlices (DRA driver gpu.nvidia.com) "
@@ -300,6 +309,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
     UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS, POD_LABELS_DROPPED,
+    LABEL_LIMIT_TRIMMED_SERIES,
     DRA_SLICE_WATCH_UP, DRA_SLICE_WATCH_ERRORS, DRA_UNRESOLVED_DEVICES,
 )
 """Every self-metric, in the order docs/metrics.md lists them."""

@@ -9,7 +9,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +17,10 @@ from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.nvml_api import NvmlLib, load_pynvml
-from exporter.devices.processes import ProcessReader
+from exporter.devices.process_reads import ProcessReader
+from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import LabelStyle
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import (
     Collectors,
     CollectorsError,
@@ -54,7 +55,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
     if cfg.backend == "sim":
-        from exporter.devices.sim import SimNvml, parse_fault
+        from exporter.simulated.node import SimNvml, parse_fault
 
         faults = []
         for spec in cfg.sim_faults:
@@ -69,28 +70,45 @@ def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
     return load_pynvml()
 
 
-def _start_sim_kubelet(cfg: ServeConfig, backend: NvmlBackend, tmp: Path
-                       ) -> tuple[ServeConfig, Any, PodMetadata | None]:
-    """(the settings pointing at it, the simulated kubelet, the simulated API server's pod
-    metadata when pod labels or process attribution ask for it)."""
-    from exporter.k8s.simkubelet import plan_allocations, start_sim_kubelet
+@dataclass(frozen=True, slots=True)
+class _SimNode:
+    """What `--sim.kubelet` adds around the simulated GPUs."""
+
+    kubelet: Any
+    metadata: PodMetadata | None
+    """The simulated API server's pod metadata, when pod labels or process reads ask for it."""
+    proc_root: str
+    """Where the simulated GPU processes' cgroup files are (`/proc` of a real node)."""
+
+
+def _start_sim_kubelet(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, tmp: Path
+                       ) -> tuple[ServeConfig, _SimNode]:
+    """(the settings pointing at the simulated kubelet, the simulated node around it)."""
+    from exporter.simulated.kubelet import plan_allocations, start_sim_kubelet
+    from exporter.simulated.node import SimNvml
 
     backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
     socket_path = cfg.kubernetes.pod_resources_socket
     if socket_path == DEFAULT_POD_RESOURCES_SOCKET:
         socket_path = str(tmp / "kubelet.sock")
-    time_sliced = cfg.sim_profile == "a100-timesliced"
-    server = start_sim_kubelet(socket_path, backend.inventory, time_sliced=time_sliced)
+    # The simulated node says which GPUs pods share by time-slicing, and by how many.
+    shared_by = lib.shared_by if isinstance(lib, SimNvml) else {}
+    server = start_sim_kubelet(socket_path, backend.inventory, shared_by=shared_by)
     log.info("simulated kubelet serving pod allocations on %s", socket_path)
     k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
     metadata: PodMetadata | None = None
-    if k8s.wants_pod_metadata or k8s.process_attribution:
-        from exporter.k8s.simpods import SimPodMetadata
+    proc_root = tmp / "proc"
+    if k8s.wants_pod_metadata or k8s.wants_process_reads:
+        from exporter.simulated.pods import SimPodMetadata, write_demo_proc
 
-        allocations = plan_allocations(backend.inventory, time_sliced=time_sliced)
+        allocations = plan_allocations(backend.inventory, shared_by=shared_by)
         metadata = SimPodMetadata.for_node(allocations, k8s)
         log.info("simulated API server: labels of the %d simulated pods", len(allocations))
-    return replace(cfg, kubernetes=k8s), server, metadata
+        if k8s.wants_process_reads and isinstance(lib, SimNvml):
+            written = write_demo_proc(proc_root, allocations, lib.tenant_pids)
+            log.info("simulated /proc: cgroup files of %d GPU processes in %s", written,
+                     proc_root)
+    return replace(cfg, kubernetes=k8s), _SimNode(server, metadata, str(proc_root))
 
 
 def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors | None:
@@ -104,11 +122,10 @@ def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors |
 
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
                web_config: LiveWebConfig | None, tmp: Path | None) -> int:
-    sim_kubelet: Any = None
-    sim_metadata: PodMetadata | None = None
+    sim: _SimNode | None = None
     if cfg.sim_kubelet:
         assert tmp is not None
-        cfg, sim_kubelet, sim_metadata = _start_sim_kubelet(cfg, backend, tmp)
+        cfg, sim = _start_sim_kubelet(cfg, lib, backend, tmp)
     # The one thread that calls NVML while serving: the backend's polls and the per-process
     # reads of process attribution take turns on it.
     poll_worker = DaemonExecutor("poll")
@@ -118,7 +135,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
 
         source = build_source(cfg.kubernetes,
                               process_reads=ProcessReader(lib).on_thread(poll_worker),
-                              metadata=sim_metadata)
+                              metadata=None if sim is None else sim.metadata,
+                              proc_root="/proc" if sim is None else sim.proc_root)
     settings = SamplerSettings(
         interval_s=cfg.collect_interval_s,
         host=HostLabel(cfg.hostname_label, cfg.hostname),
@@ -127,7 +145,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
     server = WebServer(web_config, openmetrics=cfg.enable_openmetrics)
-    publish = server.publishing(Publisher(cfg.backend, style, jobs))
+    publish = server.publishing(Publisher(cfg.backend, style, jobs,
+                                          LabelLimit(cfg.label_limit)))
     sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
@@ -157,8 +176,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
         except TimeoutError:
             log.warning("HTTP shutdown did not finish in time")
         await sampler.close(SHUTDOWN_BUDGET_S / 2)
-        if sim_kubelet is not None:
-            sim_kubelet.stop()
+        if sim is not None:
+            sim.kubelet.stop()
     return 0
 
 

@@ -39,11 +39,16 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
+# The test extras include helm-python-sdk: Helm's own engine for tests/chart and
+# scripts/chart.py (no helm binary needed).
 .venv/bin/python -m pip install -q -e '.[test]'
 # nvml.h for the simulated NVML library is fetched here, never committed (NVIDIA's licence).
 .venv/bin/python -m pip install -q 'nvidia-nvml-dev>=13.5.37'  # PRM, platform-info structs
 
-.venv/bin/ruff check exporter tests benchmarks scripts
+.venv/bin/ruff check exporter tests benchmarks scripts tools
 .venv/bin/lint-imports
-.venv/bin/mypy exporter tests
+.venv/bin/mypy exporter tests tools
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# The Helm chart as an installable archive, dist/gpu-exporter-<version>.tgz (tests/chart
+# checks its name, version and contents).
+.venv/bin/python scripts/chart.py package dist

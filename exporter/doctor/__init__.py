@@ -60,5 +60,6 @@ def _run_checks(settings: Resolution, report: Report) -> None:
     config = kubernetes_config(settings, enabled=True)
     if check_socket(config.pod_resources_socket, report):
         asyncio.run(kubelet_checks(config, inventory, settings[opt.KUBELET_TIMEOUT], report))
-    if config.pod_labels or config.pod_label_presets:
+    # Virtual GPUs name the containers of GPU processes through the same pod watch.
+    if config.pod_labels or config.pod_label_presets or config.virtual_gpus:
         check_enrichment(config, settings[opt.KUBECONFIG], report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter import label_registry as names
 from exporter.devices.model import Entity
 from exporter.k8s.types import PodRef
 from exporter.sampling.snapshot import HostLabel
@@ -32,15 +33,15 @@ def entity_labels(entity: Entity, host: HostLabel, style: LabelStyle = DEFAULT_S
                   ) -> Labels:
     """gpu, UUID, pci_bus_id, device, modelName[, GPU_I_PROFILE, GPU_I_ID][, host]."""
     labels: list[tuple[str, str]] = [
-        ("gpu", str(entity.gpu)),
-        ("uuid" if style.old_namespace else "UUID", entity.uuid),
-        ("pci_bus_id", entity.pci_bus_id),
-        ("device", entity.device),
-        ("modelName", model_name(entity.model, style)),
+        (names.GPU, str(entity.gpu)),
+        (names.OLD_UUID if style.old_namespace else names.UUID, entity.uuid),
+        (names.PCI_BUS_ID, entity.pci_bus_id),
+        (names.DEVICE, entity.device),
+        (names.MODEL_NAME, model_name(entity.model, style)),
     ]
     if entity.gpu_instance_id is not None:
-        labels.append(("GPU_I_PROFILE", entity.gpu_instance_profile or ""))
-        labels.append(("GPU_I_ID", str(entity.gpu_instance_id)))
+        labels.append((names.GPU_I_PROFILE, entity.gpu_instance_profile or ""))
+        labels.append((names.GPU_I_ID, str(entity.gpu_instance_id)))
     if host.name:
         labels.append((host.name, host.value))
     return tuple(labels)
@@ -51,15 +52,15 @@ def link_labels(gpu: Entity, link: int, host: HostLabel) -> Labels:
     labels for a GPU's NVLink entity, which differ from its GPU labels (snake case, and the
     host label is `hostname` in every release)."""
     labels: list[tuple[str, str]] = [
-        ("nvlink", str(link)),
-        ("gpu", str(gpu.gpu)),
-        ("gpu_uuid", gpu.uuid),
-        ("pci_bus_id", gpu.pci_bus_id),
-        ("device", gpu.device),
-        ("model_name", gpu.model),
+        (names.NVLINK, str(link)),
+        (names.GPU, str(gpu.gpu)),
+        (names.GPU_UUID, gpu.uuid),
+        (names.PCI_BUS_ID, gpu.pci_bus_id),
+        (names.DEVICE, gpu.device),
+        (names.LINK_MODEL_NAME, gpu.model),
     ]
     if host.name:
-        labels.append(("hostname", host.value))
+        labels.append((names.LINK_HOSTNAME, host.value))
     return tuple(labels)
 
 
@@ -70,15 +71,15 @@ def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Label
         return ()
     if style.old_namespace:
         return (
-            ("container_name", owner.container),
-            ("pod_name", owner.pod),
-            ("pod_namespace", owner.namespace),
+            (names.OLD_CONTAINER, owner.container),
+            (names.OLD_POD, owner.pod),
+            (names.OLD_NAMESPACE, owner.namespace),
             *owner.extra,
         )
     return (
-        ("container", owner.container),
-        ("namespace", owner.namespace),
-        ("pod", owner.pod),
+        (names.CONTAINER, owner.container),
+        (names.NAMESPACE, owner.namespace),
+        (names.POD, owner.pod),
         *owner.extra,
     )
 

@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter import label_registry as names
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD
 from exporter.devices.model import Entity, EntityKey
 from exporter.exposition.labels import (
@@ -24,6 +25,7 @@ from exporter.exposition.labels import (
 )
 from exporter.fields.catalog import MetricType, Reader, Scope
 from exporter.k8s.hpc_jobs import HPC_JOB_LABEL, NO_JOBS, JobMap
+from exporter.k8s.virtual_gpus import within
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
@@ -80,8 +82,7 @@ SeriesLabels = dict[EntityKey, tuple[Labels, ...]]
 def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
                     jobs: JobMap = NO_JOBS) -> list[Family]:
     """The DCGM_* families, in the collectors file's order."""
-    labels = _series_labels(snapshot, style, jobs)
-    values = snapshot.readings.values
+    labels, unheld = _series_labels(snapshot, style, jobs)
     families: list[Family] = []
     for enabled in snapshot.collectors.fields:
         spec = enabled.spec
@@ -96,12 +97,7 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
         elif spec.scope is Scope.PEER:
             samples = _peer_samples(snapshot, spec.name, labels)
         else:
-            samples = tuple(
-                Sample(series, v)
-                for key, label_sets in labels.items()
-                if (v := values.get(key, {}).get(spec.name)) is not None
-                for series in label_sets
-            )
+            samples = _field_samples(snapshot, spec.name, labels, unheld)
         if samples:
             families.append(Family(spec.name, _FIELD_FAMILY_TYPE[enabled.type], enabled.help,
                                    samples))
@@ -115,10 +111,41 @@ def _per_job(labels: Labels, jobs: tuple[str, ...]) -> tuple[Labels, ...]:
     return tuple((*labels, (HPC_JOB_LABEL, job)) for job in jobs)
 
 
-def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> SeriesLabels:
+def _field_samples(snapshot: Snapshot, name: str, labels: SeriesLabels, unheld: SeriesLabels
+                   ) -> tuple[Sample, ...]:
+    """A device or GPU-instance field's samples: the entity's value on each of its label
+    sets; for a field its virtual-GPU holders split (`Attribution.split`), the device's value
+    without pod labels, then each holder's own part (none where it is unknown)."""
+    values = snapshot.readings.values
+    split = snapshot.attribution.split
+    if not split:  # the common case, kept as cheap as it was
+        return tuple(Sample(series, v) for key, label_sets in labels.items()
+                     if (v := values.get(key, {}).get(name)) is not None
+                     for series in label_sets)
+    samples: list[Sample] = []
+    for key, label_sets in labels.items():
+        value = values.get(key, {}).get(name)
+        if value is None:
+            continue
+        parts = split.get(key, {}).get(name)
+        per_holder = len(unheld.get(key, ()))
+        if parts is None or per_holder == 0 or len(parts) * per_holder != len(label_sets):
+            samples += [Sample(series, value) for series in label_sets]
+            continue
+        samples += [Sample(series, value) for series in unheld[key]]
+        for i, part in enumerate(within(value, parts)):
+            if part is not None:
+                samples += [Sample(series, part)
+                            for series in label_sets[i * per_holder:(i + 1) * per_holder]]
+    return tuple(samples)
+
+
+def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
+                   ) -> tuple[SeriesLabels, SeriesLabels]:
     """Full label sets by entity key, in exposition order: visible entities, then those of
     GPUs that left the inventory (a GPU that fell off the bus keeps its XID history). An
-    entity has one label set, or with virtual GPUs one per pod sharing it."""
+    entity has one label set, or with virtual GPUs one per pod sharing it. Second: for each
+    entity whose holders split some fields, its label sets without a holder's labels."""
     driver: Labels = ()
     if (version := snapshot.inventory.driver_version) is not None:
         # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
@@ -135,24 +162,28 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap) -> Serie
     owners = snapshot.attribution.owners
     host = snapshot.host
     sharers = snapshot.attribution.sharers
+    split = snapshot.attribution.split
     labels: SeriesLabels = {}
+    unheld: SeriesLabels = {}
     for e in visible_entities(snapshot):
         base = entity_labels(e, host, style) + label_fields(e.key)
         refs = sharers.get(e.key) or (owners.get(e.key),)
         labels[e.key] = tuple(series for ref in refs
                               for series in _per_job(base + pod_labels(ref, style),
                                                      jobs.get(e.key, ())))
+        if e.key in split and e.key in sharers:
+            unheld[e.key] = _per_job(base, jobs.get(e.key, ()))
     visible = snapshot.attribution.visible
     present = {g.gpu for g in snapshot.inventory.gpus}
     for key, entity in sorted(snapshot.readings.known.items()):
         if key[0] not in present and (visible is None or key in visible):
             labels[key] = _per_job(entity_labels(entity, host, style) + label_fields(key),
                                    jobs.get(key, ()))
-    return labels
+    return labels, unheld
 
 
 def _window_label(window_s: float) -> Labels:
-    return (("window_size_in_ms", str(int(window_s * 1000))),)
+    return ((names.WINDOW_SIZE_IN_MS, str(int(window_s * 1000))),)
 
 
 def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: LabelStyle
@@ -190,7 +221,7 @@ def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sa
         status = int(value)
         status_name = _P2P_STATUS_NAMES[status] if 0 <= status < len(
             _P2P_STATUS_NAMES) else "Unknown"
-        samples += [Sample((*series, ("link_status", status_name), ("peer_gpu", str(peer))),
+        samples += [Sample((*series, (names.LINK_STATUS, status_name), (names.PEER_GPU, str(peer))),
                            value) for series in base.get((gpu, -1), ())]
     return tuple(samples)
 
@@ -198,7 +229,7 @@ def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sa
 def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
     window = _window_label(snapshot.readings.xid_window_s)
     return tuple(
-        Sample((*series, ("xid", str(c.xid)), *window), float(c.count))
+        Sample((*series, (names.XID, str(c.xid)), *window), float(c.count))
         for c in snapshot.readings.xid_window
         for series in base.get(c.entity_key, ())
     )
@@ -207,7 +238,7 @@ def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample,
 def _clock_event_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
     window = _window_label(snapshot.readings.clock_events_window_s)
     return tuple(
-        Sample((*series, *((("clock_event", c.reason),) if c.reason else ()), *window),
+        Sample((*series, *(((names.CLOCK_EVENT, c.reason),) if c.reason else ()), *window),
                float(c.count))
         for c in snapshot.readings.clock_events
         for series in base.get(c.entity_key, ())

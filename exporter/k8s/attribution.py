@@ -38,6 +38,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from exporter import label_registry as names
 from exporter.devices.model import Entity, Inventory, MigDevice
 from exporter.k8s.config import DEFAULT_RESOURCE_NAMES, GpuIdType
 from exporter.k8s.device_ids import DeviceId, DeviceIdError, DeviceKind, parse_device_id
@@ -291,8 +292,8 @@ def _with_vgpu(extra: Labels, replica: int | None) -> Labels:
     orders its labels."""
     if replica is None:
         return extra
-    vgpu = (("vgpu", str(replica)),)
-    if extra and extra[0][0] == "pod_uid":
+    vgpu = ((names.VGPU, str(replica)),)
+    if extra and extra[0][0] == names.POD_UID:
         return extra[:1] + vgpu + extra[1:]
     return vgpu + extra
 
@@ -303,15 +304,15 @@ def _row_labels(
     replica: int | None,
     extra_labels: Callable[[str, str], Labels],
 ) -> Labels:
-    labels: list[tuple[str, str]] = [("gpu", str(entity.gpu)), ("UUID", entity.uuid)]
+    labels: list[tuple[str, str]] = [(names.GPU, str(entity.gpu)), (names.UUID, entity.uuid)]
     if entity.gpu_instance_id is not None:
-        labels.append(("GPU_I_ID", str(entity.gpu_instance_id)))
+        labels.append((names.GPU_I_ID, str(entity.gpu_instance_id)))
     labels += [
-        ("pod", alloc.pod),
-        ("namespace", alloc.namespace),
-        ("container", alloc.container),
-        ("resource", alloc.resource),
+        (names.POD, alloc.pod),
+        (names.NAMESPACE, alloc.namespace),
+        (names.CONTAINER, alloc.container),
+        (names.RESOURCE, alloc.resource),
     ]
     if replica is not None:
-        labels.append(("replica", str(replica)))
+        labels.append((names.REPLICA, str(replica)))
     return (*labels, *extra_labels(alloc.namespace, alloc.pod), *alloc.claim_labels)

@@ -82,7 +82,14 @@ class KubernetesConfig:
     virtual_gpus: bool = False
     """dcgm-exporter's `--kubernetes-virtual-gpus`: the series of a GPU shared through
     time-slicing/MPS replicas (or by several containers) are repeated once per holder, with
-    its `pod`/`namespace`/`container` and `vgpu` (the replica id)."""
+    its `pod`/`namespace`/`container` and `vgpu` (the replica id); `FB_USED` and `GPU_UTIL`
+    carry each holder's own part, from NVML's process list (`exporter.k8s.virtual_gpus`)."""
+
+    @property
+    def wants_process_reads(self) -> bool:
+        """Whether NVML's per-process reads are needed (they then need the API-server watch
+        to name the containers of the processes' pods)."""
+        return self.process_attribution or self.virtual_gpus
 
     @property
     def wants_pod_metadata(self) -> bool:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from exporter import label_registry as names
 from exporter.k8s.attribution import Allocation
 from exporter.k8s.config import DRA_GPU_DRIVER, KubernetesConfig
 from exporter.k8s.proto import PodResources
@@ -83,15 +84,15 @@ def claim_labels(
     claim_name: str, claim_namespace: str, pool: str, device_name: str, device: SliceDevice
 ) -> Labels:
     labels: Labels = (
-        ("dra_claim_name", claim_name),
-        ("dra_claim_namespace", claim_namespace),
-        ("dra_driver_name", DRA_GPU_DRIVER),
-        ("dra_pool_name", pool),
-        ("dra_device_name", device_name),
+        (names.DRA_CLAIM_NAME, claim_name),
+        (names.DRA_CLAIM_NAMESPACE, claim_namespace),
+        (names.DRA_DRIVER_NAME, DRA_GPU_DRIVER),
+        (names.DRA_POOL_NAME, pool),
+        (names.DRA_DEVICE_NAME, device_name),
     )
     if device.kind == "mig":
-        labels += (("dra_mig_profile", device.profile or ""),
-                   ("dra_mig_device_uuid", device.uuid or ""))
+        labels += ((names.DRA_MIG_PROFILE, device.profile or ""),
+                   (names.DRA_MIG_DEVICE_UUID, device.uuid or ""))
     return labels
 
 
@@ -172,7 +173,7 @@ class DraClaims:
         share_id = resource.share_id if resource.HasField("share_id") else ""
         labels = claim_labels(claim.claim_name, claim.claim_namespace, pool, name, device)
         if share_id:
-            labels += (("dra_share_id", share_id),)
+            labels += ((names.DRA_SHARE_ID, share_id),)
         return Allocation(pod.namespace, pod.name, container, DRA_GPU_DRIVER, device.uuid,
                           share_id=share_id, claim_labels=labels), ""
 

@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from exporter import label_registry as names
 from exporter.k8s.types import EntityKey
 
 log = logging.getLogger(__name__)
 
-HPC_JOB_LABEL = "hpc_job"
+HPC_JOB_LABEL = names.HPC_JOB
 MAX_FILE_BYTES = 64 * 1024
 """A mapping file lists a few job ids; anything larger is not one."""
 

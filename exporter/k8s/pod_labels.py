@@ -16,11 +16,12 @@ since Prometheus rejects such a name and with it the whole scrape. Values are co
 are (the exposition escapes them); an empty value is left out, as Prometheus reads an empty
 label as an absent one.
 
-A pod label never replaces one of the series' own labels: a name in `RESERVED_NAMES` or
-starting with a `RESERVED_PREFIXES` entry is dropped, and so is a name a key earlier in sort
-order already took (`a.b` and `a-b` both sanitise to `a_b`). The caller reports each drop.
+A pod label never replaces one of the series' own labels: a name `exporter.label_registry`
+declares for any family (device, MIG, link, GPU pair, windows, allocation, DRA, ...) is
+dropped, and so is a name a key earlier in sort order already took (`a.b` and `a-b` both
+sanitise to `a_b`). The caller reports each drop.
 
-This module is pure (no `kubernetes` import): the API-server watch in `exporter.k8s.enrich`
+This module is pure (no `kubernetes` import): the API-server watch in `exporter.k8s.pod_metadata`
 applies it to every pod it sees, once per pod event, never per scrape.
 """
 
@@ -31,6 +32,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from exporter import label_registry
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import preset_filter
 from exporter.k8s.label_names import KeyFilter as KeyFilter  # re-exported: public API
@@ -40,31 +42,25 @@ from exporter.series import Labels
 
 log = logging.getLogger(__name__)
 
-RESERVED_NAMES = frozenset({
-    # A device series' own labels, in dcgm-exporter's order (exporter/exposition/labels.py).
-    "gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID",
-    "Hostname", "hostname",
-    # What attribution adds: pod, UID, replica id with virtual GPUs.
-    "container", "namespace", "pod", "pod_uid", "vgpu",
-    # dcgm-exporter 1.x names (`--use-old-namespace`) and its HPC job label.
-    "uuid", "container_name", "pod_namespace", "pod_name", "hpc_job",
-    # Labels of the families pod labels also go on: allocation rows, XID counts.
-    "resource", "replica", "xid", "window_size_in_ms",
-    # Histogram and summary fields (a collectors file may declare one).
-    "le", "quantile",
-})
-"""Label names a pod label may not take."""
-RESERVED_PREFIXES = ("DCGM_", "dra_", "__")
-"""`label`-type fields are named after their DCGM field (`DCGM_FI_DRIVER_VERSION`);
-dcgm-exporter's DRA labels are `dra_*`; Prometheus keeps `__*` for itself."""
-
 RESERVED = "reserved"
 """Drop reason: the name is one of the series' own labels."""
 DUPLICATE = "duplicate"
 """Drop reason: another key of the same pod sanitised to the same name first."""
 
 def is_reserved(name: str) -> bool:
-    return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
+    """A name the exporter writes itself on some series (`exporter.label_registry`)."""
+    return label_registry.is_declared(name)
+
+
+def _encodable(value: str) -> str:
+    """The value, with what UTF-8 cannot encode (a lone surrogate a JSON `\\ud800` escape
+    decodes to) replaced: the exposition is encoded once per poll, and one such value would
+    fail the whole render."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return value.encode(errors="replace").decode()
+    return value
 
 
 def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
@@ -161,12 +157,13 @@ class PodLabelRules:
                 if not copy.selects(key):
                     continue
                 name = series_label_name(key, copy.prefix)
-                if is_reserved(name):
+                if is_reserved(name) or not name:
                     dropped.append(DroppedLabel(key, name, RESERVED))
                 elif name in taken:
                     dropped.append(DroppedLabel(key, name, DUPLICATE))
                 else:
-                    taken[name] = pod_labels[key]
-        pairs: list[tuple[str, str]] = [("pod_uid", uid)] if self.uid and uid else []
+                    taken[name] = _encodable(pod_labels[key])
+        pairs: list[tuple[str, str]] = [(label_registry.POD_UID, _encodable(uid))
+                                        ] if self.uid and uid else []
         pairs += [(name, value) for name, value in sorted(taken.items()) if value != ""]
         return tuple(pairs), tuple(dropped)

@@ -14,10 +14,11 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from exporter.devices.model import Entity, EntityKey, Inventory
-from exporter.devices.processes import ProcessReads
+from exporter.devices.process_reads import ProcessReads
 from exporter.k8s.attribution import (
     MALFORMED_ID,
     UNKNOWN_DEVICE,
@@ -27,18 +28,19 @@ from exporter.k8s.attribution import (
     attribute,
     resource_accepted,
 )
-from exporter.k8s.client import (
+from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.dra import DraClaims
+from exporter.k8s.kubelet_client import (
     BackingOff,
     Backoff,
     KubeletCallError,
     PodResourcesClient,
     allocations_of,
 )
-from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.dra import DraClaims
-from exporter.k8s.processes import ContainerUsage, ProcessUsage
+from exporter.k8s.process_use import ContainerUsage, ProcessUsage
 from exporter.k8s.proto import PodResources
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
+from exporter.k8s.virtual_gpus import split
 from exporter.selfmetrics import (
     DEVICE_ID_PARSE_ERRORS,
     KUBELET_LAST_REFRESH_SUCCESS,
@@ -59,7 +61,7 @@ _MALFORMED_MEMORY = 4096
 
 
 class PodMetadata(Protocol):
-    """What enrichment offers (see `exporter.k8s.enrich`)."""
+    """What enrichment offers (see `exporter.k8s.pod_metadata`)."""
 
     def start(self) -> None: ...
     def labels_for(self, namespace: str, pod: str) -> Labels: ...
@@ -115,6 +117,9 @@ class KubeletSource:
         self._usage: list[ContainerUsage] = []
         if config.process_attribution and process_reads is None:
             log.warning("--kubernetes.process-attribution needs the NVML backend; disabled")
+        if config.virtual_gpus and process_reads is None:
+            log.warning("--kubernetes-virtual-gpus: each holder's FB_USED and GPU_UTIL come "
+                        "from NVML's process list, which needs the NVML backend; left out")
 
     def _empty_attribution(self) -> Attribution:
         return Attribution(visible=frozenset()) if self.config.scope == "pod" else NO_ATTRIBUTION
@@ -158,7 +163,7 @@ class KubeletSource:
         ]
         if self._metadata is not None:
             families += self._metadata.families()
-        if self._processes is not None:
+        if self._processes is not None and self.config.process_attribution:
             families += self._usage_families()
         if self._dra is not None:
             families += self._dra.families()
@@ -205,9 +210,12 @@ class KubeletSource:
             self._allocations = None
             self._result = AttributionResult(self._empty_attribution())
         if self._allocations is not None:
-            self._result = self._join(self._allocations, inventory)
+            # Split with the last process figures first: a process read cut short by the
+            # refresh deadline leaves this poll with those, not with none.
+            self._result = self._split(self._join(self._allocations, inventory))
         if self._processes is not None:
             await self._sample_processes()
+            self._result = self._split(self._result)
 
     def _flatten(self, pods: list[PodResources]) -> list[Allocation]:
         allocations = allocations_of(pods, self._accepts)
@@ -247,6 +255,15 @@ class KubeletSource:
                     err.reason,
                 )
         return result
+
+    def _split(self, result: AttributionResult) -> AttributionResult:
+        """With virtual GPUs: each sharer's own FB_USED and GPU_UTIL."""
+        attribution = result.attribution
+        if not self.config.virtual_gpus or not attribution.sharers:
+            return result
+        uses = self._processes.entities if self._processes is not None else None
+        return replace(result, attribution=replace(
+            attribution, split=split(attribution.sharers, uses)))
 
     async def _sample_processes(self) -> None:
         assert self._processes is not None
@@ -291,7 +308,7 @@ class KubeletSource:
             return
         self._metadata_started = True
         wants_watch = self.config.wants_pod_metadata or (
-            self.config.process_attribution and self._process_reads is not None
+            self.config.wants_process_reads and self._process_reads is not None
         )
         if self._metadata is not None:
             self._use_metadata(self._metadata)
@@ -302,13 +319,15 @@ class KubeletSource:
         try:
             metadata = await asyncio.to_thread(_watcher_from_config, self.config)
         except Exception:
-            log.exception("pod label enrichment disabled: could not set up the API client")
+            log.exception("pod metadata from the API server disabled (pod labels, and the "
+                          "containers of GPU processes for process attribution and virtual "
+                          "GPUs): could not set up the API client")
             return
         self._use_metadata(metadata)
 
     def _use_metadata(self, metadata: PodMetadata) -> None:
         metadata.start()
-        if self.config.process_attribution and self._process_reads is not None:
+        if self.config.wants_process_reads and self._process_reads is not None:
             self._processes = ProcessUsage(
                 self._process_reads, metadata.container_of, self._proc_root
             )
@@ -323,7 +342,7 @@ class KubeletSource:
 
 
 def _watcher_from_config(config: KubernetesConfig) -> PodMetadata:
-    from exporter.k8s.enrich import PodMetadataWatcher  # kubernetes only when asked for
+    from exporter.k8s.pod_metadata import PodMetadataWatcher  # kubernetes only when asked for
 
     return PodMetadataWatcher.from_config(config)
 
@@ -333,11 +352,14 @@ def _no_labels(namespace: str, pod: str) -> Labels:  # noqa: ARG001 (a labels_fo
 
 
 def build_source(config: KubernetesConfig, process_reads: ProcessReads | None = None,
-                 metadata: PodMetadata | None = None) -> AttributionSource:
+                 metadata: PodMetadata | None = None, proc_root: str = "/proc"
+                 ) -> AttributionSource:
     """The attribution source for these settings (the caller checks `config.enabled`).
 
     `process_reads` (the device layer's per-process reads, run on the poll thread) is
-    needed only for `--kubernetes.process-attribution`. `metadata` replaces the API-server
-    watch (the simulated node's pods); None: the watch, when the settings need one.
+    needed only for `--kubernetes.process-attribution` and `--kubernetes-virtual-gpus`.
+    `metadata` replaces the API-server watch (the simulated node's pods); None: the watch,
+    when the settings need one. `proc_root`: where the processes' cgroup files are read.
     """
-    return KubeletSource(config, process_reads=process_reads, metadata=metadata)
+    return KubeletSource(config, process_reads=process_reads, metadata=metadata,
+                         proc_root=proc_root)

@@ -22,6 +22,11 @@ class PodRef:
     """Enrichment labels (pod UID, allow-listed pod labels), appended after `pod`."""
 
 
+SharerValues = Mapping[str, tuple[float | None, ...]]
+"""Field name -> each sharer's own value of that field, in `Attribution.sharers` order; None:
+unknown for that sharer (its series is left out)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Attribution:
     owners: Mapping[EntityKey, PodRef] = field(default_factory=dict)
@@ -31,6 +36,11 @@ class Attribution:
     sharers: Mapping[EntityKey, tuple[PodRef, ...]] = field(default_factory=dict)
     """With virtual GPUs: entities shared by several holders, whose device series are repeated
     once per holder with its labels (`vgpu` in `extra`); never also in `owners`."""
+    split: Mapping[EntityKey, SharerValues] = field(default_factory=dict)
+    """With virtual GPUs: the fields each sharer of an entity reports its own part of
+    (`exporter.k8s.virtual_gpus`). Such a field is shown once with the device's own value
+    and no pod labels, then once per sharer with its part; a field not named here shows the
+    device's value on every copy."""
 
 
 NO_ATTRIBUTION = Attribution()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.model import Alias, Option
+from exporter.options.option import Alias, Option
 from exporter.options.serve_table import K8S_GROUP, SERVE, SERVE_AND_DOCTOR
 from exporter.options.values import (
     Choice,
@@ -93,7 +93,8 @@ VIRTUAL_GPUS: Option[bool] = Option(
     flags=("--kubernetes-virtual-gpus",),
     env=("GPU_EXPORTER_KUBERNETES_VIRTUAL_GPUS", "KUBERNETES_VIRTUAL_GPUS"),
     help="shared GPUs (time-slicing, MPS): one copy of each series per sharing pod, with a "
-         "`vgpu` label")
+         "`vgpu` label; `FB_USED` and `GPU_UTIL` from that pod's processes (needs `hostPID` "
+         "and API access)")
 DRA: Option[bool] = Option(
     "kubernetes_enable_dra", Switch(), False, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
     flags=("--kubernetes-enable-dra",),

@@ -7,13 +7,13 @@ line, where other users of the machine could read them in the process list.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.model import Command, Option
+from exporter.durations import shown
+from exporter.options.option import Command, Option
 from exporter.options.values import (
     Choice,
     ConfigError,
@@ -24,6 +24,7 @@ from exporter.options.values import (
     Switch,
     Text,
     Value,
+    parse_duration,
 )
 
 ReportFormat = Literal["table", "csv", "json", "html"]
@@ -38,25 +39,16 @@ CONNECTION_GROUP = "connection"
 RANGE_GROUP = "range and grouping"
 FIGURES_GROUP = "figures"
 
-_SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
-_SPAN_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
-                 "w": 7 * 86400.0, "y": 365 * 86400.0}
 GROUPINGS = ("namespace", "pod", "node", "model", "role", "queue", "served-model")
 """`role`, `queue` and `served-model`: the inference dimensions of the pod-label presets."""
 LABEL_PREFIX = "label:"
+LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 def parse_span(text: str, where: str) -> float:
-    """Seconds from a Prometheus-style duration: 90d, 1h30m, 15s, 2w."""
-    compact = text.strip()
-    parts = _SPAN.findall(compact)
-    if not compact or "".join(n + u for n, u in parts) != compact:
-        raise ConfigError(f"{where}: {text!r} is not a duration (expected e.g. 30d, 12h, "
-                          "1h30m, 15s)")
-    seconds = sum(float(n) * _SPAN_SECONDS[u] for n, u in parts)
-    if seconds <= 0:
-        raise ConfigError(f"{where}: {text!r} must be greater than zero")
-    return seconds
+    """Seconds from a duration as Prometheus writes it: 90d, 1h30m, 15s, 2w (no bare
+    number: a report's ranges are never in milliseconds)."""
+    return parse_duration(text, where, bare_unit=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +69,22 @@ def parse_instant(text: str, where: str) -> float:
     midnight), or Unix seconds."""
     value = text.strip()
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"{where}: {text!r} is not a time (expected RFC 3339 such as "
-                          "2025-05-01T00:00:00Z, a date such as 2025-05-01, or Unix "
-                          "seconds)") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+        seconds = None
+    if seconds is None:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"{where}: {shown(text)} is not a time (expected RFC 3339 such as "
+                              "2025-05-01T00:00:00Z, a date such as 2025-05-01, or Unix "
+                              "seconds)") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        seconds = parsed.timestamp()
+    if not 0 <= seconds <= LAST_INSTANT:  # nan and inf fail this too
+        raise ConfigError(f"{where}: {shown(text)} is not a time between 1970 and 9999")
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Literal
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, Scope
 from exporter.k8s.inference_labels import PodLabelSelection
-from exporter.options.model import Alias, Command, Option
+from exporter.options.option import Alias, Command, Option
 from exporter.options.values import (
     Choice,
     Devices,
@@ -165,6 +165,13 @@ PROCESS_ATTRIBUTION: Option[bool] = Option(
     flags=("--kubernetes.process-attribution",), env=("GPU_EXPORTER_PROCESS_ATTRIBUTION",),
     help="per-container framebuffer and SM use on shared GPUs (needs `hostPID` and API "
          "access)")
+LABEL_LIMIT: Option[int] = Option(
+    "label_limit", Integer(minimum=0), 0, commands=SERVE, group=K8S_GROUP,
+    flags=("--label-limit",), env=("GPU_EXPORTER_LABEL_LIMIT",), default_text="`0` (none)",
+    help="at most N labels per series, its name counted (Mimir's and Grafana Cloud's limit is "
+         "30; leave room for the labels the scraper adds, such as `job` and `instance`): "
+         "copied pod labels beyond it are left off, the last by name first, and counted in "
+         "`gpu_exporter_label_limit_trimmed_series`; the exporter's own labels always stay")
 SCOPE: Option[Scope] = Option(
     "scope", Choice(SCOPES), "node", commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
     flags=("--scope",), env=("GPU_EXPORTER_SCOPE",),
@@ -192,7 +199,8 @@ SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
     COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, WEB_CONFIG_FILE,
     DEVICES, HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
-    KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION, SCOPE,
+    KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION,
+    LABEL_LIMIT, SCOPE,
     POD_NAME, POD_NAMESPACE,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,
 )

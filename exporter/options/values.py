@@ -7,6 +7,7 @@ INTERVAL`) the text came from - so an error names it and says what was expected.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,13 +138,17 @@ class SwitchTo(Value[L]):
 
 @dataclass(frozen=True, slots=True)
 class Integer(Value[int]):
+    minimum: int | None = None
     metavar = "N"
 
     def parse(self, text: str, where: str) -> int:
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
-            raise ConfigError(f"{where}: {text!r} is not an integer") from None
+            raise ConfigError(f"{where}: {durations.shown(text)} is not an integer") from None
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{where}: {text!r} is below {self.minimum}")
+        return value
 
     def samples(self) -> tuple[str, ...]:
         return ("7", "11", "13")
@@ -155,24 +160,27 @@ class Number(Value[float]):
 
     def parse(self, text: str, where: str) -> float:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
-            raise ConfigError(f"{where}: {text!r} is not a number") from None
+            raise ConfigError(f"{where}: {durations.shown(text)} is not a number") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: {durations.shown(text)} is not a finite number")
+        return value
 
     def samples(self) -> tuple[str, ...]:
         return ("2.5", "40", "75")
 
 
-def parse_duration(text: str, where: str, bare_unit: str = "ms") -> float:
-    """Seconds from "15s", "500ms", "5m"; a bare number is in `bare_unit` (dcgm's -c is
-    milliseconds). Zero and negative durations are refused."""
+def parse_duration(text: str, where: str, bare_unit: str | None = "ms") -> float:
+    """Seconds from "15s", "500ms", "5m", "1h30m", "7d" (`exporter.durations`' grammar); a
+    bare number is in `bare_unit` (dcgm's -c is milliseconds), refused when it is None. Zero
+    and negative durations are refused."""
     try:
         seconds = durations.parse_duration(text, bare_unit)
-    except ValueError:
-        raise ConfigError(f"{where}: {text!r} is not a duration (expected e.g. 15s, 500ms, "
-                          "5m)") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     if seconds <= 0:
-        raise ConfigError(f"{where}: {text!r} must be greater than zero")
+        raise ConfigError(f"{where}: {durations.shown(text)} must be greater than zero")
     return seconds
 
 

@@ -17,7 +17,7 @@ from exporter import doctor
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
-from exporter.k8s.simkubelet import (
+from exporter.simulated.kubelet import (
     SimKubeletHandle,
     allocatable_for,
     plan_allocations,
@@ -40,7 +40,7 @@ def lines_about(lines: list[str], check: str) -> list[str]:
 
 
 def sim_inventory(profile: str) -> Inventory:
-    from exporter.devices.sim import SimNvml
+    from exporter.simulated.node import SimNvml
 
     lib = SimNvml(profile)
     lib.nvmlInit()
@@ -244,15 +244,20 @@ def test_unknown_sim_profile() -> None:
 
 
 @pytest.mark.usefixtures("h200")
+@pytest.mark.parametrize("needs_pods", [
+    ("--kubernetes.pod-labels", "team"),
+    # each holder's FB_USED and GPU_UTIL: processes joined to containers through the watch
+    ("--kubernetes-virtual-gpus",),
+])
 def test_enrichment_rbac(
     socket_path: str, api: FakeApiServer, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, needs_pods: tuple[str, ...],
 ) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     monkeypatch.setenv("NODE_NAME", "node-a")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    args = (*SIM, "--kubernetes.pod-resources-socket", socket_path,
-            "--kubernetes.pod-labels", "team", "--kubeconfig", kubeconfig)
+    args = (*SIM, "--kubernetes.pod-resources-socket", socket_path, *needs_pods,
+            "--kubeconfig", kubeconfig)
     rc, lines = run_doctor(*args)
     assert rc == 0, lines
     assert lines_about(lines, "API server")[0].startswith("[  OK]")

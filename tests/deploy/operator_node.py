@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from exporter.k8s.proto import PodResources, pb
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources, serve_pod_resources
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources, serve_pod_resources
 from tests.support.apiserver import FakeApiServer, pod, resource_slice
 from tests.support.exporter_process import free_port
 from tests.support.wait import wait_until
@@ -164,8 +164,15 @@ def _env_of(container: Obj) -> dict[str, str]:
     return env
 
 
+def _volume_files(source: Obj, data: Mapping[str, str]) -> dict[str, str]:
+    """File name -> text of a ConfigMap or Secret volume (its `items`, else every key)."""
+    paths = {i["key"]: i["path"] for i in source.get("items") or []}
+    return {paths.get(k, k): v for k, v in data.items() if not paths or k in paths}
+
+
 def mount_volumes(pod: Obj, container: Obj, root: Path,
-                  configmaps: Mapping[str, Mapping[str, str]]) -> None:
+                  configmaps: Mapping[str, Mapping[str, str]],
+                  secrets: Mapping[str, Mapping[str, str]] | None = None) -> None:
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
     for mount in container.get("volumeMounts") or []:
         volume = volumes[mount["name"]]
@@ -176,26 +183,35 @@ def mount_volumes(pod: Obj, container: Obj, root: Path,
             if host_dir != target:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(host_dir)
-        elif "configMap" in volume:
-            data = configmaps.get(volume["configMap"]["name"])
-            if data is None:
-                raise RenderError(f"ConfigMap {volume['configMap']['name']} does not exist")
-            paths = {i["key"]: i["path"] for i in volume["configMap"].get("items") or []}
-            files = {paths.get(k, k): v for k, v in data.items() if not paths or k in paths}
-            if "subPath" in mount:
-                # A file mounted into a directory of the image: the directory must be there
-                # as a real one (not a link into a read-only package tree).
-                if not target.parent.is_dir() or target.parent.is_symlink():
-                    raise RenderError(f"the image has no directory {target.parent.name} to "
-                                      f"subPath-mount {mount['mountPath']} into")
-                target.write_text(files[mount["subPath"]])
-                target.chmod(0o444)
-            else:
-                target.mkdir(parents=True, exist_ok=True)
-                for name, text in files.items():
-                    (target / name).write_text(text)
+            continue
+        if "emptyDir" in volume:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        if "configMap" in volume:
+            source, kind, store = volume["configMap"], "ConfigMap", configmaps
+            name = source["name"]
+        elif "secret" in volume:
+            source, kind, store = volume["secret"], "Secret", secrets or {}
+            name = source["secretName"]
         else:
-            raise RenderError(f"volume {mount['name']}: only hostPath and configMap here")
+            raise RenderError(f"volume {mount['name']}: only hostPath, emptyDir, configMap and "
+                              "secret here")
+        data = store.get(name)
+        if data is None:
+            raise RenderError(f"{kind} {name} does not exist")
+        files = _volume_files(source, data)
+        if "subPath" in mount:
+            # A file mounted into a directory of the image: the directory must be there
+            # as a real one (not a link into a read-only package tree).
+            if not target.parent.is_dir() or target.parent.is_symlink():
+                raise RenderError(f"the image has no directory {target.parent.name} to "
+                                  f"subPath-mount {mount['mountPath']} into")
+            target.write_text(files[mount["subPath"]])
+            target.chmod(0o444)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            for file_name, text in files.items():
+                (target / file_name).write_text(text)
 
 
 @dataclass
@@ -260,12 +276,13 @@ class ContainerProcess:
 
 def start_container(daemonset: Obj, image: ImageSpec, root: Path, *, lib_dir: Path,
                     scenario: Path, cluster: FakeApiServer | None,
-                    configmaps: Mapping[str, Mapping[str, str]]) -> ContainerProcess:
+                    configmaps: Mapping[str, Mapping[str, str]],
+                    secrets: Mapping[str, Mapping[str, str]] | None = None) -> ContainerProcess:
     """The image laid out under `root`, the pod's volumes mounted, and container 0 started."""
     pod = daemonset["spec"]["template"]["spec"]
     container = pod["containers"][0]
     lay_out_image(image, REPO_ROOT, root)
-    mount_volumes(pod, container, root, configmaps)
+    mount_volumes(pod, container, root, configmaps, secrets)
     host_port = free_port()
     container_port = int(container["ports"][0]["containerPort"])
 

@@ -100,6 +100,7 @@ def _rows(path: Path) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
 def test_shipped_csv_has_upstreams_field_list_with_our_own_help(name: str) -> None:
     ours, upstream = _rows(SHIPPED_CSVS / name), _rows(UPSTREAM_CSVS / name)
+    assert ours
     assert [(n, t) for n, t, _ in ours] == [(n, t) for n, t, _ in upstream]
     assert all(a != b for (_, _, a), (_, _, b) in zip(ours, upstream, strict=True))
 

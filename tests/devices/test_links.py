@@ -5,13 +5,13 @@ from __future__ import annotations
 import pynvml
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, parse_fault
-from exporter.devices.sim.core import Handle
 from exporter.exposition.labels import DEFAULT_STYLE, LabelStyle
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.hpc_jobs import NO_JOBS, JobMap
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml, parse_fault
+from exporter.simulated.node.core import Handle
 from tests.support.clock import FakeClock
 
 CSV = """\

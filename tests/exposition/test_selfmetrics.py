@@ -18,8 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import PROFILES, SimNvml, parse_fault, profile_names
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
@@ -33,6 +32,7 @@ from exporter.selfmetrics import (
     SelfMetric,
 )
 from exporter.series import Sample
+from exporter.simulated.node import PROFILES, SimNvml, parse_fault, profile_names
 from tests.conftest import ROOT, ExporterProcess, free_port
 from tests.support.wait import wait_until
 
@@ -171,7 +171,8 @@ def test_every_emitted_self_metric_is_declared_and_documented(
                            "-c", "200ms", "-f", str(default_collectors_path()),
                            "--web.config.file", str(web_config),
                            "--kubernetes.pod-labels", "team",
-                           "--kubernetes.process-attribution", *_faults(profile)], env)
+                           "--kubernetes.process-attribution", "--label-limit", "25",
+                           *_faults(profile)], env)
         for profile in profile_names()
     }
     documented = documented_self_metrics()

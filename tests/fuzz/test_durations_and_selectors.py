@@ -52,9 +52,19 @@ def test_an_interval_option_is_finite_and_positive_or_refused(text: str) -> None
     assert seconds > 0
 
 
-@given(st.integers(0, 10**6), st.sampled_from(sorted(UNITS)))
+@given(st.integers(0, 10**5), st.sampled_from(sorted(UNITS)))
 def test_a_written_duration_means_what_it_says(n: int, unit: str) -> None:
     assert parse_duration(f"{n}{unit}") == n * UNITS[unit]
+
+
+@given(st.integers(10**6, 10**9), st.sampled_from(["h", "d", "w", "y"]))
+def test_a_duration_past_a_century_is_refused(n: int, unit: str) -> None:
+    try:
+        parse_duration(f"{n}{unit}")
+    except ValueError as exc:
+        assert "longest duration" in str(exc)
+    else:
+        raise AssertionError(f"{n}{unit} accepted")
 
 
 index = st.integers(0, MAX_DEVICE_INDEX)

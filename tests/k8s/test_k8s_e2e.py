@@ -6,6 +6,7 @@ import os
 import shlex
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.enumerate import enumerate_devices
@@ -33,7 +34,7 @@ def scrape_after_kubelet(proc: ExporterProcess, timeout: float = 30.0) -> tuple[
 
 
 def h200_inventory() -> Inventory:
-    from exporter.devices.sim import SimNvml
+    from exporter.simulated.node import SimNvml
 
     lib = SimNvml("h200-mig")
     lib.nvmlInit()
@@ -118,3 +119,66 @@ def test_demo_with_inference_preset_shows_role_and_queue(
         "prefill", "decode"}
     assert "gpu_exporter_kubernetes_api_up 1" in text
     assert "no kubernetes in the demo" not in proc.output()
+
+
+def test_demo_virtual_gpus_split_per_holder(exporter: type[ExporterProcess]) -> None:
+    """`--kubernetes-virtual-gpus` on the time-sliced demo node: each embedder's FB_USED is its
+    own process's framebuffer, read through the device layer and joined to its pod through
+    the simulated /proc and API server; the holders never add up to more than the GPU.
+    Process attribution, on beside it, reads the same processes."""
+    from exporter.simulated.kubelet import plan_allocations
+    from exporter.simulated.node import SimNvml
+    from exporter.simulated.node.process_table import plan_processes
+    from exporter.simulated.node.profiles import get_profile
+
+    lib = SimNvml("a100-timesliced")
+    lib.nvmlInit()
+    inventory = enumerate_devices(lib, ALL_DEVICES).inventory
+    # The simulated library's truth: process N of a GPU, in the pod holding replica N, holds
+    # its fixed share of the GPU's used framebuffer.
+    shares = {(gpu, n): p.memory_share
+              for gpu, procs in plan_processes(get_profile("a100-timesliced"), 0).items()
+              for n, p in enumerate(procs)}
+    holder: dict[tuple[int, str], int] = {}
+    for pod in plan_allocations(inventory, shared_by=lib.shared_by):
+        for container in pod.containers:
+            for device in container.devices:
+                for device_id in device.device_ids:
+                    uuid, _, replica = device_id.partition("::")
+                    index = next(g.gpu for g in inventory.gpus if g.uuid == uuid)
+                    holder[(index, pod.name)] = int(replica)
+
+    proc = exporter(["--backend", "sim", "--sim.profile", "a100-timesliced", "--sim.kubelet",
+                     "--kubernetes-virtual-gpus", "--kubernetes.process-attribution",
+                     "-c", "200ms"])
+    proc.wait_ready()
+
+    def split() -> Series | None:
+        text = proc.metrics()
+        series = [(s.name, s.labels, s.value)
+                  for fam in text_string_to_metric_families(text) for s in fam.samples
+                  if s.name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL",
+                                "gpu_exporter_pod_gpu_memory_used_bytes")]
+        held = [s for s in series if "pod" in s[1]]
+        return series if len(held) == 3 * len(holder) else None
+
+    series = wait_until(split, 30, what="a split for every holder")
+    for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL"):
+        for gpu in inventory.gpus:
+            mine = [(labels, v) for n, labels, v in series
+                    if n == name and labels["gpu"] == str(gpu.gpu)]
+            (device,) = [v for labels, v in mine if "pod" not in labels]
+            held = {labels["pod"]: (labels, v) for labels, v in mine if "pod" in labels}
+            assert len(held) == 3
+            assert sum(v for _, v in held.values()) <= device
+            for pod, (labels, v) in held.items():
+                assert labels["vgpu"] == str(holder[(gpu.gpu, pod)])
+                if name == "DCGM_FI_DEV_FB_USED":
+                    # Read a few milliseconds after the device's figure: equal within the
+                    # framebuffer's movement in between.
+                    share = shares[(gpu.gpu, holder[(gpu.gpu, pod)])]
+                    assert v == pytest.approx(share * device, abs=0.02 * device + 2)
+                    (attributed,) = [b for n, labels, b in series
+                                     if n == "gpu_exporter_pod_gpu_memory_used_bytes"
+                                     and labels["pod"] == pod]
+                    assert v == pytest.approx(attributed / 2**20, abs=0.02 * device + 2)

@@ -8,23 +8,24 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.enrich import PodMetadataWatcher, check_access
+from exporter.k8s.kubelet_client import PodResourcesClient
+from exporter.k8s.pod_access import check_access
 from exporter.k8s.pod_labels import PodLabelRules
-from exporter.k8s.simkubelet import (
+from exporter.k8s.pod_metadata import PodMetadataWatcher
+from exporter.k8s.source import KubeletSource
+from exporter.k8s.types import PodRef
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.kubelet import (
     SimKubeletHandle,
     plan_allocations,
     pod_resources,
     start_sim_kubelet,
 )
-from exporter.k8s.source import KubeletSource
-from exporter.k8s.types import PodRef
-from exporter.sampling.sampler import Sampler, SamplerSettings
-from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.node import SimNvml
 from tests.support.apiserver import FakeApiServer, pod
 from tests.support.wait import wait_until
 
@@ -74,6 +75,7 @@ def test_watch_follows_pods_of_this_node(api: FakeApiServer, kubeconfig: str) ->
         wait_until(lambda: watcher.labels_for("batch", "job-1") != ())
         api.state.push("DELETED", changed)
         wait_until(lambda: watcher.labels_for("inference", "llm-0") == ())
+        assert api.state.watches()
         assert all(w["fieldSelector"] == ["spec.nodeName=node-a"] for w in api.state.watches())
         assert len(api.state.lists()) == 1  # watched from the list's version, never relisted
         assert watcher.families()[0].samples[0].value == 1
@@ -207,7 +209,9 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
         await sampler.poll_once()
         series = parsed(sampler.current.text.decode())
 
-        util = "DCGM_FI_DEV_GPU_UTIL"
+        # A field every copy repeats (the holders' own FB_USED and GPU_UTIL need process reads,
+        # which this source has none of: tests/k8s/test_k8s_virtual_gpu_split.py).
+        util = "DCGM_FI_DEV_POWER_USAGE"
         # GPU 7 is time-sliced between three notebooks: one copy each, with its replica id.
         shared = of(series, util, gpu="7")
         assert sorted((s["pod"], s["vgpu"], s["pod_uid"]) for s in shared) == [
@@ -232,9 +236,12 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
         assert "pod" not in idle
         assert "pod_uid" not in idle
         # The 3g.71gb instance whose two compute instances are two pods': two copies.
-        split = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
+        split = of(series, "DCGM_FI_DEV_FB_FREE", GPU_I_PROFILE="3g.71gb")
         assert len({s["pod"] for s in split}) == 2 == len(split)
         assert all("vgpu" not in s for s in split)
+        # Without process reads no holder's own framebuffer is known: the device's alone.
+        (used,) = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
+        assert "pod" not in used
         # The pod label named `pod` never replaced the pod's name; it was counted once.
         assert "forged" not in {s.get("pod") for s in of(series, util)}
         dropped = {dict(labels)["reason"]: v for (n, labels), v in series.items()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,12 +12,12 @@ import pytest
 from exporter.devices.model import Readings
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import parse_collectors
-from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
+from exporter.k8s.kubelet_client import PodResourcesClient
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import Attribution, PodRef
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources
 
 from .k8s_helpers import gpu_uuid, mig_node, mig_uuid, plain_node
 
@@ -194,3 +195,56 @@ def test_copies_render_as_distinct_series() -> None:
         f'DCGM_FI_DEV_GPU_UTIL{{{base},container="nb",namespace="nb",pod="bob",'
         'pod_uid="u-b",vgpu="1"} 80',
     ]
+
+
+def test_split_fields_show_the_device_then_each_holders_part() -> None:
+    inventory = plain_node(2)
+    collectors = parse_collectors(
+        "DCGM_FI_DEV_FB_USED, gauge, Used.\nDCGM_FI_DEV_GPU_UTIL, gauge, Util.\n"
+        "DCGM_FI_DEV_POWER_USAGE, gauge, Power.\n", "t.csv")
+    sharers = {(1, -1): (PodRef("alice", "nb", "nb", (("vgpu", "0"),)),
+                         PodRef("bob", "nb", "nb", (("vgpu", "1"),)))}
+    # bob's framebuffer is unknown; the holders' utilisation adds up to more than the GPU's.
+    split = {(1, -1): {"DCGM_FI_DEV_FB_USED": (100.0, None),
+                       "DCGM_FI_DEV_GPU_UTIL": (70.0, 50.0)}}
+    snapshot = Snapshot(
+        inventory,
+        Readings(values={key: {"DCGM_FI_DEV_FB_USED": 300.0, "DCGM_FI_DEV_GPU_UTIL": 80.0,
+                               "DCGM_FI_DEV_POWER_USAGE": 200.0}
+                         for key in ((0, -1), (1, -1))}),
+        collectors, HostLabel("Hostname", "node-a"),
+        Attribution(sharers=sharers, split=split))
+    text = render(device_families(snapshot)).text.decode()
+
+    def lines(name: str) -> list[tuple[str, str]]:
+        """(the pod, or the GPU of a series without one; the value as written), in order."""
+        out = []
+        for line in text.splitlines():
+            if line.startswith(name + "{"):
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+                out.append((labels.get("pod", "gpu" + labels["gpu"]), line.rsplit(" ", 1)[1]))
+        return out
+
+    assert lines("DCGM_FI_DEV_FB_USED") == [("gpu0", "300"), ("gpu1", "300"), ("alice", "100")]
+    # Scaled together to the GPU's 80 %.
+    assert lines("DCGM_FI_DEV_GPU_UTIL") == [("gpu0", "80"), ("gpu1", "80"),
+                                             ("alice", "46.666667"), ("bob", "33.333333")]
+    # A field the holders do not split: the GPU's value on each copy, no unlabelled one.
+    assert lines("DCGM_FI_DEV_POWER_USAGE") == [("gpu0", "200"), ("alice", "200"),
+                                                ("bob", "200")]
+
+
+def test_split_fields_with_hpc_jobs_keep_each_holders_part_per_job() -> None:
+    """Every label set of a holder (one per HPC job on the GPU) carries that holder's part."""
+    collectors = parse_collectors("DCGM_FI_DEV_FB_USED, gauge, Used.\n", "t.csv")
+    sharers = {(1, -1): (PodRef("alice", "nb", "nb", (("vgpu", "0"),)),
+                         PodRef("bob", "nb", "nb", (("vgpu", "1"),)))}
+    snapshot = Snapshot(
+        plain_node(2), Readings(values={(1, -1): {"DCGM_FI_DEV_FB_USED": 300.0}}),
+        collectors, HostLabel("Hostname", "node-a"),
+        Attribution(sharers=sharers, split={(1, -1): {"DCGM_FI_DEV_FB_USED": (100.0, 50.0)}}))
+    (family,) = device_families(snapshot, jobs={(1, -1): ("j1", "j2")})
+    got = sorted((dict(s.labels).get("pod", ""), dict(s.labels)["hpc_job"], s.value)
+                 for s in family.samples)
+    assert got == [("", "j1", 300.0), ("", "j2", 300.0), ("alice", "j1", 100.0),
+                   ("alice", "j2", 100.0), ("bob", "j1", 50.0), ("bob", "j2", 50.0)]
