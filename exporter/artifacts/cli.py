@@ -30,9 +30,9 @@ KEDA_DIR = Path("deploy/keda")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-exporter generate",
-        description="Write Grafana dashboards, Prometheus alert rules and KEDA ScaledObjects "
-                    "that use only the fields a collectors CSV enables.")
-    parser.add_argument("what", choices=("dashboards", "alerts", "keda", "all"))
+        description="Write Grafana dashboards, Prometheus alert and usage recording rules and "
+                    "KEDA ScaledObjects that use only the fields a collectors CSV enables.")
+    parser.add_argument("what", choices=("dashboards", "alerts", "rules", "keda", "all"))
     add_arguments(parser, "generate", group_descriptions=GROUP_DESCRIPTIONS)
     return parser
 
@@ -79,12 +79,14 @@ def _usage_rules(settings: Resolution, fields: FieldSet) -> None:
     from exporter.artifacts import yamlio
     from exporter.artifacts.usage_rules import usage_prometheus_rule, usage_rule_groups
 
-    header = (GENERATED.format(what="alerts", source=_source(fields))
+    groupings = settings[opt.GROUP_BY]
+    shown = "".join(f" --group-by {g}" for g in groupings)
+    header = (GENERATED.format(what=f"rules{shown}", source=_source(fields))
               + "\nRecording rules for `gpu-exporter report` and the GPU chargeback dashboard.")
     _write(settings[opt.OUT], USAGE_RULES_FILE,
-           yamlio.dump({"groups": usage_rule_groups(fields)}, header=header))
+           yamlio.dump({"groups": usage_rule_groups(fields, groupings)}, header=header))
     _write(settings[opt.OUT], USAGE_PROMETHEUS_RULE_FILE,
-           yamlio.dump(usage_prometheus_rule(fields), header=header))
+           yamlio.dump(usage_prometheus_rule(fields, groupings), header=header))
 
 
 def _keda_examples(settings: Resolution, fields: FieldSet) -> None:
@@ -137,6 +139,8 @@ def main(argv: list[str]) -> int:
                 steps.append(_dashboards)
             if what in ("alerts", "all"):
                 steps.append(_alerts)
+            if what == "rules":
+                steps.append(_usage_rules)
             if what in ("keda", "all"):
                 steps.append(_keda_examples)
         for step in steps:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from exporter.options.option import Command, Option
-from exporter.options.values import Choice, FilePath, Integer, Number, Repeated, Text
+from exporter.options.report_table import GroupBy
+from exporter.options.values import Choice, FilePath, Integer, Number, Repeated, Text, Value
 
 KedaMetric = Literal["util", "gr-engine", "fb", "dram"]
 KEDA_METRICS: tuple[KedaMetric, ...] = ("util", "gr-engine", "fb", "dram")
@@ -16,10 +18,28 @@ KEDA_ROLES: tuple[KedaRole, ...] = ("prefill", "decode")
 GENERATE: frozenset[Command] = frozenset({"generate"})
 
 ALERTS_GROUP = "alerts"
+RULES_GROUP = "usage rules"
 KEDA_GROUP = "keda"
 GROUP_DESCRIPTIONS = {
+    RULES_GROUP: "the usage recording rules (`generate rules`; `alerts` and `all` write them "
+                 "too)",
     KEDA_GROUP: "with --namespace, print one ScaledObject instead of writing the examples",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupByList(Value[str]):
+    """One or more `--group-by` names of the report, comma separated."""
+
+    metavar = "GROUPING[,GROUPING...]"
+
+    def parse(self, text: str, where: str) -> str:
+        for part in text.split(","):
+            GroupBy().parse(part.strip(), where)
+        return text
+
+    def samples(self) -> tuple[str, ...]:
+        return ("namespace", "namespace,label:team")
 
 OUT: Option[Path] = Option(
     "out", FilePath(), Path("."), commands=GENERATE, flags=("--out",), metavar="DIR",
@@ -34,6 +54,13 @@ JOB_REGEX: Option[str | None] = Option(
     "job_regex", Text(), None, commands=GENERATE, group=ALERTS_GROUP,
     flags=("--job-regex",), metavar="RE",
     help="scrape jobs of the exporters, for the `up` alert")
+GROUP_BY: Option[tuple[str, ...]] = Option(
+    "rules_group_by", Repeated(GroupByList()), ("namespace",), commands=GENERATE,
+    group=RULES_GROUP, flags=("--group-by",), default_text="`namespace`",
+    help="record the usage figures per group of these report groupings too (repeatable or "
+         "comma separated, e.g. `namespace,label:team`): `gpu-exporter report --group-by` "
+         "one of them reads one series per group and hour; any other grouping reads the "
+         "per-pod rules")
 NAMESPACE: Option[str | None] = Option(
     "namespace", Text(), None, commands=GENERATE, group=KEDA_GROUP,
     flags=("--namespace",), metavar="NS", help="namespace of the scaled Deployment")
@@ -66,6 +93,6 @@ QUEUE_TARGET: Option[float | None] = Option(
     flags=("--queue-target",), help="also scale on vLLM's waiting requests, N per replica")
 
 GENERATE_OPTIONS: tuple[Option[object], ...] = (
-    OUT, XID_TIERS, JOB_REGEX, NAMESPACE, DEPLOYMENT, METRIC, TARGET, ROLE, MIN_REPLICAS,
+    OUT, XID_TIERS, JOB_REGEX, GROUP_BY, NAMESPACE, DEPLOYMENT, METRIC, TARGET, ROLE, MIN_REPLICAS,
     MAX_REPLICAS, PROMETHEUS, QUEUE_TARGET,
 )

@@ -4,24 +4,18 @@ GPM fallback every generated artifact reads activity through.
 
 Pure string building: nothing here talks to a server.
 
-- `holdings`: who holds what share of which GPU at one instant (whole GPUs, MIG instances by
-  compute slices, shared GPUs split between the holders of their allocation rows), and the
-  activity, energy and framebuffer that go with each holding.
-- `figures`: those instants summed over a window, one series per pod; the recording rules
-  are these figures over a fixed window.
-- `gpm`: a GPM measure read where a GPU has it and from NVML's counterpart before Hopper,
-  once per GPU; the dashboards, alerts and KEDA objects take theirs from it too.
+- `holdings`: who holds what share of which GPU (whole GPUs, MIG instances by compute
+  slices, shared devices split between the holders of their allocation rows), and the series
+  that measure each holding over a window.
+- `figures`: those holdings summed over a window, one series per pod.
+- `rules`: the recording rules: the figures per pod once a window, then per group.
+- `measures`: a GPM measure read where a GPU has it and from NVML's counterpart before
+  Hopper, once per GPU; the dashboards, alerts and KEDA objects take theirs from it too.
 """
 
-from exporter.promql.figures import (
-    RULE_MARKER,
-    RULES,
-    Figure,
-    duration,
-    pod_figure,
-    recording_rules,
-)
+from exporter.promql.figures import RULES, Figure, duration, pod_figure
 from exporter.promql.holdings import DEVICE_LABELS, POD_GROUPING_HINT
+from exporter.promql.rules import RULE_MARKER, GroupRules, recording_rules
 
 __all__ = [
     "DEVICE_LABELS",
@@ -29,6 +23,7 @@ __all__ = [
     "RULES",
     "RULE_MARKER",
     "Figure",
+    "GroupRules",
     "duration",
     "pod_figure",
     "recording_rules",

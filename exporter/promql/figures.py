@@ -1,21 +1,21 @@
-"""The report's figures per pod over a window, and the recording rules that precompute them.
+"""The report's figures per pod over a window: what the raw-series report asks the server for
+each window, and what the hourly recording rules record (`exporter.promql.rules`).
 
-Every figure is a subquery over the window at a fixed resolution: the holdings are sampled
-at each resolution step (aligned to multiples of it) and summed, so consecutive windows tile
-time and their sums add up. The subquery's range is one millisecond short of the window:
-Prometheus before 3.0 includes a point lying exactly on the window's start, which the
-previous window already counted.
-
-A recording rule is a figure over the rule group's interval (its *window*), so the sum of a
-rule's samples over any range is the figure over that range.
+Each figure is the sum, over the pod's holdings, of a range function of its labelled series
+(exclusive holdings) and of a per-step join over its allocation rows (shared holdings),
+sampled at a fixed resolution (subquery steps aligned to multiples of it), so consecutive
+windows tile time and their sums add up (`exporter.promql.holdings`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from exporter.promql import holdings as h
+from exporter.promql.holdings import Sampling, duration
+
+__all__ = ["ALLOCATED", "RULES", "Figure", "duration", "idle_pods", "pod_figure"]
 
 Aggregation = Literal["sum", "max"]
 
@@ -30,6 +30,11 @@ class Figure:
     """How the figure of a long range follows from its windows': summed, or the maximum."""
     help: str
 
+    @property
+    def group_rule(self) -> str:
+        """The rule recording it per group (`exporter.promql.rules`)."""
+        return "group:" + self.rule.split(":", 1)[1]
+
 
 ALLOCATED = Figure("allocated_gpu_hours", "pod:gpu_usage_allocated_gpu_hours:window",
                    "sum", "GPU-hours held (whole GPU 1, MIG by compute slices, shared split)")
@@ -38,63 +43,98 @@ ACTIVE = Figure("active_gpu_hours", "pod:gpu_usage_active_gpu_hours:window", "su
 ACTIVITY_MAX = Figure("activity_max", "pod:gpu_usage_activity:max_window", "max",
                       "highest activity (0-1) of the pod's devices while held")
 ENERGY = Figure("energy_kwh", "pod:gpu_usage_energy_kwh:window", "sum",
-                "energy, the GPU's counter increase times the holding's share (kWh)")
+                "energy, the GPU's counter rise times the holding's share (kWh)")
 FB_MIB_HOURS = Figure("fb_mib_hours", "pod:gpu_usage_framebuffer_mib_hours:window", "sum",
                       "framebuffer in use integrated over time (MiB-hours)")
 HELD_HOURS = Figure("held_hours", "pod:gpu_usage_held_hours:window", "sum",
                     "hours the pod held any GPU")
 FB_PEAK = Figure("fb_peak_mib", "pod:gpu_usage_framebuffer_mib:max_window", "max",
-                 "most framebuffer the pod had in use at once (MiB)")
+                 "most framebuffer the pod's devices had in use (MiB; per device's peak)")
 
 RULES: tuple[Figure, ...] = (ALLOCATED, ACTIVE, ACTIVITY_MAX, ENERGY, FB_MIB_HOURS,
                              HELD_HOURS, FB_PEAK)
-IDLE_RULE = "pod:gpu_usage_idle_gpu_hours:window"
+IDLE = Figure("idle_gpu_hours", "pod:gpu_usage_idle_gpu_hours:window", "sum",
+              "allocated GPU-hours of windows whose activity stayed under the threshold")
+IDLE_RULE = IDLE.rule
 """GPU-hours of rule windows in which the pod's activity stayed below the rules' idle
-threshold (for dashboards; the report applies its own threshold to the figures above)."""
+threshold (for dashboards and the report's default threshold)."""
 DEFAULT_IDLE_BELOW = 0.05
-RULE_MARKER = "gpu_usage:rules_window_seconds"
-"""Recorded with the rules, always: their window in seconds. The report reads it to know
-whether, and since when, the rules cover a range."""
-RULE_GROUP = "gpu-exporter.usage"
 
 
-def duration(seconds: float) -> str:
-    """A PromQL duration: whole hours, minutes or seconds where exact, else milliseconds."""
-    ms = round(seconds * 1000)
-    if ms <= 0:
-        raise ValueError(f"a duration must be positive, not {seconds!r}s")
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+def _either(exclusive: str, shared: str) -> str:
+    return f"(\n{exclusive}\n)\nor\n(\n{shared}\n)"
 
 
-def _range(window_s: float, resolution_s: float) -> str:
-    """A subquery range covering `window_s` back from its evaluation time, start excluded."""
-    return f"[{round(window_s * 1000) - 1}ms:{duration(resolution_s)}]"
+def _per_pod(expr: str, aggregation: str = "sum", drop: tuple[str, ...] = ()) -> str:
+    """`expr`'s holdings folded into one series per pod."""
+    return f"{aggregation} without ({', '.join((h.FOLDED, *drop))}) (\n{expr}\n)"
+
+
+def _allocated(s: Sampling) -> str:
+    exclusive = h.slice_share(h.rows_win(h.labelled("count_over_time", h.FRAMEBUFFER, s), s))
+    rows = h.shared(f"sum_over_time((\n{h.row_fraction()}\n){s.steps()})", s)
+    return _per_pod(_either(exclusive, rows)) + f" * {s.step_hours}"
+
+
+def _active(s: Sampling) -> str:
+    exclusive = h.slice_share(h.rows_win(h.labelled_activity("sum_over_time", s), s))
+    per_step = (f"{h.row_fraction()}\n* on({h.DEVICE}) group_left({h.ACTIVITY_SOURCE})\n"
+                f"{h.shared_activity()}")
+    rows = h.shared(f"sum_over_time((\n{per_step}\n){s.steps()})", s)
+    return _per_pod(_either(exclusive, rows)) + f" * {s.step_hours}"
+
+
+def _activity_max(s: Sampling) -> str:
+    exclusive = h.rows_win(h.labelled_activity("max_over_time", s), s)
+    per_step = (f"{h.row_fraction()} * 0\n+ on({h.DEVICE}) group_left({h.ACTIVITY_SOURCE})\n"
+                f"{h.shared_activity()}")
+    rows = h.carried(f"max_over_time((\n{per_step}\n){s.steps()})", s)
+    return _per_pod(_either(exclusive, rows), "max", drop=(h.ACTIVITY_SOURCE,))
+
+
+def _energy(s: Sampling) -> str:
+    whole = h.rows_win(h.labelled_energy_mj(s), s)
+    mig = h.slice_share(h.rows_win(
+        h.holders_energy_mj(f"count without () ({h.MIG_HOLDINGS})", h.MIG_HOLDINGS, s), s))
+    rows = h.shared(h.holders_energy_mj(h.row_fraction(), h.ALLOCATION, s), s)
+    return _per_pod(f"(\n{whole}\n)\nor\n{_either(mig, rows)}") + " / 3.6e9"
+
+
+def _framebuffer(fn: str, s: Sampling) -> str:
+    exclusive = h.rows_win(h.labelled(fn, h.FRAMEBUFFER, s), s)
+    per_step = (f"{h.row_fraction()}\n* on({h.DEVICE}) group_left\n"
+                f"{h.shared_framebuffer_mib()}")
+    return _either(exclusive, h.carried(f"{fn}((\n{per_step}\n){s.steps()})", s))
+
+
+def _held(s: Sampling) -> str:
+    """Steps held: the most of any one device, exclusive and shared holdings apart (a pod's
+    devices are held together; a time-sliced device may pass from one to the other)."""
+    exclusive = h.rows_win(h.labelled("count_over_time", h.FRAMEBUFFER, s), s)
+    rows = h.carried(f"count_over_time({h.ALLOCATION}{s.steps()})", s)
+    kinds = " or ".join(
+        f'label_replace({_per_pod(part, "max")}, "{h.KIND}", "{kind}", "", "")'
+        for part, kind in ((exclusive, "exclusive"), (rows, "shared")))
+    return f"sum without ({h.KIND}) (\n{kinds}\n) * {s.step_hours}"
 
 
 def pod_figure(figure: Figure, window_s: float, resolution_s: float) -> str:
     """`figure` per pod over the `window_s` before each evaluation time."""
-    r = _range(window_s, resolution_s)
-    hours = f"{resolution_s / 3600!r}"
+    s = Sampling(window_s, resolution_s)
     if figure is ALLOCATED:
-        return h.per_pod(f"sum_over_time((\n{h.holder_share()}\n){r})") + f" * {hours}"
+        return _allocated(s)
     if figure is ACTIVE:
-        return h.per_pod(f"sum_over_time((\n{h.holder_active_share()}\n){r})") + f" * {hours}"
+        return _active(s)
     if figure is ACTIVITY_MAX:
-        return h.per_pod(f"max_over_time((\n{h.holder_activity()}\n){r})", "max",
-                         drop=(h.ACTIVITY_SOURCE,))
+        return _activity_max(s)
     if figure is ENERGY:
-        energy = h.holder_energy_mj(duration(resolution_s))
-        return h.per_pod(f"sum_over_time((\n{energy}\n){r})") + " / 3.6e9"
+        return _energy(s)
     if figure is FB_MIB_HOURS:
-        return (h.per_pod(f"sum_over_time((\n{h.holder_framebuffer_mib()}\n){r})")
-                + f" * {hours}")
+        return _per_pod(_framebuffer("sum_over_time", s)) + f" * {s.step_hours}"
     if figure is HELD_HOURS:
-        return f"count_over_time((\n{h.per_pod(h.holder_share())}\n){r}) * {hours}"
+        return _held(s)
     if figure is FB_PEAK:
-        return f"max_over_time((\n{h.per_pod(h.holder_framebuffer_mib())}\n){r})"
+        return _per_pod(_framebuffer("max_over_time", s))
     raise ValueError(f"unknown figure {figure.key}")
 
 
@@ -111,17 +151,3 @@ def idle_pods_from_rules(window_s: float, below: float) -> str:
     span = f"[{round(window_s * 1000) - 1}ms]"
     return (f"sum_over_time({ALLOCATED.rule}{span})\nand\n"
             f"(max_over_time({ACTIVITY_MAX.rule}{span}) < {below!r})")
-
-
-def recording_rules(window_s: float = 3600.0, resolution_s: float = 60.0,
-                    idle_below: float = DEFAULT_IDLE_BELOW) -> list[dict[str, Any]]:
-    """The rule groups (a `groups:` list) recording every figure per pod once a window.
-
-    `window_s` must be a multiple of `resolution_s`."""
-    if round(window_s * 1000) % round(resolution_s * 1000):
-        raise ValueError(f"the rules' window {duration(window_s)} is not a multiple of their "
-                         f"resolution {duration(resolution_s)}")
-    rules: list[dict[str, Any]] = [{"record": RULE_MARKER, "expr": f"vector({window_s:g})"}]
-    rules += [{"record": f.rule, "expr": pod_figure(f, window_s, resolution_s)} for f in RULES]
-    rules.append({"record": IDLE_RULE, "expr": idle_pods(window_s, resolution_s, idle_below)})
-    return [{"name": RULE_GROUP, "interval": duration(window_s), "rules": rules}]

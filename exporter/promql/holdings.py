@@ -1,22 +1,38 @@
-"""Holdings: one series per (pod, device) a pod holds at an instant, valued by its share.
+"""Holdings: which pod holds what share of which GPU, and the series that measure each holding.
 
 Where the holders are found:
 
 - A device held by one container alone (a whole GPU or a MIG GPU instance) is *exclusive*:
-  its device series carry `pod`/`namespace`. `DCGM_FI_DEV_FB_USED` is read as the device
-  marker, as it exists for every whole GPU and every MIG instance.
+  its device series carry `pod`/`namespace` (*labelled* series). Each labelled series is one
+  holding, present exactly while it is held, so a figure over a window is a range function
+  of that series alone: `count_over_time(FB_USED{pod!=""}[1h:1m])` counts the steps it was
+  held, with no join at each step. `DCGM_FI_DEV_FB_USED` marks the devices: it exists for
+  every whole GPU and MIG instance.
 - A shared device (time-sliced replicas, a MIG instance split between containers, DRA share
-  ids) has one `gpu_exporter_pod_gpu_allocation` row per holder. Its holders split it
-  evenly, one part per row. Where a device has both (dcgm-exporter's virtual-GPU copies),
-  the rows win, so nothing is counted twice.
+  ids) has one `gpu_exporter_pod_gpu_allocation` *row* per holder; its own series stay
+  unlabelled. Its holders split it evenly, one part per row, at each step: these joins run
+  at every step, but over the rows and the devices they name only.
 
 A holding's *share* is its part of a physical GPU: a whole GPU is 1, a MIG instance is its
-compute slices over the GPU's (`3g.71gb` on a 7-slice GPU is 3/7), and a shared device's is
-divided by its number of rows. Its *fraction* is its part of its own device series (1 for an
-exclusive holder, 1/rows for a shared one), which apportions the device's framebuffer.
+compute slices over the GPU's (`3g.71gb` on a 7-slice GPU is 3/7), a shared device's is
+divided by its number of rows. The slices follow from a series' own labels
+(`GPU_I_PROFILE`, `modelName`), so the share is applied once per window, not per step.
+
+Where a device has both labelled series and rows (virtual GPUs: the device's series repeated
+per holder), the rows win: a labelled series is dropped for a window in which its pod has a
+row on that device (for a time-sliced replica, a row for that replica). A time-sliced device
+passing from one holder to several in the window keeps both parts: the one holder's labelled
+series (no `vgpu` label) before, the rows after.
+
+Why this shape: a join evaluated at every step of a window costs the server a pass over
+every series it touches at every step; a range function over a plain selector reads each
+series once. At 10,000 GPUs the first is minutes of every hour, the second seconds
+(`benchmarks/bench_report.py`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from exporter.fields.catalog import CATALOG, MetricType
 from exporter.promql import measures as gpm
@@ -29,9 +45,12 @@ ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 DEVICE = "UUID, GPU_I_ID"
 """What identifies a device: the GPU's UUID and, for a MIG instance, its GPU instance id
 (MIG series carry their parent GPU's UUID)."""
+HOLDER = "namespace, pod"
 CARRIED = "modelName, Hostname, hostname"
 """Device labels an allocation row lacks and borrows from its device's series, so shared
 holdings can be grouped by model and node like exclusive ones."""
+LABELLED = '{pod!=""}'
+UNLABELLED = '{pod=""}'
 
 ACTIVITY_SOURCE = "activity_source"
 PROFILING = "profiling"
@@ -43,6 +62,11 @@ Hopper; `exporter.promql.measures`)."""
 MIG_SLICES_BY_MODEL: tuple[tuple[str, int], ...] = ((".*A30.*", 4),)
 """Compute slices of a whole GPU where it is not 7 (A30), by `modelName` regex."""
 DEFAULT_MIG_SLICES = 7
+SLICES = "gpu_usage_slices"
+GPU_SLICES = "gpu_usage_gpu_slices"
+"""Labels the share join adds (slices of the instance, slices of its GPU where not 7)."""
+KIND = "gpu_usage_kind"
+"""Label telling exclusive from shared holdings apart where both are folded per pod."""
 
 DEVICE_LABELS: tuple[str, ...] = (
     "gpu", "UUID", "pci_bus_id", "device", "GPU_I_ID", "GPU_I_PROFILE", "container",
@@ -52,87 +76,192 @@ DEVICE_LABELS: tuple[str, ...] = (
 """Labels dropped when holdings are summed into one series per pod: what names the device
 or the container. The rest stays: namespace, pod, node, model, pod labels, job, instance."""
 POD_GROUPING_HINT = ", ".join(DEVICE_LABELS)
+FOLDED = ", ".join((*DEVICE_LABELS, SLICES, GPU_SLICES))
 
 
-def _slice_terms() -> list[str]:
-    """One term per MIG profile size: the device marker of every instance of that size,
-    valued by its share of the GPU."""
-    terms = [f'({FRAMEBUFFER}{{GPU_I_ID=""}} * 0 + 1)']
-    special = "|".join(regex for regex, _ in MIG_SLICES_BY_MODEL)
-    models = [(f'modelName=~"{regex}"', total) for regex, total in MIG_SLICES_BY_MODEL]
-    models.append((f'modelName!~"{special}"', DEFAULT_MIG_SLICES))
-    for matcher, total in models:
-        for size in range(1, total + 1):
-            terms.append(f'({FRAMEBUFFER}{{GPU_I_PROFILE=~"{size}g\\\\..*",{matcher}}} * 0 '
-                         f"+ {size}/{total})")
-    return terms
+def duration(seconds: float) -> str:
+    """A PromQL duration: whole days, hours, minutes or seconds where exact, else
+    milliseconds."""
+    ms = round(seconds * 1000)
+    if ms <= 0:
+        raise ValueError(f"a duration must be positive, not {seconds!r}s")
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
-def device_share() -> str:
-    """Per device (UUID, GPU_I_ID): its share of its physical GPU."""
-    return f"max by ({DEVICE}) (\n  " + "\n  or ".join(_slice_terms()) + "\n)"
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """A window and the resolution its holdings are sampled at (subquery steps, aligned to
+    multiples of the resolution)."""
+
+    window_s: float
+    resolution_s: float
+
+    def steps(self, from_start: bool = False) -> str:
+        """The subquery range over the window. Its start is left out: Prometheus before 3.0
+        includes a step lying exactly on it, which the previous window already counted.
+        `from_start` keeps it, for the counter's value before the window's first step."""
+        ms = round(self.window_s * 1000) - (0 if from_start else 1)
+        return f"[{ms}ms:{duration(self.resolution_s)}]"
+
+    def span(self) -> str:
+        """The window as a plain range, its start left out."""
+        return f"[{round(self.window_s * 1000) - 1}ms]"
+
+    @property
+    def step(self) -> str:
+        return duration(self.resolution_s)
+
+    @property
+    def step_hours(self) -> str:
+        return repr(self.resolution_s / 3600)
 
 
-def holder_fraction() -> str:
-    """Per holding: the holder's part of its device series (1, or 1/rows when shared)."""
-    exclusive = f'({FRAMEBUFFER}{{pod!=""}} * 0 + 1) unless on({DEVICE}) {ALLOCATION}'
-    shared = (f"{ALLOCATION}\n  / on({DEVICE}) group_left count by ({DEVICE}) ({ALLOCATION})"
-              f"\n  * on({DEVICE}) group_left({CARRIED}) "
-              f"group by ({DEVICE}, {CARRIED}) ({FRAMEBUFFER})")
-    return f"(\n  {exclusive}\n)\nor\n(\n  {shared}\n)"
+# -- labelled (exclusive) holdings ------------------------------------------------------------
 
 
-def holder_share() -> str:
-    """Per holding: its share of a physical GPU (whole 1, MIG by slices, shared split)."""
-    return f"(\n{holder_fraction()}\n)\n* on({DEVICE}) group_left\n{device_share()}"
+def labelled(fn: str, metric: str, sampling: Sampling, from_start: bool = False) -> str:
+    """`fn` (a range function) of every labelled series of `metric` over the window's steps."""
+    return f"{fn}({metric}{LABELLED}{sampling.steps(from_start)})"
 
 
-def device_activity() -> str:
-    """Per device: busy ratio 0-1 and where it came from (`activity_source`)."""
-    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION)
+def rows_win(expr: str, sampling: Sampling) -> str:
+    """Labelled holdings in `expr` less those whose pod holds the device through a row in
+    the window: virtual-GPU copies. A replica copy (`vgpu`) gives way to its replica's row
+    only, so a time-sliced device's one holder keeps its labelled part."""
+    r = sampling.steps()
+    return (f"(\n{expr}\n)\nunless on({DEVICE}, {HOLDER})\n"
+            f'  count_over_time({ALLOCATION}{{replica=""}}{r})\n'
+            f"unless on({DEVICE}, {HOLDER}, vgpu)\n"
+            f'  label_replace(count_over_time({ALLOCATION}{{replica!=""}}{r}), '
+            f'"vgpu", "$1", "replica", "(.+)")')
+
+
+def _slice_shares() -> str:
+    """One constant per (instance slices, GPU slices) pair, valued by the share: 1 for a
+    whole GPU, k/7 (k/4 on an A30) for a k-slice instance."""
+    def constant(value: str, slices: str, total: str) -> str:
+        out = f"vector({value})"
+        for label, text in ((SLICES, slices), (GPU_SLICES, total)):
+            if text:
+                out = f'label_replace({out}, "{label}", "{text}", "", "")'
+        return out
+
+    terms = [constant("1", "", "")]
+    totals = [("", DEFAULT_MIG_SLICES), *((str(n), n) for _, n in MIG_SLICES_BY_MODEL)]
+    for text, total in totals:
+        if text:
+            terms.append(constant("1", "", text))
+        terms += [constant(f"{k}/{total}", str(k), text) for k in range(1, total + 1)]
+    return "(\n    " + "\n    or ".join(terms) + "\n  )"
+
+
+def slice_share(expr: str) -> str:
+    """`expr` (device series or figures of them, keeping `GPU_I_PROFILE` and `modelName`)
+    times each device's share of its GPU; adds the `gpu_usage_*slices` labels, which the
+    fold per pod drops."""
+    out = (f'label_replace(\n{expr},\n"{SLICES}", "$1", "GPU_I_PROFILE", "([0-9]+)g\\\\..*")')
+    for regex, total in MIG_SLICES_BY_MODEL:
+        out = f'label_replace({out}, "{GPU_SLICES}", "{total}", "modelName", "{regex}")'
+    return f"{out}\n* on({SLICES}, {GPU_SLICES}) group_left()\n  {_slice_shares()}"
+
+
+def labelled_activity(fn: str, sampling: Sampling) -> str:
+    """`fn` of each labelled holding's activity (0-1) over the window, with its
+    `activity_source`: profiling where the GPU has it, else utilisation / 100."""
+    steps = sampling.steps()
+    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, LABELLED,
+                                     wrap=lambda selector: f"{fn}({selector}{steps})")
     assert sources is not None  # every source is enabled here
+    return sources
+
+
+def labelled_energy_mj(sampling: Sampling) -> str:
+    """Per labelled whole GPU: the counter's rise over the steps it was held (mJ).
+
+    The rise is the last value less the least, the least taken from the step before the
+    window where the GPU was held then. A holding that began inside the window has no
+    value from before its first step: its rise covers one step fewer, and is scaled by its
+    steps over the steps measured (its mean power over its first step). A window in which
+    the counter was reset (driver reload, GPU reset) counts what it counted since the
+    reset. Energy series exist per physical GPU only, so these are whole GPUs (MIG
+    holdings: `holders_energy_mj`)."""
+    last = labelled("last_over_time", ENERGY, sampling)
+    least = labelled("min_over_time", ENERGY, sampling, from_start=True)
+    held = labelled("count_over_time", ENERGY, sampling)
+    measured = labelled("count_over_time", ENERGY, sampling, from_start=True)
+    return f"({last} - {least})\n* {held}\n/ (({measured} - 1) > 0)"
+
+
+# -- allocation rows (shared holdings) and per-step joins ------------------------------------
+
+
+def row_fraction() -> str:
+    """Per row, at one step: the holder's part of its device (1 / rows of the device)."""
+    return (f"{ALLOCATION}\n  / on({DEVICE}) group_left count by ({DEVICE}) ({ALLOCATION})")
+
+
+def shared_devices(sampling: Sampling) -> str:
+    """Per device with rows in the window: its share of its GPU, with the device labels the
+    rows borrow."""
+    span = sampling.span()
+    marked = (f"(last_over_time({FRAMEBUFFER}{UNLABELLED}{span}) "
+              f"and on({DEVICE}) last_over_time({ALLOCATION}{span})) * 0 + 1")
+    return f"max by ({DEVICE}, {CARRIED}) (\n{slice_share(marked)}\n)"
+
+
+def shared(expr: str, sampling: Sampling) -> str:
+    """Row figures in `expr` times their device's share, with its device labels."""
+    return (f"(\n{expr}\n)\n* on({DEVICE}) group_left({CARRIED})\n"
+            f"{shared_devices(sampling)}")
+
+
+def carried(expr: str, sampling: Sampling) -> str:
+    """Row figures in `expr` with their device's labels, values unchanged."""
+    return (f"(\n{expr}\n)\n* on({DEVICE}) group_left({CARRIED})\n"
+            f"({shared_devices(sampling)} > bool 0)")
+
+
+def _of_rows(selector: str) -> str:
+    """The unlabelled series of devices that have rows (the device's own values)."""
+    return f"({selector} and on({DEVICE}) {ALLOCATION})"
+
+
+def shared_activity() -> str:
+    """Per device with rows, at one step: its activity (0-1) and `activity_source`."""
+    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, UNLABELLED,
+                                     wrap=_of_rows)
+    assert sources is not None
     return f"max by ({DEVICE}, {ACTIVITY_SOURCE}) (\n  " + sources.replace("\n", "\n  ") + "\n)"
 
 
-def holder_active_share() -> str:
-    """Per holding: share x activity (active GPUs), labelled with the activity source."""
-    return (f"(\n{holder_share()}\n)\n* on({DEVICE}) group_left({ACTIVITY_SOURCE})\n"
-            f"{device_activity()}")
+def shared_framebuffer_mib() -> str:
+    """Per device with rows, at one step: its framebuffer in use (MiB)."""
+    return f"max by ({DEVICE}) {_of_rows(FRAMEBUFFER + UNLABELLED)}"
 
 
-def holder_activity() -> str:
-    """Per holding: its device's activity (0-1), whatever the share."""
-    return (f"(\n{holder_fraction()}\n) * 0\n+ on({DEVICE}) group_left({ACTIVITY_SOURCE})\n"
-            f"{device_activity()}")
+MIG_HOLDINGS = f'{FRAMEBUFFER}{{pod!="", GPU_I_ID!=""}}'
+"""Labelled MIG instances: their energy is their GPU's, measured on its unlabelled series."""
 
 
-def gpu_energy_mj(resolution: str) -> str:
-    """Per GPU (UUID): the energy counter's rise over the last `resolution` (mJ).
+def gpu_energy_mj(gpus: str, sampling: Sampling) -> str:
+    """Per GPU (UUID) that `gpus` (a selector) names, at one step: the energy counter's rise
+    over the last step (mJ), from the GPU's unlabelled series.
 
-    The plain difference of the last samples, not `increase()`: summed over consecutive
-    steps it telescopes to the counter's exact rise, where `increase()` extrapolates each
-    window and runs a few percent high. Averaged by UUID first: the GPU's series change labels
-    when its holder changes (an exclusive GPU's series carry the pod), and dcgm-exporter's
-    virtual-GPU option repeats them per holder. A drop is a counter reset (driver reload,
-    GPU reset): that step counts what the new counter has counted since."""
-    now = f"avg by (UUID) ({ENERGY})"
-    before = f"avg by (UUID) ({ENERGY} offset {resolution})"
-    return (f"max by (UUID) (\n  ({now} - {before}) >= 0\n  or on(UUID)\n"
-            f"  ({now} and on(UUID) {before})\n)")
+    The plain difference of the values at consecutive steps, not `increase()`: summed over
+    steps it telescopes to the counter's exact rise, where `increase()` extrapolates (in
+    Prometheus, not in VictoriaMetrics). A step in which the counter dropped (a reset)
+    counts nothing."""
+    def of(offset: str) -> str:
+        return f"avg by (UUID) ({ENERGY}{UNLABELLED}{offset} and on(UUID) {gpus})"
+    return f"(\n  ({of('')} - {of(' offset ' + sampling.step)}) >= 0\n)"
 
 
-def holder_energy_mj(resolution: str) -> str:
-    """Per holding: its share of its GPU's energy in the last resolution step (mJ). The
-    energy of MIG slices nobody holds stays unattributed."""
-    return f"(\n{holder_share()}\n)\n* on(UUID) group_left\n{gpu_energy_mj(resolution)}"
-
-
-def holder_framebuffer_mib() -> str:
-    """Per holding: its part of its device's framebuffer in use (MiB)."""
-    return (f"(\n{holder_fraction()}\n)\n* on({DEVICE}) group_left\n"
-            f"max by ({DEVICE}) ({FRAMEBUFFER})")
-
-
-def per_pod(expr: str, aggregation: str = "sum", drop: tuple[str, ...] = ()) -> str:
-    """`expr`'s holdings folded into one series per pod."""
-    return f"{aggregation} without ({', '.join((*DEVICE_LABELS, *drop))}) (\n{expr}\n)"
+def holders_energy_mj(holders: str, gpus: str, sampling: Sampling) -> str:
+    """Per holding in `holders` (one series each, valued by its part of its device), summed
+    over the window: that part of its GPU's energy (mJ), before the device's share. `gpus`
+    is a selector naming the GPUs the holders sit on."""
+    return (f"sum_over_time((\n{holders}\n* on(UUID) group_left()\n"
+            f"{gpu_energy_mj(gpus, sampling)}\n){sampling.steps()})")

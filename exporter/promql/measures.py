@@ -34,10 +34,19 @@ GPU = "UUID"
 
 Enabled = Callable[[str], bool]
 """Whether a field is enabled (collected)."""
+Wrap = Callable[[str], str]
+"""What is done to each source's series before the sources are joined: a range function
+over a window (`sum_over_time(x[1h:1m])`), a filter (`(x and on(UUID) y)`). It is applied to
+each field's selector, before a counterpart's scale, so it must be linear for a measure that
+sums several GPM fields."""
 
 
 def everything(_field: str) -> bool:
     return True
+
+
+def as_is(selector: str) -> str:
+    return selector
 
 
 _OPEN, _SEP, _CLOSE = "\u27e6", "\u00a6", "\u27e7"
@@ -71,14 +80,15 @@ class Measure:
                              "give its rate window")
         return _OPEN + _SEP.join((self.key, window or "", *blocks)) + _CLOSE
 
-    def _gpm(self, blocks: tuple[str, ...], enabled: Enabled) -> str | None:
+    def _gpm(self, blocks: tuple[str, ...], enabled: Enabled, wrap: Wrap = as_is
+             ) -> str | None:
         if not all(enabled(f) for f in self.facts.gpm):
             return None
-        terms = [" + ".join(f"{f}{b}" for f in self.facts.gpm) for b in blocks]
+        terms = [" + ".join(wrap(f"{f}{b}") for f in self.facts.gpm) for b in blocks]
         return _one_of([t if len(self.facts.gpm) == 1 else f"({t})" for t in terms])
 
-    def _nvml(self, blocks: tuple[str, ...], window: str | None, enabled: Enabled
-              ) -> str | None:
+    def _nvml(self, blocks: tuple[str, ...], window: str | None, enabled: Enabled,
+              wrap: Wrap = as_is) -> str | None:
         counterpart = self.facts.nvml
         if counterpart is None or not enabled(counterpart.field):
             return None
@@ -87,9 +97,11 @@ class Measure:
         if counterpart.counter:
             if not window:
                 raise ValueError(f"{self.key}: no rate window for {counterpart.field}")
+            if wrap is not as_is:
+                raise ValueError(f"{self.key}: the counter {counterpart.field} takes no wrap")
             terms = [f"rate({counterpart.field}{b}[{window}]) {scale}" for b in blocks]
         else:
-            terms = [f"{counterpart.field}{b} {scale}" for b in blocks]
+            terms = [f"{wrap(counterpart.field + b)} {scale}" for b in blocks]
         return _one_of(terms)
 
     def promql(self, *selectors: str, window: str | None = None,
@@ -106,14 +118,16 @@ class Measure:
         return gpm
 
     def labelled(self, label: str, gpm_value: str, nvml_value: str, *selectors: str,
-                 enabled: Enabled = everything) -> str | None:
+                 enabled: Enabled = everything, wrap: Wrap = as_is) -> str | None:
         """As `promql`, each series labelled with where it came from (`label`: `gpm_value`
         or `nvml_value`), one alternative a line. Labels added this way differ between
-        the two sides, which is why the join matches on the GPU alone."""
+        the two sides, which is why the join matches on the GPU alone. `wrap` is applied to
+        each field's series first (a range function over a window: the choice between GPM
+        and NVML is then made once per GPU and window)."""
         blocks = selectors or ("",)
         sides = [(side, value) for side, value in (
-            (self._gpm(blocks, enabled), gpm_value),
-            (self._nvml(blocks, None, enabled), nvml_value)) if side is not None]
+            (self._gpm(blocks, enabled, wrap), gpm_value),
+            (self._nvml(blocks, None, enabled, wrap), nvml_value)) if side is not None]
         if not sides:
             return None
         return f"\nor on({GPU})\n".join(

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from exporter.promql import duration
+from exporter.options.groupings import Grouping, grouping
+from exporter.promql import RULE_MARKER, duration
 from exporter.promql import figures as f
 from exporter.report import queries as q
 from exporter.report.connection import ReportError
@@ -22,11 +23,9 @@ from exporter.report.prices import Prices
 from exporter.report.prometheus_api import PrometheusClient, Series
 from exporter.report.query_plan import (
     Call,
-    Grouping,
     aligned_windows,
     auto_step,
     calls,
-    grouping,
     multiple_of,
     windows,
 )
@@ -86,15 +85,31 @@ class _Runner:
                  ) -> None:
         self.client, self.planned, self.done, self.progress = client, planned, 0, progress
 
-    def run(self, expr: str, call: Call) -> list[Series]:
+    def run(self, expr: str, call: Call, lag_s: float = 0.0) -> list[Series]:
+        """`expr` over `call`'s times, evaluated `lag_s` later (rules recorded a lag after
+        their window); the points come back at the times of the call."""
         if call.instant:
-            result = self.client.query(expr, call.last)
+            result = self.client.query(expr, call.last + lag_s)
         else:
-            result = self.client.query_range(expr, call.first, call.last, call.step_s)
+            result = self.client.query_range(expr, call.first + lag_s, call.last + lag_s,
+                                             call.step_s)
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, max(self.planned, self.done))
+        if lag_s:
+            result = [(labels, [(t - lag_s, v) for t, v in points]) for labels, points in result]
         return result
+
+
+def _covered(client: PrometheusClient, range_s: float, at: float, grouping: str | None
+             ) -> tuple[float, float] | None:
+    """(samples, window) of the rules' marker over the range ending at `at`; None without
+    one."""
+    count_expr, window_expr = q.rule_coverage(range_s, grouping)
+    counted, window = client.query(count_expr, at), client.query(window_expr, at)
+    if not counted or not window:
+        return None
+    return counted[0][1][0][1], window[0][1][0][1]
 
 
 def _choose_source(client: PrometheusClient, request: ReportRequest) -> q.Source:
@@ -102,21 +117,30 @@ def _choose_source(client: PrometheusClient, request: ReportRequest) -> q.Source
     if request.source == "raw":
         return raw
     range_s = request.end - request.start
-    count_expr, window_expr = q.rule_coverage(range_s)
-    counted = client.query(count_expr, request.end)
-    window = client.query(window_expr, request.end)
-    if counted and window:
-        samples, window_s = counted[0][1][0][1], window[0][1][0][1]
-        if window_s > 0 and samples * window_s >= range_s - 2 * window_s:
-            return q.Source(rules=True, unit_s=window_s)
+    found = _covered(client, range_s, request.end, None)
+    if found is None:
+        if request.source == "rules":
+            raise ReportError(f"no recording rules found ({RULE_MARKER} is absent): load "
+                              "alerts/gpu-exporter.usage-rules.yml or use --source raw")
+        return raw
+    samples, window_s = found
+    if not (window_s > 0 and samples * window_s >= range_s - 2 * window_s):
         if request.source == "rules":
             raise ReportError(f"the recording rules cover only {samples * window_s / 3600:.1f} h "
                               f"of the {range_s / 3600:.1f} h asked for; use --source raw or "
                               "a later --start")
-    elif request.source == "rules":
-        raise ReportError(f"no recording rules found ({f.RULE_MARKER} is absent): load "
-                          "alerts/gpu-exporter.rules.yml or use --source raw")
-    return raw
+        return raw
+    per_pod = q.Source(rules=True, unit_s=window_s)
+    if request.group_by == "pod":
+        return per_pod
+    # The grouping's own rules, recorded one window later, where they cover the range too.
+    grouped = q.Source(rules=True, unit_s=window_s, grouping=request.group_by)
+    found = _covered(client, range_s, request.end + grouped.lag_s, request.group_by)
+    if found is None or found[1] != window_s or found[0] * window_s < range_s - 2 * window_s:
+        return per_pod
+    below = client.query(q.idle_threshold(range_s), request.end + grouped.lag_s)
+    return q.Source(rules=True, unit_s=window_s, grouping=request.group_by,
+                    idle_below=below[0][1][0][1] if below else None)
 
 
 def _records(series: list[Series], group: Grouping, value: str, extra: str | None
@@ -149,8 +173,8 @@ def build_report(client: PrometheusClient, request: ReportRequest,
     per_idle_call = max(1, int(max_chunk // idle_window))
     idle_calls = [idle_ends[i:i + per_idle_call] for i in range(0, len(idle_ends),
                                                                  per_idle_call)]
-    runner = _Runner(client, len(step_calls) * len(STEP_FIGURES) + 2 * len(idle_calls),
-                     progress)
+    idle_queries = (2 if request.top > 0 else 1) * len(idle_calls)
+    runner = _Runner(client, len(step_calls) * len(STEP_FIGURES) + idle_queries, progress)
     below = request.idle_below_pct / 100.0
     by_extra = {f.ALLOCATED.key: "modelName", f.ACTIVE.key: "activity_source"}
 
@@ -159,18 +183,23 @@ def build_report(client: PrometheusClient, request: ReportRequest,
         extra = by_extra.get(figure.key)
         by = group.by + (f", {extra}" if extra else "")
         for call in step_calls:
-            answer = runner.run(q.per_window(figure, by, call.step_s, source), call)
+            answer = runner.run(q.per_window(figure, by, call.step_s, source), call,
+                                source.lag_s)
             rows.setdefault(figure.key, []).extend(_records(answer, group, figure.key, extra))
 
     idle_rows: list[dict[str, object]] = []
     pod_rows: list[dict[str, object]] = []
+    # Idle time recorded per group is read a lag later, like the group's other figures.
+    idle_lag = source.lag_s if source.idle_recorded(idle_window, below) else 0.0
     for ends in idle_calls:
         span = ends[-1] - ends[0] + idle_window
         call = Call(ends[-1], ends[-1], idle_window)
         idle_rows += _records(runner.run(q.idle(group.by, span, idle_window, below, source),
-                                         call), group, "idle_gpu_hours", None)
-        for labels, points in runner.run(q.idle("namespace, pod", span, idle_window, below,
-                                                source, only_idle=True), call):
+                                         call, idle_lag), group, "idle_gpu_hours", None)
+        if request.top <= 0:
+            continue
+        for labels, points in runner.run(
+                q.top_idle_pods(request.top, span, idle_window, below, source), call, idle_lag):
             pod_rows.append({"namespace": labels.get("namespace", ""),
                              "pod": labels.get("pod", ""), "idle_gpu_hours": points[0][1]})
 
@@ -239,6 +268,11 @@ def _notes(report: UsageReport, request: ReportRequest) -> list[str]:
     notes = [f"source: {report.source.describe()}",
              f"idle: activity below {request.idle_below_pct:g} % for whole "
              f"{duration(report.idle_window_s)} windows aligned to multiples of it"]
+    source = report.source
+    if source.rules and source.grouping is None and request.group_by != "pod":
+        notes.append(f"no rules per {request.group_by} cover the range: the per-pod rules were "
+                     f"read (`gpu-exporter generate rules --group-by {request.group_by}` "
+                     "records them)")
     if report.end < request.end - 1e-6:
         notes.append(f"range shortened to whole {duration(report.source.unit_s)} steps: "
                      f"ends {_when(report.end)}")

@@ -94,7 +94,7 @@ class PrometheusClient:
 def _timeout(c: Connection) -> ReportError:
     return ReportError(
         f"a query to {c.url} timed out after {duration(c.timeout_s)}: raise --timeout, shorten "
-        "--chunk, or install the recording rules (alerts/gpu-exporter.rules.yml) so the "
+        "--chunk, or load the usage recording rules (alerts/gpu-exporter.usage-rules.yml) so the "
         "report reads their hourly series")
 
 

@@ -1,15 +1,12 @@
-"""What a report covers: its groups, its time range cut into windows, and the query calls
+"""What a report covers: its time range cut into windows, and the query calls
 that fetch those windows without passing the server's point limit.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
-from exporter.k8s.inference_labels import MODEL, QUEUE, ROLE, Dimension
-from exporter.k8s.label_names import series_label_name
 from exporter.promql import duration
 from exporter.report.connection import ReportError
 
@@ -18,57 +15,6 @@ MAX_POINTS = 11_000
 MAX_WINDOWS = 100_000
 """Most windows of one kind (chart steps, idle windows) a report cuts its range into: a
 year in 10-minute windows is 52,560. Beyond it the report would hold millions of rows."""
-LABEL_PREFIX = "label:"
-INFERENCE_DIMENSIONS: dict[str, Dimension] = {"role": ROLE, "queue": QUEUE, "served-model": MODEL}
-"""`--group-by` names of the inference dimensions (`model` is the GPU model, `modelName`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Grouping:
-    """How rows are grouped: the PromQL labels aggregated by and how they make a name."""
-
-    name: str
-    labels: tuple[str, ...]
-    """Grouped by in PromQL; the group is the first non-empty, or all joined by `/`."""
-    joined: bool = False
-    """True: the group's name is every label joined (namespace/pod); False: the first one
-    present (Hostname, else hostname, else instance)."""
-    accepted: tuple[str, ...] = ()
-    """Per label, the regex (matched in full) its value must match to name the group; empty:
-    any value. Dynamo's component type names a role only when it says prefill or decode."""
-
-    def key(self, labels: dict[str, str]) -> str:
-        values = [labels.get(name, "") for name in self.labels]
-        if self.joined:
-            return "/".join(values)
-        patterns = self.accepted or (".+",) * len(values)
-        return next((v for v, p in zip(values, patterns, strict=True)
-                     if v and re.fullmatch(p, v)), "")
-
-    @property
-    def by(self) -> str:
-        return ", ".join(self.labels)
-
-
-def grouping(name: str) -> Grouping:
-    if name == "namespace":
-        return Grouping(name, ("namespace",))
-    if name == "pod":
-        return Grouping(name, ("namespace", "pod"), joined=True)
-    if name == "node":
-        return Grouping(name, ("Hostname", "hostname", "instance"))
-    if name == "model":
-        return Grouping(name, ("modelName",))
-    if name in INFERENCE_DIMENSIONS:
-        # The labels a pod-label preset writes, highest precedence first.
-        sources = INFERENCE_DIMENSIONS[name].sources
-        return Grouping(name, tuple(s.label for s in sources),
-                        accepted=tuple(s.values for s in sources))
-    if name.startswith(LABEL_PREFIX):
-        key = name[len(LABEL_PREFIX):].strip()
-        # `--kubernetes.pod-labels` writes label_<key>; dcgm-exporter's pod labels the key.
-        return Grouping(name, (series_label_name(key, "label_"), series_label_name(key)))
-    raise ReportError(f"unknown grouping {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from exporter.artifacts.usage_rules import group_rules
 from exporter.promql import RULE_MARKER, recording_rules
 from exporter.simulated.kubelet import SimKubeletServicer, serve_pod_resources
 from exporter.simulated.node.dynamics import GpuDynamics
@@ -95,7 +96,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                   "scrape_configs": [{"job_name": "gpu-exporter", "static_configs": [
                       {"targets": [f"127.0.0.1:{exporter.port}"]}]}]}
         prometheus = PrometheusProcess(tmp / "prometheus", config,
-                                       recording_rules(RULE_WINDOW_S, 1.0)).wait_ready()
+                                       recording_rules(RULE_WINDOW_S, 1.0, group_rules(["namespace"]))).wait_ready()
         p = prometheus
         wait_until(lambda: p.query("up == 1"), 60.0, 0.2, what="the exporter scraped")
         wait_until(lambda: p.query(RULE_MARKER), 60.0, 0.2, what="the rules evaluated")
@@ -108,7 +109,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         def recorded_past(t: float) -> bool:
             found = p.query(f"timestamp({RULE_MARKER})")
             return bool(found) and float(found[0]["value"][1]) > t
-        wait_until(lambda: recorded_past(ended + 10 + RULE_WINDOW_S), 60.0, 0.2,
+        # The group rules hold the window before their timestamp.
+        wait_until(lambda: recorded_past(ended + 10 + 2 * RULE_WINDOW_S), 60.0, 0.2,
                    what="rules evaluated past the end")
         yield Live(prometheus, replay.started_at, ended)
     finally:
@@ -184,7 +186,7 @@ def test_energy_is_the_integral_of_the_simulated_power(live: Live) -> None:
 
 def test_recording_rules_give_the_same_figures(live: Live) -> None:
     document = live.report_json("--source", "rules")
-    assert document["source"] == "recording rules (window 5s)"
+    assert document["source"] == "recording rules (window 5s, per namespace)"
     groups = _groups(document)
     got = {ns: row["allocated_gpu_hours"] * 3600 for ns, row in groups.items()}
     _assert_close(got, plan.expected_gpu_seconds(), "GPU-seconds from the rules")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.options import ConfigError
+from exporter.options.groupings import grouping
 from exporter.options.markdown import BEGIN, END, markdown_table
 from exporter.options.report_table import parse_instant, parse_span
 from exporter.report.query_plan import (
@@ -13,7 +14,6 @@ from exporter.report.query_plan import (
     aligned_windows,
     auto_step,
     calls,
-    grouping,
     multiple_of,
     windows,
 )
