@@ -100,10 +100,14 @@ class Sampling:
     resolution_s: float
 
     def steps(self, from_start: bool = False) -> str:
-        """The subquery range over the window. Its start is left out: Prometheus before 3.0
-        includes a step lying exactly on it, which the previous window already counted.
-        `from_start` keeps it, for the counter's value before the window's first step."""
-        ms = round(self.window_s * 1000) - (0 if from_start else 1)
+        """The subquery range over the window's steps (the multiples of the resolution in
+        it), its start left out: Prometheus before 3.0 includes a step lying exactly on it,
+        which the previous window already counted (VictoriaMetrics and Prometheus 3 leave
+        it out; a millisecond short, all agree). `from_start` adds the step before the
+        window's first, for the counter's value before it."""
+        ms = round(self.window_s * 1000) - 1
+        if from_start:
+            ms += round(self.resolution_s * 1000)
         return f"[{ms}ms:{duration(self.resolution_s)}]"
 
     def span(self) -> str:
@@ -140,29 +144,32 @@ def rows_win(expr: str, sampling: Sampling) -> str:
 
 
 def _slice_shares() -> str:
-    """One constant per (instance slices, GPU slices) pair, valued by the share: 1 for a
-    whole GPU, k/7 (k/4 on an A30) for a k-slice instance."""
-    def constant(value: str, slices: str, total: str) -> str:
-        out = f"vector({value})"
-        for label, text in ((SLICES, slices), (GPU_SLICES, total)):
-            if text:
-                out = f'label_replace({out}, "{label}", "{text}", "", "")'
-        return out
+    """One constant per (instance slices, GPU slices) pair the share join matches on,
+    valued by the share: 1 for a whole GPU (`s`), k/7 (k/4 on an A30) for a k-slice
+    instance (`s<k>`)."""
+    def constant(value: str, slices: str, total: int) -> str:
+        return (f'label_replace(label_replace(vector({value}), "{SLICES}", "{slices}", "", ""), '
+                f'"{GPU_SLICES}", "{total}", "", "")')
 
-    terms = [constant("1", "", "")]
-    totals = [("", DEFAULT_MIG_SLICES), *((str(n), n) for _, n in MIG_SLICES_BY_MODEL)]
-    for text, total in totals:
-        if text:
-            terms.append(constant("1", "", text))
-        terms += [constant(f"{k}/{total}", str(k), text) for k in range(1, total + 1)]
+    totals = sorted({DEFAULT_MIG_SLICES, *(n for _, n in MIG_SLICES_BY_MODEL)})
+    terms = [constant("1", "s", total) for total in totals]
+    terms += [constant(f"{k}/{total}", f"s{k}", total)
+              for total in totals for k in range(1, total + 1)]
     return "(\n    " + "\n    or ".join(terms) + "\n  )"
 
 
 def slice_share(expr: str) -> str:
     """`expr` (device series or figures of them, keeping `GPU_I_PROFILE` and `modelName`)
     times each device's share of its GPU; adds the `gpu_usage_*slices` labels, which the
-    fold per pod drops."""
-    out = (f'label_replace(\n{expr},\n"{SLICES}", "$1", "GPU_I_PROFILE", "([0-9]+)g\\\\..*")')
+    fold per pod drops.
+
+    Both labels are always set, never left empty: VictoriaMetrics' `label_replace` leaves
+    a label it did not match present but empty, which its joins then tell from an absent
+    one (Prometheus drops it). So whole GPUs are `s`, a k-slice instance `s<k>`, and the
+    GPU's slices are 7 unless its model says otherwise."""
+    out = (f'label_replace(\n{expr},\n"{SLICES}", "s$1", "GPU_I_PROFILE", '
+           f'"([0-9]+)g\\\\..*|.*")')
+    out = f'label_replace({out}, "{GPU_SLICES}", "{DEFAULT_MIG_SLICES}", "", "")'
     for regex, total in MIG_SLICES_BY_MODEL:
         out = f'label_replace({out}, "{GPU_SLICES}", "{total}", "modelName", "{regex}")'
     return f"{out}\n* on({SLICES}, {GPU_SLICES}) group_left()\n  {_slice_shares()}"
@@ -182,7 +189,7 @@ def labelled_energy_mj(sampling: Sampling) -> str:
     """Per labelled whole GPU: the counter's rise over the steps it was held (mJ).
 
     The rise is the last value less the least, the least taken from the step before the
-    window where the GPU was held then. A holding that began inside the window has no
+    window's first where the GPU was held then. A holding that began inside the window has no
     value from before its first step: its rise covers one step fewer, and is scaled by its
     steps over the steps measured (its mean power over its first step). A window in which
     the counter was reset (driver reload, GPU reset) counts what it counted since the

@@ -8,11 +8,11 @@ One rule group, evaluated once a *window* (an hour), in two tiers:
 2. **Per group and idle**, chained from tier 1: each figure summed per group of every
    grouping asked for (`group:gpu_usage_*:window{gpu_usage_group_by="namespace"}`), the
    idle GPU-hours per pod and per group at the rules' threshold, and their markers. These
-   read tier 1's samples *of the window before* (`offset` one window): a ruler that writes
-   its results asynchronously (vmalert, any remote-write ruler) has not stored tier 1's
-   latest samples when tier 2 runs, so a chain on the same evaluation would depend on
-   timing; one window back it does not, on every engine. A tier-2 sample at time t thus
-   holds the window ending at t minus one window (`GROUP_LAG_WINDOWS`).
+   read tier 1's samples *of the window before* (`previous`): a ruler that writes its
+   results asynchronously (vmalert, any remote-write ruler) has not stored tier 1's latest
+   samples when tier 2 runs, so a chain on the same evaluation would depend on timing; one
+   window back it does not, on every engine. A tier-2 sample at time t thus holds the
+   window ending at t minus one window (`GROUP_LAG_WINDOWS`).
 
 A report of 90 days per namespace then reads one sample per namespace, figure and hour;
 the per-pod series stay for `--group-by pod` and for groupings without rules of their own.
@@ -67,9 +67,11 @@ class GroupRules:
 
 
 def previous(rule: str, window_s: float) -> str:
-    """Tier 1's sample of the window before: the one sample of `rule` in the window that
-    ended one window ago."""
-    return f"last_over_time({rule}[{round(window_s * 1000) - 1}ms] offset {duration(window_s)})"
+    """Tier 1's sample of the window before: the one sample of `rule` in a window-long range
+    centred one window back. An evaluation up to half a window late or early still finds
+    it: vmalert's queries run at VictoriaMetrics' `-search.latencyOffset` (30 s) before the
+    time they are recorded at."""
+    return f"last_over_time({rule}[{duration(window_s)}] offset {duration(window_s / 2)})"
 
 
 def idle_pods_chained(window_s: float, below: float) -> str:

@@ -2,10 +2,18 @@
 replays a scripted schedule (tests/report/schedule.py); the report's figures must match what
 the schedule and the simulated power say.
 
-One Prometheus scrapes every 500 ms and evaluates the recording rules with a 5 s window, so
+One Prometheus scrapes every 500 ms and evaluates the recording rules with a 10 s window, so
 the same minute is reported from the raw series and from the rules; the chargeback
 dashboard's queries are run against the same data. The HTML report is opened in headless
 chromium; its screenshot is kept in `test-artifacts/`.
+
+VictoriaMetrics gets the same samples through Prometheus' remote write, and vmalert
+evaluates the same rules against it: the report from it, over raw series and over the
+rules, must agree with Prometheus' within 1 %, from one set of queries. For the rules, a
+second Prometheus gets the same samples and has vmalert evaluate them too, at the same
+instants: rule windows start where their ruler's schedule puts them (Prometheus spreads
+groups over the interval, vmalert aligns them), and a figure of a holding shorter than a
+few steps depends on where they start; two rulers on one schedule compare the engines alone.
 """
 
 from __future__ import annotations
@@ -19,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from exporter.artifacts.usage_rules import group_rules
 from exporter.promql import RULE_MARKER, recording_rules
+from exporter.promql.rules import GROUP_MARKER
 from exporter.simulated.kubelet import SimKubeletServicer, serve_pod_resources
 from exporter.simulated.node.dynamics import GpuDynamics
 from exporter.simulated.node.faults import parse_fault
@@ -30,15 +40,16 @@ from tests.report import schedule as plan
 from tests.support.chromium import render_in_chromium
 from tests.support.exporter_process import ExporterProcess
 from tests.support.paths import ROOT
-from tests.support.prometheus import PrometheusProcess
+from tests.support.prometheus import PrometheusProcess, QueryApi
 from tests.support.schedule import PodSchedule
 from tests.support.simtime import simulated_time_of
+from tests.support.victoriametrics import VictoriaMetricsProcess, VmalertProcess
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
 SCRAPE_S = 0.5
-RULE_WINDOW_S = 5.0
+RULE_WINDOW_S = 10.0
 RESOLUTION = "1s"
 IDLE_WINDOW = "5s"
 TOLERANCE = 0.02
@@ -51,22 +62,30 @@ FLOAT_SLACK_S = 1e-3
 ARTIFACTS = ROOT / "test-artifacts"
 
 
+ENGINES_AGREE = 0.01
+"""Prometheus and VictoriaMetrics, reading the same samples, agree within 1 %."""
+
+
 @dataclass
 class Live:
     prometheus: PrometheusProcess
+    victoria: VictoriaMetricsProcess
+    mirror: PrometheusProcess
+    """Prometheus with the same samples and vmalert for its ruler, as VictoriaMetrics has."""
     started: float
     """Wall-clock time of the schedule's zero."""
     ended: float
     """When the last change was applied."""
 
-    def report(self, *args: str, margin: float = 10.0) -> subprocess.CompletedProcess[str]:
-        return run_report("--prometheus", self.prometheus.url,
+    def report(self, *args: str, margin: float = 10.0, server: str | None = None
+               ) -> subprocess.CompletedProcess[str]:
+        return run_report("--prometheus", server or self.prometheus.url,
                           "--start", f"{self.started - margin:.3f}",
                           "--end", f"{self.ended + margin:.3f}", *args)
 
-    def report_json(self, *args: str) -> dict[str, Any]:
+    def report_json(self, *args: str, server: str | None = None) -> dict[str, Any]:
         result = self.report("--format", "json", "--resolution", RESOLUTION,
-                             "--idle-window", IDLE_WINDOW, *args)
+                             "--idle-window", IDLE_WINDOW, *args, server=server)
         assert result.returncode == 0, result.stderr
         document: dict[str, Any] = json.loads(result.stdout)
         return document
@@ -75,6 +94,12 @@ class Live:
 def run_report(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "exporter", "report", "--progress", "off",
                            *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def _rules(tmp: Path) -> list[dict[str, Any]]:
+    groups = recording_rules(RULE_WINDOW_S, 1.0, group_rules(["namespace"]))
+    (tmp / "usage-rules.yml").write_text(yaml.safe_dump({"groups": groups}))
+    return groups
 
 
 @pytest.fixture(scope="module")
@@ -88,35 +113,59 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
          "--kubernetes.pod-resources-socket", str(tmp / "kubelet.sock"),
          "--sim.fault", plan.IDLE_FAULT], env={"NODE_NAME": "gpu-node-a"})
     prometheus: PrometheusProcess | None = None
+    victoria = VictoriaMetricsProcess(tmp / "victoria-metrics")
+    mirror = PrometheusProcess(tmp / "mirror", {"global": {}},
+                               args=("--web.enable-remote-write-receiver",))
+    rulers: list[VmalertProcess] = []
     try:
         exporter.wait_ready()
+        victoria.wait_ready()
+        mirror.wait_ready()
         interval = f"{int(SCRAPE_S * 1000)}ms"
+        # The exporter's samples only: vmalert records the rules there.
+        mirrored = {"queue_config": {"batch_send_deadline": "200ms", "min_backoff": "50ms"},
+                    "write_relabel_configs": [{"source_labels": ["__name__"],
+                                               "regex": ".*:.*", "action": "drop"}]}
         config = {"global": {"scrape_interval": interval, "scrape_timeout": interval,
                              "evaluation_interval": "1s"},
                   "scrape_configs": [{"job_name": "gpu-exporter", "static_configs": [
-                      {"targets": [f"127.0.0.1:{exporter.port}"]}]}]}
-        prometheus = PrometheusProcess(tmp / "prometheus", config,
-                                       recording_rules(RULE_WINDOW_S, 1.0, group_rules(["namespace"]))).wait_ready()
-        p = prometheus
+                      {"targets": [f"127.0.0.1:{exporter.port}"]}]}],
+                  "remote_write": [{"url": victoria.write_url, **mirrored},
+                                   {"url": f"{mirror.url}/api/v1/write", **mirrored}]}
+        rules = _rules(tmp)
+        prometheus = PrometheusProcess(tmp / "prometheus", config, rules).wait_ready()
+        rulers = [VmalertProcess(tmp / f"vmalert-{n}", [tmp / "usage-rules.yml"], server.url,
+                                 remote_write=server.url)
+                  for n, server in (("victoria", victoria), ("mirror", mirror))]
+        for ruler in rulers:
+            ruler.wait_ready()
+        p, v = prometheus, victoria
         wait_until(lambda: p.query("up == 1"), 60.0, 0.2, what="the exporter scraped")
-        wait_until(lambda: p.query(RULE_MARKER), 60.0, 0.2, what="the rules evaluated")
+        wait_until(lambda: p.query(RULE_MARKER) and v.query(RULE_MARKER)
+                   and mirror.query(RULE_MARKER), 60.0, 0.2,
+                   what="the rules evaluated by Prometheus and vmalert")
         replay.start()
         wait_until(replay.finished.is_set, plan.DURATION_S + 60, 0.2,
                    what="the schedule played")
         ended = replay.applied[-1][1]
         assert replay.started_at is not None
 
-        def recorded_past(t: float) -> bool:
-            found = p.query(f"timestamp({RULE_MARKER})")
+        def recorded_past(server: QueryApi, t: float) -> bool:
+            found = server.query(f"timestamp({GROUP_MARKER})")
             return bool(found) and float(found[0]["value"][1]) > t
         # The group rules hold the window before their timestamp.
-        wait_until(lambda: recorded_past(ended + 10 + 2 * RULE_WINDOW_S), 60.0, 0.2,
-                   what="rules evaluated past the end")
-        yield Live(prometheus, replay.started_at, ended)
+        past = ended + 10 + 2 * RULE_WINDOW_S
+        wait_until(lambda: all(recorded_past(server, past) for server in (p, v, mirror)),
+                   90.0, 0.2, what="rules evaluated past the end")
+        yield Live(prometheus, victoria, mirror, replay.started_at, ended)
     finally:
         replay.stop()
+        for ruler in rulers:
+            ruler.stop()
         if prometheus is not None:
             prometheus.stop()
+        mirror.stop()
+        victoria.stop()
         exporter.close()
         kubelet.stop()
 
@@ -186,7 +235,7 @@ def test_energy_is_the_integral_of_the_simulated_power(live: Live) -> None:
 
 def test_recording_rules_give_the_same_figures(live: Live) -> None:
     document = live.report_json("--source", "rules")
-    assert document["source"] == "recording rules (window 5s, per namespace)"
+    assert document["source"] == "recording rules (window 10s, per namespace)"
     groups = _groups(document)
     got = {ns: row["allocated_gpu_hours"] * 3600 for ns, row in groups.items()}
     _assert_close(got, plan.expected_gpu_seconds(), "GPU-seconds from the rules")
@@ -242,3 +291,21 @@ def test_html_report_renders_in_a_real_browser(live: Live, tmp_path: Path) -> No
         assert chart["height"] > 100, chart
         assert chart["shapes"] > 20, chart
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("source", ["raw", "rules"])
+def test_victoriametrics_gives_the_report_prometheus_gives(live: Live, source: str) -> None:
+    """The same samples, the same queries: GPU-hours, idle GPU-hours and energy per namespace
+    within 1 % of Prometheus' (the rules recorded by vmalert on both)."""
+    reference = live.mirror.url if source == "rules" else None
+    prometheus = _groups(live.report_json("--source", source, server=reference))
+    victoria = _groups(live.report_json("--source", source, server=live.victoria.url))
+    assert sorted(victoria) == sorted(prometheus)
+    off = {}
+    for ns, row in prometheus.items():
+        for column in ("allocated_gpu_hours", "idle_gpu_hours", "energy_kwh"):
+            want, got = row[column], victoria[ns][column]
+            if abs(got - want) > ENGINES_AGREE * abs(want) + 1e-9:
+                off[f"{ns} {column}"] = (got, want)
+    assert off == {}, f"VictoriaMetrics against Prometheus (got, want): {off}"
+    assert prometheus["idle"]["idle_gpu_hours"] > 0

@@ -16,7 +16,35 @@ from tests.support.requirements import require_tool
 from tests.support.wait import wait_until
 
 
-class PrometheusProcess:
+class QueryApi:
+    """The Prometheus HTTP query API at `url`, which VictoriaMetrics serves too."""
+
+    url: str
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        status, _, body = http_get(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}",
+                                   timeout=30.0)
+        payload = json.loads(body)
+        assert status == 200, (expr, payload)
+        assert payload["status"] == "success", (expr, payload)
+        result: list[dict[str, Any]] = payload["data"]["result"]
+        return result
+
+    def query_range(self, expr: str, start: float, end: float, step: float
+                    ) -> list[dict[str, Any]]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                  "step": f"{step}"}
+        status, _, body = http_get(
+            f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}", timeout=60.0)
+        payload = json.loads(body)
+        assert status == 200, (expr, payload)
+        assert payload["status"] == "success", (expr, payload)
+        result: list[dict[str, Any]] = payload["data"]["result"]
+        return result
+
+
+class PrometheusProcess(QueryApi):
     """Started with `config` (a prometheus.yml as a dict) and optional rule groups; its
     storage is `tsdb` (default: a fresh folder under `tmp`)."""
 
@@ -47,28 +75,6 @@ class PrometheusProcess:
             return answers(f"{self.url}/-/ready")
         wait_until(ready, timeout, 0.2, what="Prometheus ready")
         return self
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
-        status, _, body = http_get(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}",
-                                   timeout=30.0)
-        payload = json.loads(body)
-        assert status == 200, (expr, payload)
-        assert payload["status"] == "success", (expr, payload)
-        result: list[dict[str, Any]] = payload["data"]["result"]
-        return result
-
-    def query_range(self, expr: str, start: float, end: float, step: float
-                    ) -> list[dict[str, Any]]:
-        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                  "step": f"{step}"}
-        status, _, body = http_get(
-            f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}", timeout=60.0)
-        payload = json.loads(body)
-        assert status == 200, (expr, payload)
-        assert payload["status"] == "success", (expr, payload)
-        result: list[dict[str, Any]] = payload["data"]["result"]
-        return result
 
     def stop(self) -> None:
         if self.proc.poll() is None:
