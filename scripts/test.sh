@@ -4,17 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# prometheus/promtool: e2e and rule tests; gcc: the simulated NVML library; kubectl: the
-# kustomize renderings (tests/deploy); chromium: the HTML report opened in a real browser
-# (tests/report); strace: the fault matrix's full-disk case proves from the system calls that
-# nothing is written. In CI a missing one fails its tests, never skips them.
+# prometheus/promtool: e2e and rule tests; victoria-metrics (the server, vmalert): the same
+# report, dashboards, KEDA queries and rules against VictoriaMetrics; gcc: the simulated NVML
+# library; kubectl: the kustomize renderings (tests/deploy); chromium: the HTML report opened
+# in a real browser (tests/report); strace: the fault matrix's full-disk case proves from the
+# system calls that nothing is written. In CI a missing one fails its tests, never skips them.
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
+    || ! command -v victoria-metrics >/dev/null 2>&1 || ! command -v vmalert >/dev/null 2>&1 \
     || ! command -v gcc >/dev/null 2>&1 || ! command -v kubectl >/dev/null 2>&1 \
     || ! command -v chromium >/dev/null 2>&1 || ! command -v strace >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    prometheus gcc libc6-dev kubectl chromium strace >/dev/null
+    prometheus victoria-metrics gcc libc6-dev kubectl chromium strace >/dev/null
 fi
 
 # podman (with runc), mmdebstrap: tests/image builds the container image from local stand-ins

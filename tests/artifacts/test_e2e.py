@@ -9,6 +9,11 @@ series by pod are checked too. Then every generated dashboard query, every query
 dcgm-exporter's own dashboard and every KEDA query runs against it, and the alerts are read
 from /api/v1/alerts.
 
+VictoriaMetrics scrapes the same targets, and vmalert evaluates the same alert rules and
+the usage recording rules against it: every dashboard and KEDA query must answer there as
+well (one set of queries for both engines), the rules must load and evaluate without an
+error, and the scripted faults must raise their alerts in vmalert too.
+
 Not checked here, because no such source runs in the test: panels reading kube-state-metrics
 (`kube_*`) or KEDA's operator metrics (`keda_*`). That the dashboards hold up without the
 serving metrics is checked on their structure (tests/artifacts/test_dashboards.py).
@@ -23,6 +28,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,12 @@ from tests.artifacts.test_dashboards import substitute
 from tests.support.exporter_process import ExporterProcess, answers, free_port, http_get
 from tests.support.paths import ROOT, fixture_file
 from tests.support.requirements import require_tool
+from tests.support.victoriametrics import (
+    AlertSink,
+    VictoriaMetricsProcess,
+    VmalertProcess,
+    dry_run,
+)
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -67,11 +79,26 @@ WAIT_S = 90.0
 POLL_S = 0.5
 
 
+ENGINES = ("prometheus", "victoria-metrics")
+
+
 @dataclass
 class Stack:
     prometheus: str
+    """The query API's URL (Prometheus, or VictoriaMetrics in `on`'s copy)."""
+    ruler: str
+    """Where the alerts are read: Prometheus, or vmalert."""
     faulty: str
     healthy: str
+    victoria: VictoriaMetricsProcess
+    vmalert: VmalertProcess
+
+    def on(self, engine: str) -> Stack:
+        """The same stack, queried on `engine` (VictoriaMetrics, with vmalert's alerts)."""
+        if engine == "prometheus":
+            return self
+        return Stack(self.victoria.url, self.vmalert.url, self.faulty, self.healthy,
+                     self.victoria, self.vmalert)
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
@@ -84,9 +111,9 @@ class Stack:
         return result
 
     def alerts(self) -> list[dict[str, Any]]:
-        status, _, body = http_get(f"{self.prometheus}/api/v1/alerts", timeout=10.0)
+        status, _, body = http_get(f"{self.ruler}/api/v1/alerts", timeout=10.0)
         assert status == 200
-        alerts: list[dict[str, Any]] = json.loads(body)["data"]["alerts"]
+        alerts: list[dict[str, Any]] = json.loads(body)["data"]["alerts"] or []
         return alerts
 
 
@@ -106,6 +133,17 @@ def _test_rules(tmp: Path) -> Path:
     return path
 
 
+def _usage_rules(tmp: Path) -> Path:
+    """The committed usage rules, evaluated every 5 s rather than hourly (vmalert starts a
+    group at a random point of its first interval)."""
+    rules = yaml.safe_load((ROOT / "alerts" / "gpu-exporter.usage-rules.yml").read_text())
+    for group in rules["groups"]:
+        group["interval"] = "5s"
+    path = tmp / "usage-rules.yml"
+    path.write_text(yaml.safe_dump(rules))
+    return path
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus_bin = require_tool("prometheus", "prometheus")
@@ -119,6 +157,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus: subprocess.Popen[str] | None = None
     prometheus_log = (tmp / "prometheus.log").open("w")
     serving = ServingTarget(_model_server_pods()).start()
+    victoria: VictoriaMetricsProcess | None = None
+    vmalert: VmalertProcess | None = None
+    sink = AlertSink()
     try:
         exporters.append(ExporterProcess(
             [*common, *(a for f in FAULTS for a in ("--sim.fault", f))],
@@ -127,35 +168,47 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for e in exporters:
             e.wait_ready()
         port = free_port()
+        scrape_configs: list[dict[str, Any]] = [
+            {"job_name": "gpu-exporter", "static_configs": [
+                {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]},
+            # Keeps the served namespace/pod, as a PodMonitor's target labels would be.
+            {"job_name": "serving", "honor_labels": True, "static_configs": [
+                {"targets": [f"127.0.0.1:{serving.port}"]}]},
+        ]
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
             "rule_files": [str(_test_rules(tmp))],
-            "scrape_configs": [
-                {"job_name": "gpu-exporter", "static_configs": [
-                    {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]},
-                # Keeps the served namespace/pod, as a PodMonitor's target labels would be.
-                {"job_name": "serving", "honor_labels": True, "static_configs": [
-                    {"targets": [f"127.0.0.1:{serving.port}"]}]},
-            ],
+            "scrape_configs": scrape_configs,
         }
+        victoria = VictoriaMetricsProcess(tmp / "victoria-metrics", scrape_configs).wait_ready()
+        vmalert = VmalertProcess(tmp / "vmalert", [_test_rules(tmp), _usage_rules(tmp)],
+                                 victoria.url, remote_write=victoria.url,
+                                 notifier=sink.url).wait_ready()
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
         prometheus = subprocess.Popen(
             [prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
              f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
             stdout=subprocess.DEVNULL, stderr=prometheus_log, text=True)
-        s = Stack(f"http://127.0.0.1:{port}", f"127.0.0.1:{exporters[0].port}",
-                  f"127.0.0.1:{exporters[1].port}")
+        s = Stack(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}",
+                  f"127.0.0.1:{exporters[0].port}", f"127.0.0.1:{exporters[1].port}",
+                  victoria, vmalert)
 
         wait_until(lambda: answers(f"{s.prometheus}/-/ready"), 60.0,
                    what="Prometheus to start")
         # Enough samples for rate windows: both targets up for a while.
         wait_until(lambda: len(s.query("up == 1")) == 3, WAIT_S, POLL_S,
                    what="both exporters and the serving target scraped")
-        wait_until(lambda: s.query("min(count_over_time(up[15s])) >= 12"), 60.0, POLL_S,
-                   what="15s of samples")
+        for server in (s, s.on("victoria-metrics")):
+            wait_until(partial(server.query, "min(count_over_time(up[15s])) >= 12"),
+                       60.0, POLL_S, what=f"15s of samples at {server.prometheus}")
         yield s
     finally:
+        if vmalert is not None:
+            vmalert.stop()
+        if victoria is not None:
+            victoria.stop()
+        sink.stop()
         if prometheus is not None:
             prometheus.terminate()
             try:
@@ -178,7 +231,14 @@ def _model_server_pods() -> list[tuple[str, str]]:
             if p.namespace == NAMESPACE]
 
 
-def test_every_dashboard_query_returns_data(stack: Stack) -> None:
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+def test_every_dashboard_query_returns_data(stack: Stack, engine: str) -> None:
+    stack = stack.on(engine)
     empty, clashes, checked = [], [], 0
     for path in DASHBOARDS:
         drawn: dict[str, list[str]] = {}
@@ -205,7 +265,8 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
     assert clashes == [], "legends that repeat:\n" + "\n".join(clashes)
 
 
-def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack) -> None:
+def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack, engine: str) -> None:
+    stack = stack.on(engine)
     path = fixture_file("dcgm-exporter", "dcgm-exporter-dashboard.json")
     queries = [(title, expr) for title, expr, _ in dashboard_targets(path)]
     assert queries
@@ -215,7 +276,9 @@ def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize("metric", ["util", "gr-engine", "fb", "dram"])
-def test_generated_keda_query_returns_one_series(stack: Stack, metric: str) -> None:
+def test_generated_keda_query_returns_one_series(stack: Stack, metric: str, engine: str
+                                                 ) -> None:
+    stack = stack.on(engine)
     result = run_generate("keda", "--namespace", NAMESPACE, "--deployment", DEPLOYMENT,
                           "--metric", metric, "--target", "50")
     assert result.returncode == 0, result.stderr
@@ -228,9 +291,10 @@ def test_generated_keda_query_returns_one_series(stack: Stack, metric: str) -> N
 @pytest.mark.parametrize(("role", "metric"), [("prefill", "gr-engine"), ("decode", "dram"),
                                               ("prefill", "fb"), ("decode", "gr-engine")])
 def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
-                                                       metric: str) -> None:
+                                                       metric: str, engine: str) -> None:
     """A prefill or decode pool: its GPU trigger and its queue trigger, each one series, over
     that role's pods only (Dynamo's and llm-d's alike)."""
+    stack = stack.on(engine)
     result = run_generate("keda", "--namespace", NAMESPACE, "--deployment", f"llm-{role}",
                           "--role", role, "--metric", metric, "--target", "50",
                           "--queue-target", "4")
@@ -251,8 +315,9 @@ def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
     assert stacks == {True, False}
 
 
-def test_example_keda_queries_return_at_most_one_series(stack: Stack) -> None:
+def test_example_keda_queries_return_at_most_one_series(stack: Stack, engine: str) -> None:
     """The committed examples, pointed at the simulated Deployment."""
+    stack = stack.on(engine)
     for path in KEDA_EXAMPLES:
         obj = yaml.safe_load(path.read_text())
         for query in retargeted_keda_queries(obj, NAMESPACE, DEPLOYMENT):
@@ -264,7 +329,9 @@ def _alerts_of(stack: Stack, instance: str) -> list[dict[str, Any]]:
     return [a for a in stack.alerts() if a["labels"].get("instance") == instance]
 
 
-def test_scripted_faults_raise_their_alerts(stack: Stack) -> None:
+def test_scripted_faults_raise_their_alerts(stack: Stack, engine: str) -> None:
+    stack = stack.on(engine)
+
     def raised() -> set[str]:
         found = set()
         for a in _alerts_of(stack, stack.faulty):
@@ -284,7 +351,8 @@ def test_scripted_faults_raise_their_alerts(stack: Stack) -> None:
                what="XID 79, lost GPU, framebuffer and NVLink error alerts")
 
 
-def test_healthy_node_fires_nothing(stack: Stack) -> None:
+def test_healthy_node_fires_nothing(stack: Stack, engine: str) -> None:
+    stack = stack.on(engine)
     # The faulty exporter's alerts prove the rules are evaluated by now.
     wait_until(lambda: _alerts_of(stack, stack.faulty), WAIT_S, POLL_S,
                what="the faulty node's alerts")
@@ -294,6 +362,27 @@ def test_healthy_node_fires_nothing(stack: Stack) -> None:
                if a["state"] == "pending" and a["labels"]["alertname"] != "GpuIdleButAllocated"]
     assert firing == []
     assert pending == []
+
+
+def test_rules_load_and_evaluate_in_vmalert(stack: Stack) -> None:
+    """Every alert and usage recording rule, as committed (MetricsQL parses them: vmalert
+    -dryRun), then evaluated against VictoriaMetrics without an error."""
+    committed = [ROOT / "alerts" / "gpu-exporter.rules.yml",
+                 ROOT / "alerts" / "gpu-exporter.usage-rules.yml"]
+    checked = dry_run(committed)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    def evaluated() -> list[dict[str, Any]]:
+        rules = stack.vmalert.rules()
+        return rules if all(not r["lastEvaluation"].startswith("0001") for r in rules) else []
+
+    rules = wait_until(evaluated, WAIT_S, POLL_S, what="every rule evaluated by vmalert")
+    failed = [(r["group"], r["name"], r["lastError"]) for r in rules
+              if r["lastError"] or r["health"] != "ok"]
+    assert failed == []
+    names = [r.get("record") or r.get("alert") for path in committed
+             for group in yaml.safe_load(path.read_text())["groups"] for r in group["rules"]]
+    assert sorted(r["name"] for r in rules) == sorted(names)
 
 
 def test_prometheus_records_dcgm_counters_as_counters(stack: Stack) -> None:
