@@ -71,13 +71,15 @@ def _per_pod(expr: str, aggregation: str = "sum", drop: tuple[str, ...] = ()) ->
 
 
 def _allocated(s: Sampling) -> str:
-    exclusive = h.slice_share(h.rows_win(h.labelled("count_over_time", h.FRAMEBUFFER, s), s))
+    exclusive = h.rows_win(h.shared_by_slices(
+        lambda selector: h.labelled("count_over_time", h.FRAMEBUFFER, s, selector=selector)), s)
     rows = h.shared(f"sum_over_time((\n{h.row_fraction()}\n){s.steps()})", s)
     return _per_pod(_either(exclusive, rows)) + f" * {s.step_hours}"
 
 
 def _active(s: Sampling) -> str:
-    exclusive = h.slice_share(h.rows_win(h.labelled_activity("sum_over_time", s), s))
+    exclusive = h.rows_win(h.shared_by_slices(
+        lambda selector: h.labelled_activity("sum_over_time", s, selector)), s)
     per_step = (f"{h.row_fraction()}\n* on({h.DEVICE}) group_left({h.ACTIVITY_SOURCE})\n"
                 f"{h.shared_activity()}")
     rows = h.shared(f"sum_over_time((\n{per_step}\n){s.steps()})", s)

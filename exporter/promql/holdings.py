@@ -32,6 +32,7 @@ series once. At 10,000 GPUs the first is minutes of every hour, the second secon
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from exporter.fields.catalog import CATALOG, MetricType
@@ -51,6 +52,10 @@ CARRIED = "modelName, Hostname, hostname"
 holdings can be grouped by model and node like exclusive ones."""
 LABELLED = '{pod!=""}'
 UNLABELLED = '{pod=""}'
+WHOLE_GPUS = '{pod!="", GPU_I_ID=""}'
+"""Labelled whole GPUs: a share of 1, whatever the model."""
+INSTANCES = '{pod!="", GPU_I_ID!=""}'
+"""Labelled MIG instances: a share by their slices."""
 
 ACTIVITY_SOURCE = "activity_source"
 PROFILING = "profiling"
@@ -126,21 +131,28 @@ class Sampling:
 # -- labelled (exclusive) holdings ------------------------------------------------------------
 
 
-def labelled(fn: str, metric: str, sampling: Sampling, from_start: bool = False) -> str:
+def labelled(fn: str, metric: str, sampling: Sampling, from_start: bool = False,
+             selector: str = LABELLED) -> str:
     """`fn` (a range function) of every labelled series of `metric` over the window's steps."""
-    return f"{fn}({metric}{LABELLED}{sampling.steps(from_start)})"
+    return f"{fn}({metric}{selector}{sampling.steps(from_start)})"
+
+
+def shared_by_slices(figure: Callable[[str], str]) -> str:
+    """`figure` (of a labelled-series selector) times each holding's share: whole GPUs as
+    they are, MIG instances by their slices. Apart, so the share's joins touch the
+    instances only."""
+    return f"(\n{figure(WHOLE_GPUS)}\n)\nor\n{slice_share(figure(INSTANCES))}"
 
 
 def rows_win(expr: str, sampling: Sampling) -> str:
     """Labelled holdings in `expr` less those whose pod holds the device through a row in
     the window: virtual-GPU copies. A replica copy (`vgpu`) gives way to its replica's row
-    only, so a time-sliced device's one holder keeps its labelled part."""
+    only, so a time-sliced device's one holder (no `vgpu`) keeps its labelled part."""
     r = sampling.steps()
-    return (f"(\n{expr}\n)\nunless on({DEVICE}, {HOLDER})\n"
+    return (f"(\n{expr}\n)\nunless on({DEVICE}, {HOLDER}, vgpu) (\n"
             f'  count_over_time({ALLOCATION}{{replica=""}}{r})\n'
-            f"unless on({DEVICE}, {HOLDER}, vgpu)\n"
-            f'  label_replace(count_over_time({ALLOCATION}{{replica!=""}}{r}), '
-            f'"vgpu", "$1", "replica", "(.+)")')
+            f'  or label_replace(count_over_time({ALLOCATION}{{replica!=""}}{r}), '
+            f'"vgpu", "$1", "replica", "(.+)")\n)')
 
 
 def _slice_shares() -> str:
@@ -175,12 +187,12 @@ def slice_share(expr: str) -> str:
     return f"{out}\n* on({SLICES}, {GPU_SLICES}) group_left()\n  {_slice_shares()}"
 
 
-def labelled_activity(fn: str, sampling: Sampling) -> str:
+def labelled_activity(fn: str, sampling: Sampling, selector: str = LABELLED) -> str:
     """`fn` of each labelled holding's activity (0-1) over the window, with its
     `activity_source`: profiling where the GPU has it, else utilisation / 100."""
     steps = sampling.steps()
-    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, LABELLED,
-                                     wrap=lambda selector: f"{fn}({selector}{steps})")
+    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, selector,
+                                     wrap=lambda series: f"{fn}({series}{steps})")
     assert sources is not None  # every source is enabled here
     return sources
 
@@ -249,7 +261,7 @@ def shared_framebuffer_mib() -> str:
     return f"max by ({DEVICE}) {_of_rows(FRAMEBUFFER + UNLABELLED)}"
 
 
-MIG_HOLDINGS = f'{FRAMEBUFFER}{{pod!="", GPU_I_ID!=""}}'
+MIG_HOLDINGS = FRAMEBUFFER + INSTANCES
 """Labelled MIG instances: their energy is their GPU's, measured on its unlabelled series."""
 
 

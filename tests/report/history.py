@@ -1,6 +1,7 @@
-"""Synthetic history for a real Prometheus: the series the exporter would have written for a
-fleet over days or weeks, as OpenMetrics text that `promtool tsdb create-blocks-from
-openmetrics` turns into storage blocks.
+"""Synthetic history for a real Prometheus or VictoriaMetrics: the series the exporter would
+have written for a fleet over days or weeks, and the series its usage recording rules would
+have recorded, as OpenMetrics text that `promtool tsdb create-blocks-from openmetrics` turns
+into storage blocks, or as the JSON lines VictoriaMetrics imports (`/api/v1/import`).
 
 Each GPU is whole (no MIG) and held by one pod after another; utilisation and power are
 constant per tenancy, so the expected figures follow from the tenancies alone. An energy
@@ -13,18 +14,41 @@ seen for the default five minutes.
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import subprocess
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from exporter.promql.figures import (
+    ACTIVE,
+    ACTIVITY_MAX,
+    ALLOCATED,
+    ENERGY,
+    FB_MIB_HOURS,
+    FB_PEAK,
+    HELD_HOURS,
+    IDLE,
+    Figure,
+)
+from exporter.promql.rules import (
+    GROUP_BY,
+    GROUP_LAG_WINDOWS,
+    GROUP_MARKER,
+    IDLE_MARKER,
+    RULE_MARKER,
+)
 from tests.support.requirements import require_tool
 
 MODEL = "NVIDIA H100 80GB HBM3"
 IDLE_POWER_W = 70.0
 LOAD_POWER_W = 630.0
+IDLE_BELOW = 0.05
+Labels = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +60,10 @@ class Gpu:
     def uuid(self) -> str:
         return f"GPU-{abs(hash((self.node, self.index))) % 10**12:012d}-synthetic"
 
-    def labels(self) -> str:
-        return (f'gpu="{self.index}",UUID="{self.uuid}",device="nvidia{self.index}",'
-                f'modelName="{MODEL}",Hostname="{self.node}"')
+    def labels(self) -> Labels:
+        return (("gpu", str(self.index)), ("UUID", self.uuid),
+                ("device", f"nvidia{self.index}"), ("modelName", MODEL),
+                ("Hostname", self.node))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +80,10 @@ class Tenancy:
     def power_w(self) -> float:
         return IDLE_POWER_W + (LOAD_POWER_W - IDLE_POWER_W) * self.utilisation
 
+    @property
+    def framebuffer_mib(self) -> float:
+        return 40000.0 * self.utilisation + 1000
+
 
 @dataclass(frozen=True, slots=True)
 class History:
@@ -65,16 +94,25 @@ class History:
     tenancies: tuple[Tenancy, ...]
     resets: frozenset[tuple[str, float]] = frozenset()
     """(GPU UUID, sample time) after whose scrape the GPU's energy counter restarts at 0."""
+    profiling: bool = False
+    """Also `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, as Hopper GPUs serve it."""
 
-    def times(self) -> Iterator[float]:
-        t = self.start
-        while t <= self.end:
-            yield t
-            t += self.interval_s
+    def times(self) -> list[float]:
+        count = math.floor(round((self.end - self.start) / self.interval_s, 6)) + 1
+        return [self.start + i * self.interval_s for i in range(count)]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str
+    labels: Labels
+    times: list[float]
+    values: list[float]
 
 
 def fleet(nodes: int, gpus_per_node: int, start: float, end: float, interval_s: float,
-          mean_tenancy_s: float, namespaces: int, seed: int = 0) -> History:
+          mean_tenancy_s: float, namespaces: int, seed: int = 0, profiling: bool = False
+          ) -> History:
     """GPUs held by one pod after another, each for an exponential time, with gaps."""
     rng = random.Random(seed)
     gpus = tuple(Gpu(f"node-{n:04d}", i) for n in range(nodes) for i in range(gpus_per_node))
@@ -89,105 +127,223 @@ def fleet(nodes: int, gpus_per_node: int, start: float, end: float, interval_s: 
                                      t, min(end, t + length), rng.choice((0.0, 0.3, 0.6, 0.9))))
             number += 1
             t += length + rng.expovariate(4 / mean_tenancy_s)
-    return History(start, end, interval_s, gpus, tuple(tenancies))
+    return History(start, end, interval_s, gpus, tuple(tenancies), profiling=profiling)
 
 
-def _holder(gpu: Gpu, t: float, index: dict[str, list[Tenancy]]) -> Tenancy | None:
-    for tenancy in index[gpu.uuid]:
-        if tenancy.start <= t < tenancy.end:
-            return tenancy
-    return None
-
-
-def write_openmetrics(history: History, out: TextIO, with_rules: bool = False) -> int:
-    """The history as OpenMetrics text; returns the number of samples. `with_rules`: also
-    the usage recording rules' series, as a ruler would have recorded them."""
-    index: dict[str, list[Tenancy]] = {g.uuid: [] for g in history.gpus}
+def _holders(history: History, times: list[float]) -> dict[str, list[Tenancy | None]]:
+    """Per GPU, its holder at each sample time (one walk over its tenancies)."""
+    by_gpu: dict[str, list[Tenancy]] = {g.uuid: [] for g in history.gpus}
     for tenancy in history.tenancies:
-        index[tenancy.gpu.uuid].append(tenancy)
-    samples = 0
-    families = (("DCGM_FI_DEV_FB_USED", "gauge"), ("DCGM_FI_DEV_GPU_UTIL", "gauge"),
-                ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown"))
-    for name, kind in families:
-        out.write(f"# TYPE {name} {kind}\n")
+        by_gpu[tenancy.gpu.uuid].append(tenancy)
+    out: dict[str, list[Tenancy | None]] = {}
+    for uuid, tenancies in by_gpu.items():
+        tenancies.sort(key=lambda x: x.start)
+        holders: list[Tenancy | None] = []
+        i = 0
+        for t in times:
+            while i < len(tenancies) and tenancies[i].end <= t:
+                i += 1
+            holders.append(tenancies[i] if i < len(tenancies) and tenancies[i].start <= t
+                           else None)
+        out[uuid] = holders
+    return out
+
+
+def _segments(gpu: Gpu, times: list[float], holders: list[Tenancy | None],
+              name: str, values: list[float]) -> Iterator[Series]:
+    """The GPU's samples cut where the holder changes: one series per holder (its labels)."""
+    start = 0
+    for i in range(1, len(times) + 1):
+        if i == len(times) or holders[i] is not holders[start]:
+            holder = holders[start]
+            pod = () if holder is None else (("namespace", holder.namespace),
+                                             ("pod", holder.pod), ("container", "main"))
+            yield Series(name, gpu.labels() + pod, times[start:i], values[start:i])
+            start = i
+
+
+FRAMEBUFFER = "DCGM_FI_DEV_FB_USED"
+UTILISATION = "DCGM_FI_DEV_GPU_UTIL"
+GR_ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+ENERGY_COUNTER = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+GAUGES: dict[str, Callable[[Tenancy | None], float]] = {
+    FRAMEBUFFER: lambda h: h.framebuffer_mib if h else 0.0,
+    UTILISATION: lambda h: float(round(100 * h.utilisation)) if h else 0.0,
+    GR_ENGINE: lambda h: h.utilisation if h else 0.0,
+}
+
+
+def families(history: History) -> tuple[str, ...]:
+    """The exporter's metric families in the history, in the order they are written."""
+    return (FRAMEBUFFER, UTILISATION, *((GR_ENGINE,) if history.profiling else ()),
+            ENERGY_COUNTER)
+
+
+def raw_series(history: History, only: str | None = None) -> Iterator[Series]:
+    """The exporter's series, family by family (`only`: that family's)."""
+    times = history.times()
+    holders = _holders(history, times)
+    for name in families(history):
+        if only is not None and name != only:
+            continue
         for gpu in history.gpus:
-            energy_mj = 1e9  # the counter has run since the driver loaded
-            lines: dict[str, list[str]] = {}
-            for t in history.times():
-                holder = _holder(gpu, t, index)
-                pod = (f',namespace="{holder.namespace}",pod="{holder.pod}",container="main"'
-                       if holder else "")
-                if name == "DCGM_FI_DEV_FB_USED":
-                    value = 40000.0 * holder.utilisation + 1000 if holder else 0.0
-                elif name == "DCGM_FI_DEV_GPU_UTIL":
-                    value = round(100 * holder.utilisation) if holder else 0.0
-                else:
-                    value = energy_mj
-                    power = holder.power_w if holder else IDLE_POWER_W
-                    energy_mj = (0.0 if (gpu.uuid, t) in history.resets else energy_mj) + \
-                        power * history.interval_s * 1000
-                lines.setdefault(pod, []).append(
-                    f"{name}{{{gpu.labels()}{pod}}} {value:.0f} {t:.3f}\n")
-            for series in lines.values():
-                out.writelines(series)
-                samples += len(series)
+            held = holders[gpu.uuid]
+            if name != ENERGY_COUNTER:
+                values = [GAUGES[name](h) for h in held]
+            else:
+                values, counter = [], 1e9  # the counter has run since the driver loaded
+                for t, h in zip(times, held, strict=True):
+                    values.append(counter)
+                    if (gpu.uuid, t) in history.resets:
+                        counter = 0.0
+                    counter += (h.power_w if h else IDLE_POWER_W) * history.interval_s * 1000
+            yield from _segments(gpu, times, held, name, values)
+
+
+def _window_ends(history: History, window_s: float) -> list[float]:
+    first = math.ceil((history.start + window_s) / window_s) * window_s
+    return [t for t in (first + i * window_s for i in range(
+        max(0, math.floor((history.end - first) / window_s) + 1))) if t <= history.end]
+
+
+POD_FIGURES: dict[Figure, Callable[[Tenancy, float], float]] = {
+    ALLOCATED: lambda _t, h: h,
+    ACTIVE: lambda t, h: h * t.utilisation,
+    ACTIVITY_MAX: lambda t, _h: t.utilisation,
+    ENERGY: lambda t, h: h * t.power_w / 1000,
+    FB_MIB_HOURS: lambda t, h: h * t.framebuffer_mib,
+    HELD_HOURS: lambda _t, h: h,
+    FB_PEAK: lambda t, _h: t.framebuffer_mib,
+}
+
+
+def rule_series(history: History, window_s: float = 3600.0,
+                groupings: tuple[str, ...] = ("namespace",)) -> Iterator[Series]:
+    """What the usage recording rules would have recorded (`exporter.promql.rules`): each
+    pod's figures per window, computed from its tenancy (held the whole time it is
+    scheduled); then, one window later, idle GPU-hours per pod and every figure per group
+    of `groupings` (here: namespace). Family by family."""
+    ends = _window_ends(history, window_s)
+    lag = GROUP_LAG_WINDOWS * window_s
+    source = "profiling" if history.profiling else "utilisation"
+    held: list[tuple[Tenancy, list[tuple[float, float]]]] = []
+    for tenancy in history.tenancies:
+        hours = []
+        k = max(0, math.ceil((tenancy.start - ends[0]) / window_s)) if ends else 0
+        while k < len(ends) and ends[k] - window_s < tenancy.end:
+            overlap = min(ends[k], tenancy.end) - max(ends[k] - window_s, tenancy.start)
+            if overlap > 0:
+                hours.append((ends[k], overlap / 3600))
+            k += 1
+        held.append((tenancy, hours))
+
+    def pod_labels(t: Tenancy, figure: Figure) -> Labels:
+        extra = (("activity_source", source),) if figure is ACTIVE else ()
+        return (("namespace", t.namespace), ("pod", t.pod), ("modelName", MODEL),
+                ("Hostname", t.gpu.node), *extra)
+
+    yield Series(RULE_MARKER, (), ends, [window_s] * len(ends))
+    for figure, value in POD_FIGURES.items():
+        for tenancy, hours in held:
+            if hours:
+                yield Series(figure.rule, pod_labels(tenancy, figure), [e for e, _ in hours],
+                             [value(tenancy, h) for _, h in hours])
+    idle = [(t, hours) for t, hours in held if t.utilisation < IDLE_BELOW and hours]
+    for tenancy, hours in idle:
+        yield Series(IDLE.rule, pod_labels(tenancy, IDLE), [e + lag for e, _ in hours],
+                     [h for _, h in hours])
+    yield Series(IDLE_MARKER, (), [e + lag for e in ends], [IDLE_BELOW] * len(ends))
+    for grouping in groupings:
+        if grouping != "namespace":
+            raise ValueError(f"this history records the namespace grouping only, not {grouping}")
+        yield from _namespace_rules(held, ends, window_s, lag, source)
+
+
+def _namespace_rules(held: list[tuple[Tenancy, list[tuple[float, float]]]], ends: list[float],
+                     window_s: float, lag: float, source: str) -> Iterator[Series]:
+    tag = (GROUP_BY, "namespace")
+    yield Series(GROUP_MARKER, (tag,), [e + lag for e in ends], [window_s] * len(ends))
+    figures: dict[Figure, Callable[[Tenancy, float], float]] = {
+        **{f: POD_FIGURES[f] for f in (ALLOCATED, ACTIVE, ENERGY, FB_MIB_HOURS, HELD_HOURS,
+                                       FB_PEAK)},
+        IDLE: lambda t, h: h if t.utilisation < IDLE_BELOW else 0.0}
+    for figure, value in figures.items():
+        totals: dict[str, dict[float, float]] = defaultdict(dict)
+        for tenancy, hours in held:
+            per_end = totals[tenancy.namespace]
+            for end, h in hours:
+                v = value(tenancy, h)
+                if figure is IDLE and v == 0:
+                    continue
+                old = per_end.get(end)
+                per_end[end] = v if old is None else (max(old, v) if figure is FB_PEAK
+                                                      else old + v)
+        for namespace, per_end in sorted(totals.items()):
+            extra = ((("modelName", MODEL),) if figure is ALLOCATED else
+                     (("activity_source", source),) if figure is ACTIVE else ())
+            points = sorted(per_end.items())
+            yield Series(figure.group_rule, (tag, ("namespace", namespace), *extra),
+                         [e + lag for e, _ in points], [v for _, v in points])
+
+
+def write_openmetrics(series: Iterable[Series], out: TextIO) -> int:
+    """`series` (family by family) as OpenMetrics text, without the `# EOF`; returns the
+    number of samples."""
+    samples, family = 0, None
+    for s in series:
+        if s.name != family:
+            family = s.name
+            kind = "unknown" if s.name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" else "gauge"
+            out.write(f"# TYPE {s.name} {kind}\n")
+        labels = ",".join(f'{k}="{v}"' for k, v in s.labels)
+        head = f"{s.name}{{{labels}}} " if labels else f"{s.name} "
+        out.writelines(f"{head}{v!r} {t:.3f}\n" for t, v in zip(s.times, s.values, strict=True))
+        samples += len(s.times)
+    return samples
+
+
+def write_vm_json(series: Iterable[Series], out: TextIO) -> int:
+    """`series` as VictoriaMetrics' JSON import lines; returns the number of samples."""
+    samples = 0
+    for s in series:
+        out.write(json.dumps({"metric": {"__name__": s.name, **dict(s.labels)},
+                              "values": s.values,
+                              "timestamps": [round(t * 1000) for t in s.times]}))
+        out.write("\n")
+        samples += len(s.times)
+    return samples
+
+
+def write_history(history: History, out: TextIO, with_rules: bool = False) -> int:
+    """The history (and with `with_rules` its rules' series) as OpenMetrics, with `# EOF`."""
+    samples = write_openmetrics(raw_series(history), out)
     if with_rules:
-        samples += _write_rule_series(history, out)
+        samples += write_openmetrics(rule_series(history), out)
     out.write("# EOF\n")
     return samples
 
 
-def _write_rule_series(history: History, out: TextIO, window_s: float = 3600.0) -> int:
-    """What the usage recording rules would have recorded: each pod's figures per hour,
-    computed from its tenancy (held the whole time it is scheduled)."""
-    ends = [t for t in history.times() if t % window_s == 0 and t - window_s >= history.start]
-    figures: dict[str, Callable[[Tenancy, float], float]] = {
-        "pod:gpu_usage_allocated_gpu_hours:window": lambda _t, h: h,
-        "pod:gpu_usage_active_gpu_hours:window": lambda t, h: h * t.utilisation,
-        "pod:gpu_usage_activity:max_window": lambda t, _h: t.utilisation,
-        "pod:gpu_usage_energy_kwh:window": lambda t, h: h * t.power_w / 1000,
-        "pod:gpu_usage_framebuffer_mib_hours:window":
-            lambda t, h: h * (40000.0 * t.utilisation + 1000),
-        "pod:gpu_usage_held_hours:window": lambda _t, h: h,
-        "pod:gpu_usage_framebuffer_mib:max_window":
-            lambda t, _h: 40000.0 * t.utilisation + 1000,
-    }
-    samples = 0
-    for name, value in figures.items():
-        out.write(f"# TYPE {name} gauge\n")
-        for tenancy in history.tenancies:
-            extra = ',activity_source="utilisation"' if "active_gpu" in name else ""
-            labels = (f'namespace="{tenancy.namespace}",pod="{tenancy.pod}",'
-                      f'modelName="{MODEL}",Hostname="{tenancy.gpu.node}"{extra}')
-            for end in ends:
-                held_h = max(0.0, min(end, tenancy.end) - max(end - window_s,
-                                                               tenancy.start)) / 3600
-                if held_h > 0:
-                    out.write(f"{name}{{{labels}}} {value(tenancy, held_h)!r} {end:.3f}\n")
-                    samples += 1
-    out.write("# TYPE gpu_usage:rules_window_seconds gauge\n")
-    out.writelines(f"gpu_usage:rules_window_seconds {window_s:g} {end:.3f}\n"
-                   for end in ends)
-    return samples + len(ends)
+def backfill_file(source: Path, tsdb: Path, span_h: int) -> None:
+    """Storage blocks under `tsdb` from an OpenMetrics file, one block per `span_h` hours."""
+    promtool = require_tool("promtool", "prometheus")
+    result = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
+                             f"--max-block-duration={span_h}h", str(source), str(tsdb)],
+                            capture_output=True, text=True, timeout=3600)
+    if result.returncode != 0:
+        raise AssertionError(f"promtool backfill failed:\n{result.stdout}{result.stderr}")
 
 
 def backfill(history: History, folder: Path, with_rules: bool = False) -> Path:
     """Storage blocks holding `history` (and with `with_rules` its recording rules' series),
     under `folder/tsdb`."""
-    promtool = require_tool("promtool", "prometheus")
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "history.om"
     with source.open("w") as out:
-        write_openmetrics(history, out, with_rules)
+        write_history(history, out, with_rules)
     tsdb = folder / "tsdb"
     # One pass over the file per block: the default 2 h blocks would mean a pass per 2 h of
     # history, so blocks may span the whole history (Prometheus compacts them anyway).
-    span_h = max(2, int((history.end - history.start) // 3600) + 1)
-    result = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
-                             f"--max-block-duration={span_h}h", str(source), str(tsdb)],
-                            capture_output=True, text=True, timeout=900)
-    if result.returncode != 0:
-        raise AssertionError(f"promtool backfill failed:\n{result.stdout}{result.stderr}")
+    backfill_file(source, tsdb, max(2, int((history.end - history.start) // 3600) + 1))
     source.unlink()
     return tsdb
 
