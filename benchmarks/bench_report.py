@@ -46,7 +46,7 @@ from benchmarks.report_stores import (  # noqa: E402
     report,
 )
 from exporter.artifacts.usage_rules import RESOLUTION_S, WINDOW_S, group_rules  # noqa: E402
-from exporter.promql import RULES, recording_rules  # noqa: E402
+from exporter.promql import RULES, pod_figure, recording_rules  # noqa: E402
 from tests.report.history import expected_hours, fleet  # noqa: E402
 from tests.support.prometheus import QueryApi  # noqa: E402
 
@@ -85,6 +85,10 @@ def _ruler(server: QueryApi, at: float, name: str, size: Size, reference: bool) 
     size.ruler_s[f"{name} per group"] = evaluation_s(server, tier2, at)
     if reference:
         size.ruler_s[f"{name} per step"] = evaluation_s(server, _reference_exprs(), at, 1)
+        # The same per-pod figures recorded every minute over that minute, 60 an hour: what
+        # a per-minute rule summed hourly would cost the ruler.
+        minutely = [pod_figure(f, RESOLUTION_S, RESOLUTION_S) for f in RULES]
+        size.ruler_s[f"{name} per minute"] = 60 * evaluation_s(server, minutely, at)
 
 
 def measure(gpus: int, args: argparse.Namespace, folder: Path) -> Size:
@@ -167,18 +171,19 @@ def print_tables(sizes: list[Size], args: argparse.Namespace) -> None:
               f"{raw.document['total']['allocated_gpu_hours']:,.0f} | "
               f"{rules.document['total']['allocated_gpu_hours']:,.0f} |")
     print("\n| GPUs | ruler, per pod | per group and idle | one hour in all | x previous size "
-          "| rules before (per step) | VictoriaMetrics, one hour |")
-    print("|---|---|---|---|---|---|---|")
+          "| rules before (per step) | per-pod rules every minute | VictoriaMetrics, one hour |")
+    print("|---|---|---|---|---|---|---|---|")
     last = None
     for s in sizes:
         r = s.ruler_s
         total = r["prometheus per pod"] + r["prometheus per group"]
         vm = (r.get("victoria-metrics per pod", 0) + r.get("victoria-metrics per group", 0))
         growth = f"{total / last:.2f}x" if last else "-"
-        before = r.get("prometheus per step")
+        before, minutely = r.get("prometheus per step"), r.get("prometheus per minute")
         print(f"| {s.gpus:,} | {r['prometheus per pod']:.2f} s | "
               f"{r['prometheus per group']:.2f} s | {total:.2f} s | {growth} | "
               f"{f'{before:.1f} s ({before / total:.0f}x)' if before else '-'} | "
+              f"{f'{minutely:.1f} s ({minutely / total:.0f}x)' if minutely else '-'} | "
               f"{f'{vm:.2f} s' if vm else '-'} |")
         last = total
     if len(sizes) >= 3:
@@ -216,6 +221,8 @@ def main() -> int:
     for gpus in (int(n) for n in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix="bench-report-", dir=args.tmp) as folder:
             sizes.append(measure(gpus, args, Path(folder)))
+        if args.json is not None:  # each size kept as it is measured: a long run can stop
+            args.json.write_text(json.dumps([_as_json(s) for s in sizes], indent=2))
     print_tables(sizes, args)
     if args.json is not None:
         args.json.write_text(json.dumps([_as_json(s) for s in sizes], indent=2))

@@ -19,6 +19,17 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "e2e: starts the exporter and a real Prometheus (select with -m e2e)")
 
 
+ENGINES = ("prometheus", "victoria-metrics")
+"""The query engines the end-to-end tests ask, one set of queries for both."""
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """Each engine in turn: Prometheus, then VictoriaMetrics scraping the same targets."""
+    name: str = request.param
+    return name
+
+
 def run_generate(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """`python -m exporter generate ...` as a user runs it."""
     return subprocess.run([sys.executable, "-m", "exporter", "generate", *args], cwd=cwd,

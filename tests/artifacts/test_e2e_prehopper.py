@@ -1,6 +1,7 @@
 """End to end before Hopper: the committed dashboards and KEDA objects on the simulated
 `a100-timesliced` and `l4-1` nodes, whose GPUs have no GPM and so serve no `DCGM_FI_PROF_*`
-series, scraped by a real Prometheus.
+series, scraped by a real Prometheus and by VictoriaMetrics (the panels and KEDA queries are
+checked on both).
 
 One stack per profile, shared by this module's tests: the exporter on the simulated node (two
 nodes of one L4 each, as a fleet of single-L4 instances is laid out), a simulated kubelet per
@@ -24,7 +25,8 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,7 @@ from tests.support.apiserver import FakeApiServer, pod
 from tests.support.exporter_process import ExporterProcess
 from tests.support.prometheus import PrometheusProcess
 from tests.support.simtime import simulated_time_of
+from tests.support.victoriametrics import VictoriaMetricsProcess
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -135,10 +138,17 @@ class Stack:
     profile: str
     plans: tuple[NodePlan, ...]
     prometheus: PrometheusProcess
+    victoria: VictoriaMetricsProcess
+    engine: str = "prometheus"
+    """Where `query` asks: Prometheus, or VictoriaMetrics scraping the same targets."""
     _dynamics: dict[tuple[str, int], GpuDynamics] = field(default_factory=dict)
 
+    def on(self, engine: str) -> Stack:
+        return replace(self, engine=engine)
+
     def query(self, expr: str) -> list[dict[str, Any]]:
-        return self.prometheus.query(expr)
+        server = self.prometheus if self.engine == "prometheus" else self.victoria
+        return server.query(expr)
 
     def dynamics(self, plan: NodePlan, gpu: int) -> GpuDynamics:
         """GPU `gpu` of the node as the exporter simulates it (seed 0, the node's faults)."""
@@ -200,25 +210,31 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         cleanup.callback(serving.stop)
         for e in exporters:
             e.wait_ready(60.0)
-        config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-            "scrape_configs": [
-                {"job_name": "gpu-exporter", "static_configs": [
-                    {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]},
-                # Keeps the served namespace/pod, as a PodMonitor's target labels would be.
-                {"job_name": "serving", "honor_labels": True, "static_configs": [
-                    {"targets": [f"127.0.0.1:{serving.port}"]}]},
-            ],
-        }
+        scrape_configs: list[dict[str, Any]] = [
+            {"job_name": "gpu-exporter", "static_configs": [
+                {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]},
+            # Keeps the served namespace/pod, as a PodMonitor's target labels would be.
+            {"job_name": "serving", "honor_labels": True, "static_configs": [
+                {"targets": [f"127.0.0.1:{serving.port}"]}]},
+        ]
+        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                  "scrape_configs": scrape_configs}
         prometheus = PrometheusProcess(tmp / "prometheus", config).wait_ready()
         cleanup.callback(prometheus.stop)
-        s = Stack(profile, plans, prometheus)
+        victoria = VictoriaMetricsProcess(tmp / "victoria-metrics", scrape_configs).wait_ready()
+        cleanup.callback(victoria.stop)
+        s = Stack(profile, plans, prometheus, victoria)
         held = sum(1 for plan in plans for h in plan.holders if h.replica is None)
-        wait_until(lambda: len(s.query('DCGM_FI_DEV_FB_USED{pod!=""}')) == held, 90.0, 0.5,
-                   what="every exclusively held GPU labelled with its pod")
-        wait_until(lambda: s.query("min(count_over_time(up[15s])) >= 12"), 60.0, 0.5,
-                   what="15s of samples of every target")
+        for server in (s, s.on("victoria-metrics")):
+            wait_until(partial(_labelled_gpus, server, held), 90.0, 0.5,
+                       what=f"every exclusively held GPU labelled with its pod ({server.engine})")
+            wait_until(partial(server.query, "min(count_over_time(up[15s])) >= 12"), 60.0, 0.5,
+                       what=f"15s of samples of every target ({server.engine})")
         yield s
+
+
+def _labelled_gpus(stack: Stack, held: int) -> bool:
+    return len(stack.query('DCGM_FI_DEV_FB_USED{pod!=""}')) == held
 
 
 def test_no_profiling_series_before_hopper(stack: Stack) -> None:
@@ -229,9 +245,10 @@ def test_no_profiling_series_before_hopper(stack: Stack) -> None:
     assert {(s["metric"].get("reason"), s["value"][1]) for s in gpm} == {("unsupported", "0")}
 
 
-def test_every_panel_answers_or_says_why(stack: Stack) -> None:
+def test_every_panel_answers_or_says_why(stack: Stack, engine: str) -> None:
     """Each panel has data, or carries the note Grafana shows in place of "No data". The
     panels left empty are the ones with nothing to show on these nodes, each saying so."""
+    stack = stack.on(engine)
     blank, clashes, empty = [], [], []
     for path in DASHBOARDS:
         for panel in dashboard_panels(path):
@@ -284,7 +301,8 @@ def _pool(stack: Stack, role: str | None) -> list[tuple[NodePlan, int]]:
             if h.replica is None and (h.role == role if role else pods.fullmatch(h.pod))]
 
 
-def test_every_keda_example_returns_one_series(stack: Stack) -> None:
+def test_every_keda_example_returns_one_series(stack: Stack, engine: str) -> None:
+    stack = stack.on(engine)
     for path in KEDA_EXAMPLES:
         obj = yaml.safe_load(path.read_text())
         for query in retargeted_keda_queries(obj, NAMESPACE, DEPLOYMENT):
@@ -293,9 +311,10 @@ def test_every_keda_example_returns_one_series(stack: Stack) -> None:
             assert float(series[0]["value"][1]) >= 0, (path.name, series)
 
 
-def test_generated_keda_queries_return_one_series(stack: Stack) -> None:
+def test_generated_keda_queries_return_one_series(stack: Stack, engine: str) -> None:
     """What `generate keda` writes for each metric, for the Deployment and for each role
     pool (built in-process from the same function; the command is tested in test_keda)."""
+    stack = stack.on(engine)
     fields = load_fieldset(None)
     for metric in Metric:
         for role in (None, "prefill", "decode"):
