@@ -6,12 +6,12 @@ health check stays green over stale metrics); / lists the devices for a person.
 
 from __future__ import annotations
 
+import functools
 import html
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 
 from exporter.exposition.render import (
     OPENMETRICS_CONTENT_TYPE,
@@ -53,55 +53,92 @@ def _accepted(header: str, wanted: str) -> float:
     return 0.0
 
 
+# A scraper sends the same two headers every time: each is parsed once. The caches are
+# bounded, since any client can send any value.
+@functools.lru_cache(maxsize=64)
 def _wants_openmetrics(accept: str) -> bool:
     om = _accepted(accept, "application/openmetrics-text")
     return om > 0 and om >= _accepted(accept, "text/plain")
 
 
+@functools.lru_cache(maxsize=64)
 def _accepts_gzip(accept_encoding: str) -> bool:
     return _accepted(accept_encoding, "gzip") > 0
 
 
-def make_app(source: Source, *, openmetrics: bool = False,
-             middlewares: Sequence[Middleware] = ()) -> web.Application:
-    """The four endpoints, and nothing else; `middlewares` carry the connection limits and
-    the web config's rules (exporter.web.middleware). `openmetrics`: negotiate OpenMetrics
-    by Accept. Off, every scrape gets text 0.0.4, as from dcgm-exporter: Prometheus prefers
-    OpenMetrics when offered, and there the DCGM counters (named without `_total`) can only
-    be typed `unknown`, so Prometheus would record them as untyped."""
+def _response_headers(openmetrics: bool, gz: bool) -> dict[str, str]:
+    headers = {"Content-Type": OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE,
+               "Vary": "Accept, Accept-Encoding"}
+    if gz:
+        headers["Content-Encoding"] = "gzip"
+    return headers
 
-    async def metrics(request: web.Request) -> web.Response:
+
+_RESPONSE_HEADERS = {(om, gz): _response_headers(om, gz)
+                     for om in (False, True) for gz in (False, True)}
+"""Copied by each response (aiohttp takes a copy), never changed."""
+
+
+Endpoint = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+"""What aiohttp's low-level server calls for each request."""
+Guard = Callable[[web.BaseRequest, Endpoint], Awaitable[web.StreamResponse]]
+"""Rules around every request (the web config's: exporter.web.middleware)."""
+
+PATHS = ("/metrics", "/health", "/ready", "/")
+METHODS = ("GET", "HEAD")
+
+
+def make_handler(source: Source, *, openmetrics: bool = False,
+                 guard: Guard | None = None) -> Endpoint:
+    """The four endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
+    404, other methods 405. aiohttp's low-level server calls the result for each request:
+    no application router, no middleware chain, so a scrape costs what this code does.
+    `guard` wraps every request, 404s included (the web config's rules).
+
+    `openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
+    from dcgm-exporter: Prometheus prefers OpenMetrics when offered, and there the DCGM
+    counters (named without `_total`) can only be typed `unknown`, so Prometheus would
+    record them as untyped."""
+
+    async def metrics(request: web.BaseRequest) -> web.StreamResponse:
         rendered = source.current
         source.scrape_served()
-        om = openmetrics and _wants_openmetrics(request.headers.get("Accept", ""))
         gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
-        if om:
-            body = rendered.openmetrics_gzip if gz else rendered.openmetrics
-            ctype = OPENMETRICS_CONTENT_TYPE
-        else:
-            body = rendered.text_gzip if gz else rendered.text
-            ctype = TEXT_CONTENT_TYPE
-        headers = {"Content-Type": ctype, "Vary": "Accept, Accept-Encoding"}
-        if gz:
-            headers["Content-Encoding"] = "gzip"
-        return web.Response(body=body, headers=headers)
+        om_body = rendered.openmetrics_gzip if gz else rendered.openmetrics
+        if openmetrics and om_body is not None and _wants_openmetrics(
+                request.headers.get("Accept", "")):
+            return web.Response(body=om_body, headers=_RESPONSE_HEADERS[True, gz])
+        body = rendered.text_gzip if gz else rendered.text
+        return web.Response(body=body, headers=_RESPONSE_HEADERS[False, gz])
 
-    async def health(_request: web.Request) -> web.Response:
+    async def health(_request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(text="ok\n")
 
-    async def ready(_request: web.Request) -> web.Response:
+    async def ready(_request: web.BaseRequest) -> web.StreamResponse:
         ok, reason = source.readiness()
         return web.Response(text=reason + "\n", status=200 if ok else 503)
 
-    async def index(_request: web.Request) -> web.Response:
+    async def index(_request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(text=_index_page(source), content_type="text/html")
 
-    app = web.Application(middlewares=middlewares)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/health", health)
-    app.router.add_get("/ready", ready)
-    app.router.add_get("/", index)
-    return app
+    endpoints: dict[str, Endpoint] = dict(zip(PATHS, (metrics, health, ready, index),
+                                             strict=True))
+
+    async def dispatch(request: web.BaseRequest) -> web.StreamResponse:
+        endpoint = endpoints.get(request.path)
+        if endpoint is None:
+            raise web.HTTPNotFound()
+        if request.method not in METHODS:
+            raise web.HTTPMethodNotAllowed(request.method, METHODS)
+        return await endpoint(request)
+
+    if guard is None:
+        return dispatch
+
+    async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+        return await guard(request, dispatch)
+
+    return guarded
 
 
 def _index_page(source: Source) -> str:

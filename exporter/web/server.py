@@ -16,10 +16,10 @@ from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS
 from exporter.series import Family
-from exporter.web.app import Source, make_app
+from exporter.web.app import Source, make_handler
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
-from exporter.web.middleware import enforce_web_config, track_requests
+from exporter.web.middleware import enforce_web_config
 
 if TYPE_CHECKING:  # the web config's code loads only when a file is given
     from exporter.web.reload import LiveWebConfig
@@ -46,7 +46,7 @@ class WebServer:
         self.web_config = web_config
         self.openmetrics = openmetrics
         self.limits = limits or WebLimits()
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._quiet_malformed = OneLinePerInterval()
         current_tls = (lambda: web_config.current().tls) if web_config is not None else None
         self.listener = Listener(self._new_protocol, self.limits,
@@ -76,16 +76,15 @@ class WebServer:
 
     async def start(self, source: Source, host: str | None, port: int) -> None:
         """Serves `source` on host:port; OSError when the address cannot be bound."""
-        middlewares = [track_requests(self.listener)]
-        if self.web_config is not None:
-            middlewares.append(enforce_web_config(self.web_config))
+        guard = None if self.web_config is None else enforce_web_config(self.web_config)
         _AIOHTTP_SERVER_LOG.addFilter(self._quiet_malformed)
-        self._runner = web.AppRunner(
-            make_app(source, openmetrics=self.openmetrics, middlewares=middlewares),
-            access_log=None, shutdown_timeout=1.0,
-            keepalive_timeout=self.limits.idle_timeout_s,
+        # aiohttp's low-level server: our handler dispatches the four paths itself.
+        server = web.Server(
+            make_handler(source, openmetrics=self.openmetrics, guard=guard),
+            access_log=None, keepalive_timeout=self.limits.idle_timeout_s,
             max_line_size=self.limits.max_line_size, max_field_size=self.limits.max_field_size,
             max_headers=self.limits.max_headers)
+        self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await self._runner.setup()
         try:
             await self.listener.start(host, port)
