@@ -145,7 +145,7 @@ def inside(kind: str, report_fd: int, argv: list[str]) -> int:
         web.run_app(app, host="127.0.0.1", port=int(argv[1]), access_log=None, print=None,
                     ssl_context=ssl_context)
         return 0
-    import exporter.serve
+    from exporter import serve
     from exporter.cli import main as exporter_main
     from exporter.web.server import WebServer
 
@@ -158,7 +158,7 @@ def inside(kind: str, report_fd: int, argv: list[str]) -> int:
     WebServer.start = start_with_probe  # type: ignore[method-assign]
     _count_polls()
     if SWITCH_INTERVAL_ENV in os.environ:  # --switch-interval: the exporter's, replaced
-        exporter.serve.LOOP_SWITCH_INTERVAL_S = float(os.environ[SWITCH_INTERVAL_ENV])
+        serve.LOOP_SWITCH_INTERVAL_S = float(os.environ[SWITCH_INTERVAL_ENV])  # type: ignore[attr-defined]
     return exporter_main(argv)
 
 
@@ -193,7 +193,7 @@ def settled_body(url: str, interval_s: float, timeout: float = 60.0) -> bytes:
     last = b""
     while time.monotonic() < deadline:
         with urllib.request.urlopen(url) as response:
-            body = response.read()
+            body: bytes = response.read()
         if last and body.count(b"\n") == last.count(b"\n"):
             return body
         last = body
