@@ -2,7 +2,8 @@
 bare aiohttp app serving the same bytes, measured in the same run and printed as ratios.
 
 Usage: .venv/bin/python benchmarks/bench_serve.py [--rounds 5] [--duration 5]
-       [--profile h200-mig] [--interval 1s] [--tls]
+       [--profile h200-mig] [--interval 1s] [--tls] [--sim-kubelet] [--callback-cpu]
+       [--switch-interval S]
 Needs Debian's `wrk` (apt-get install wrk), and `openssl` for --tls. Prints one table;
 nothing is asserted.
 
@@ -17,7 +18,10 @@ Both servers run through this file (`--inside`), which adds one thing to each: a
 serving event loop that sleeps 5 ms at a time and records how late it wakes, i.e. how long
 the loop was held by something else (a poll, a render, a scrape, or the machine's other
 work). Both carry it, so it costs both the same. The longest stall while wrk ran is reported
-per server, beside the bare app's.
+per server, beside the bare app's; the exporter's also for the wakes a poll overlapped.
+`--callback-cpu` also times every loop callback in both (thread CPU time: what the loop
+itself did at once, without lock waits or preemption), at some cost to both's throughput.
+Server CPU per scrape is the process's user and system time over a run, per scrape.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), access_log=None, print
 bench_peers.py)."""
 
 SWITCH_INTERVAL_ENV = "BENCH_SERVE_SWITCH_INTERVAL"
+CALLBACK_CPU_ENV = "BENCH_SERVE_CALLBACK_CPU"
 PROBE_PERIOD_S = 0.005
 REPORT_EVERY_S = 0.5
 
@@ -92,14 +97,33 @@ def _start_probe(report_fd: int) -> None:
             late["poll" if during else "outside"].append(round(lateness, 3))
             now = time.monotonic()
             if now - reported >= REPORT_EVERY_S:
-                out.write(json.dumps({"at": now, **late}) + "\n")
+                busiest = _Callbacks.longest * 1e3
+                out.write(json.dumps({"at": now, "callback": busiest, **late}) + "\n")
                 late = {"outside": [], "poll": []}
-                reported = now
+                reported, _Callbacks.longest = now, 0.0
 
     _KEEP.append(loop.create_task(probe()))
 
 
 _KEEP: list[Any] = []
+
+
+class _Callbacks:
+    """With CALLBACK_CPU_ENV set: the most CPU time (this thread's, so neither waits for the
+    interpreter lock nor the machine's other work count) one event-loop callback took."""
+
+    longest = 0.0
+
+
+def _time_callbacks() -> None:
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.events.Handle) -> None:
+        began = time.thread_time()
+        run(handle)
+        _Callbacks.longest = max(_Callbacks.longest, time.thread_time() - began)
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
 
 
 def _count_polls() -> None:
@@ -121,6 +145,8 @@ def _count_polls() -> None:
 def inside(kind: str, report_fd: int, argv: list[str]) -> int:
     """Runs a server with the loop probe: `exporter` runs the exporter's own `main` with
     `argv`; `bare` runs BARE_APP (argv: body file, port)."""
+    if os.environ.get(CALLBACK_CPU_ENV):
+        _time_callbacks()
     if kind == "bare":
         from aiohttp import web
 
@@ -268,6 +294,10 @@ class Probe(threading.Thread):
         for line in self._file:
             self.lines.append(json.loads(line))
 
+    def longest_callback(self, start: float, end: float) -> float:
+        return max((line["callback"] for line in self.lines
+                    if start + REPORT_EVERY_S <= line["at"] <= end), default=float("nan"))
+
     def lateness(self, start: float, end: float, which: tuple[str, ...] = ("outside", "poll")
                  ) -> list[float]:
         """Every wake's lateness (ms) reported for [start, end] (a line covers the half
@@ -324,6 +354,8 @@ def measure_round(servers: list[Server], duration: int) -> None:
             server.add(f"late99_{tag}", _percentile(everything, 0.99))
             if polls := server.probe.lateness(start, end, ("poll",)):
                 server.add(f"pollstall_{tag}", polls[-1])
+            if os.environ.get(CALLBACK_CPU_ENV):
+                server.add(f"callback_{tag}", server.probe.longest_callback(start, end))
 
 
 FIGURES: tuple[tuple[str, str, str, str], ...] = (
@@ -335,6 +367,7 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("stall_1", "longest loop stall, 1 client", "ms", "stall_1"),
     ("pollstall_1", "longest loop stall during a poll, 1 client", "ms", "stall_1"),
     ("late99_1", "loop wake-up lateness p99, 1 client", "ms", "late99_1"),
+    ("callback_1", "longest loop callback (CPU), 1 client", "ms", "callback_1"),
     ("p50_32", "32 clients p50", "ms", "p50_32"),
     ("p99_32", "32 clients p99", "ms", "p99_32"),
     ("rps_32", "32 clients scrapes/s", "", "rps_32"),
@@ -342,6 +375,7 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("stall_32", "longest loop stall, 32 clients", "ms", "stall_32"),
     ("pollstall_32", "longest loop stall during a poll, 32 clients", "ms", "stall_32"),
     ("late99_32", "loop wake-up lateness p99, 32 clients", "ms", "late99_32"),
+    ("callback_32", "longest loop callback (CPU), 32 clients", "ms", "callback_32"),
 )
 
 
@@ -374,6 +408,8 @@ def report(servers: list[Server], args: argparse.Namespace, body: bytes,
     print(header)
     print("|---" * (1 + len(servers) + len(compared)) + "|")
     for key, label, unit, ref_key in FIGURES:
+        if not any(key in s.runs for s in servers):
+            continue
         cells = [_figure(statistics.median(s.runs[key]), unit) if key in s.runs else "—"
                  for s in servers]
         ratios = [_ratio(s.runs.get(key, []), by_name[s.reference].runs.get(ref_key, []))
@@ -403,6 +439,11 @@ def main() -> int:
     parser.add_argument("--switch-interval", type=float,
                         help="run the exporter with this interpreter switch interval (s) "
                              "instead of its own, to measure what it changes")
+    parser.add_argument("--sim-kubelet", action="store_true",
+                        help="the exporter attributes devices to pods (--sim.kubelet)")
+    parser.add_argument("--callback-cpu", action="store_true",
+                        help="time every event-loop callback in both servers (costs both "
+                             "some throughput): the longest one's CPU time")
     parser.add_argument("--tls", action="store_true",
                         help="also over TLS, and TLS with basic auth")
     args = parser.parse_args()
@@ -413,11 +454,13 @@ def main() -> int:
     args.load_before = f"{os.getloadavg()[0]:.2f}"
     if args.switch_interval is not None:
         os.environ[SWITCH_INTERVAL_ENV] = str(args.switch_interval)
+    if args.callback_cpu:
+        os.environ[CALLBACK_CPU_ENV] = "1"
 
     folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     processes: list[subprocess.Popen[bytes]] = []
     common = ["serve", "--backend", "sim", "--sim.profile", args.profile, "-c", args.interval,
-              "--log-level", "warning"]
+              "--log-level", "warning", *(["--sim.kubelet"] if args.sim_kubelet else [])]
 
     def start(kind: str, argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], Probe]:
         process, probe = spawn(kind, argv)
