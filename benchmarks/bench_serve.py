@@ -1,7 +1,7 @@
 """Serve-path benchmark: the exporter polling every second on the simulated node, against a
 bare aiohttp app serving the same bytes, measured in the same run and printed as ratios.
 
-Usage: .venv/bin/python benchmarks/bench_serve.py [--rounds 5] [--duration 5]
+Usage: .venv/bin/python benchmarks/bench_serve.py [--rounds 15] [--duration 2]
        [--profile h200-mig] [--interval 1s] [--tls] [--sim-kubelet] [--callback-cpu]
        [--switch-interval S]
 Needs Debian's `wrk` (apt-get install wrk), and `openssl` for --tls. Prints one table;
@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import base64
 import json
+import math
 import os
 import re
 import shutil
@@ -66,7 +67,7 @@ bench_peers.py)."""
 SWITCH_INTERVAL_ENV = "BENCH_SERVE_SWITCH_INTERVAL"
 CALLBACK_CPU_ENV = "BENCH_SERVE_CALLBACK_CPU"
 PROBE_PERIOD_S = 0.005
-REPORT_EVERY_S = 0.5
+REPORT_EVERY_S = 0.25
 
 
 # -- inside a server process ---------------------------------------------------------------
@@ -296,14 +297,14 @@ class Probe(threading.Thread):
 
     def longest_callback(self, start: float, end: float) -> float:
         return max((line["callback"] for line in self.lines
-                    if start + REPORT_EVERY_S <= line["at"] <= end), default=float("nan"))
+                    if start < line["at"] < end + REPORT_EVERY_S), default=float("nan"))
 
     def lateness(self, start: float, end: float, which: tuple[str, ...] = ("outside", "poll")
                  ) -> list[float]:
-        """Every wake's lateness (ms) reported for [start, end] (a line covers the half
-        second before it), sorted."""
+        """Every wake's lateness (ms) in the lines that cover part of [start, end] (a line
+        covers the REPORT_EVERY_S before it), sorted."""
         return sorted(late for line in self.lines
-                      if start + REPORT_EVERY_S <= line["at"] <= end
+                      if start < line["at"] < end + REPORT_EVERY_S
                       for kind in which for late in line[kind])
 
 
@@ -352,8 +353,9 @@ def measure_round(servers: list[Server], duration: int) -> None:
             everything = server.probe.lateness(start, end)
             server.add(f"stall_{tag}", everything[-1] if everything else float("nan"))
             server.add(f"late99_{tag}", _percentile(everything, 0.99))
-            if polls := server.probe.lateness(start, end, ("poll",)):
-                server.add(f"pollstall_{tag}", polls[-1])
+            polls = server.probe.lateness(start, end, ("poll",))
+            if server.name.startswith("gpu-exporter"):  # a run may see no poll: nan
+                server.add(f"pollstall_{tag}", polls[-1] if polls else math.nan)
             if os.environ.get(CALLBACK_CPU_ENV):
                 server.add(f"callback_{tag}", server.probe.longest_callback(start, end))
 
@@ -379,9 +381,15 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+def _median(values: list[float]) -> float:
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.median(known) if known else math.nan
+
+
 def _ratio(runs: list[float], reference: list[float]) -> str:
     """The median of the per-round ratios (runs of one round are neighbours in time)."""
-    pairs = [a / b for a, b in zip(runs, reference, strict=False) if b > 0]
+    pairs = [a / b for a, b in zip(runs, reference, strict=False)
+             if b > 0 and not math.isnan(a) and not math.isnan(b)]
     if not pairs or len(runs) != len(reference):
         return "n/a"
     return f"{statistics.median(pairs):.2f}x"
@@ -410,7 +418,7 @@ def report(servers: list[Server], args: argparse.Namespace, body: bytes,
     for key, label, unit, ref_key in FIGURES:
         if not any(key in s.runs for s in servers):
             continue
-        cells = [_figure(statistics.median(s.runs[key]), unit) if key in s.runs else "—"
+        cells = [_figure(_median(s.runs[key]), unit) if key in s.runs else "—"
                  for s in servers]
         ratios = [_ratio(s.runs.get(key, []), by_name[s.reference].runs.get(ref_key, []))
                   for s in compared]
@@ -432,8 +440,8 @@ def report(servers: list[Server], args: argparse.Namespace, body: bytes,
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--duration", type=int, default=2, help="seconds per wrk run")
     parser.add_argument("--profile", default="h200-mig")
     parser.add_argument("--interval", default="1s", help="the exporter's -c")
     parser.add_argument("--switch-interval", type=float,
