@@ -1,5 +1,5 @@
-"""The HTTP server as `serve` runs it: the app and aiohttp's protocol behind our listener,
-with the web config's rules, and the self-metrics of both."""
+"""The HTTP server as `serve` runs it: our endpoints on aiohttp's low-level server, its
+protocol behind our listener, with the web config's rules, and the self-metrics of both."""
 
 from __future__ import annotations
 
