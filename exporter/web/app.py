@@ -1,12 +1,12 @@
 """The HTTP surface: /metrics hands out bytes rendered by the last poll, nothing more.
 
 /health answers while the process runs; /ready also checks that data is fresh (dcgm-exporter's
-health check stays green over stale metrics); / lists the devices for a person.
+health check stays green over stale metrics); / is the node page for a person and /api/node
+the same view as JSON (exporter.web.node_page), both from the last poll.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -17,9 +17,9 @@ from exporter.exposition.render import (
     OPENMETRICS_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
     Rendered,
-    visible_entities,
 )
 from exporter.sampling.snapshot import Snapshot
+from exporter.web.node_page import NodePage
 
 
 class Source(Protocol):
@@ -63,8 +63,9 @@ def _accepts_gzip(accept_encoding: str) -> bool:
 
 
 def make_app(source: Source, *, openmetrics: bool = False,
-             middlewares: Sequence[Middleware] = ()) -> web.Application:
-    """The four endpoints, and nothing else; `middlewares` carry the connection limits and
+             middlewares: Sequence[Middleware] = (),
+             node_page: NodePage | None = None) -> web.Application:
+    """The five endpoints, and nothing else; `middlewares` carry the connection limits and
     the web config's rules (exporter.web.middleware). `openmetrics`: negotiate OpenMetrics
     by Accept. Off, every scrape gets text 0.0.4, as from dcgm-exporter: Prometheus prefers
     OpenMetrics when offered, and there the DCGM counters (named without `_total`) can only
@@ -93,47 +94,19 @@ def make_app(source: Source, *, openmetrics: bool = False,
         ok, reason = source.readiness()
         return web.Response(text=reason + "\n", status=200 if ok else 503)
 
+    page = node_page if node_page is not None else NodePage()
+
     async def index(_request: web.Request) -> web.Response:
-        return web.Response(text=_index_page(source), content_type="text/html")
+        return page.html(source.readiness())
+
+    async def api_node(_request: web.Request) -> web.Response:
+        return page.json(source.readiness())
 
     app = web.Application(middlewares=middlewares)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.router.add_get("/ready", ready)
     app.router.add_get("/", index)
+    app.router.add_get("/api/node", api_node)
     return app
 
-
-def _index_page(source: Source) -> str:
-    snapshot = source.snapshot
-    _ok, reason = source.readiness()
-    rows = []
-    if snapshot is not None:
-        owners = snapshot.attribution.owners
-        for e in visible_entities(snapshot):
-            owner = owners.get(e.key)
-            rows.append(
-                "<tr>" + "".join(
-                    f"<td>{html.escape(str(c))}</td>"
-                    for c in (
-                        e.gpu,
-                        e.gpu_instance_profile or "",
-                        "" if e.gpu_instance_id is None else e.gpu_instance_id,
-                        e.model,
-                        e.uuid,
-                        e.pci_bus_id,
-                        f"{owner.namespace}/{owner.pod}/{owner.container}" if owner else "",
-                    )
-                ) + "</tr>"
-            )
-    table = "".join(rows) or '<tr><td colspan="7">no devices</td></tr>'
-    return (
-        "<!doctype html><html><head><title>gpu-exporter</title></head><body>"
-        "<h1>gpu-exporter</h1>"
-        f"<p>{html.escape(reason)}</p>"
-        '<p><a href="/metrics">/metrics</a> · <a href="/ready">/ready</a> · '
-        '<a href="/health">/health</a></p>'
-        "<table border=1 cellpadding=4><tr><th>gpu</th><th>MIG profile</th><th>GPU_I_ID</th>"
-        "<th>model</th><th>UUID</th><th>PCI bus id</th><th>pod</th></tr>"
-        f"{table}</table></body></html>"
-    )

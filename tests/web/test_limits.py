@@ -174,10 +174,10 @@ def test_malformed_requests_log_one_line_per_interval(
     assert _scrape_ok(served.port)
 
 
-def test_only_the_four_endpoints_exist(serve: type[ServedInThread]) -> None:
+def test_only_the_five_endpoints_exist(serve: type[ServedInThread]) -> None:
     app = make_app(FixedSource())
     paths = {resource.canonical for resource in app.router.resources()}
-    assert paths == {"/metrics", "/health", "/ready", "/"}
+    assert paths == {"/metrics", "/health", "/ready", "/", "/api/node"}
     methods = {route.method for route in app.router.routes()}
     assert methods == {"GET", "HEAD"}
     served = serve(None)
