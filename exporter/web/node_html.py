@@ -184,8 +184,8 @@ def _block(inst: InstanceView) -> str:
     return (f'<div class="gi span{span} {inst.sharing}" role="listitem" '
             f'data-gi="{inst.gpu_instance_id}" data-slices="{inst.slices}" '
             f'data-profile="{esc(inst.profile)}" title="{esc(title)}">'
-            f"<b>{esc(inst.profile)}</b>GI {inst.gpu_instance_id}"
-            f'{" · " + cis if cis else ""}{activity}'
+            f"<b>{esc(inst.profile)}</b> GI {inst.gpu_instance_id}"
+            f'{" · " + cis if cis else ""}{activity} '
             f'<span class="who">{esc(who)}</span></div>')
 
 
@@ -199,7 +199,7 @@ def _layout(gpu: GpuView) -> str:
         kind, text = ("hidden", "not this pod's") if gpu.state == "partial" else \
             ("unused", "no instance")
         blocks.append(f'<div class="gi span{min(rest, MAX_SLICES)} {kind}" '
-                      f'data-slices="{rest}"><b>{rest} slice{"s" if rest > 1 else ""}</b>'
+                      f'data-slices="{rest}"><b>{rest} slice{"s" if rest > 1 else ""}</b> '
                       f"{text}</div>")
     rows = "".join(
         f'<tr data-gi="{i.gpu_instance_id}"><td class="num">{i.gpu_instance_id}</td>'
@@ -225,9 +225,9 @@ def _card(gpu: GpuView, taken_at: float | None) -> str:
     if gpu.state == "partial":
         badges.append('<span class="badge">this pod\'s instances only</span>')
     head = (f'<div class="card-head"><h3>GPU {gpu.gpu} <span class="model">'
-            f'{esc(gpu.model)}</span></h3><code title="{esc(gpu.uuid)}">'
-            f'{esc(gpu.uuid[:12])}</code><small>{esc(gpu.pci_bus_id)}</small>'
-            f'{"".join(badges)}</div>')
+            f'{esc(gpu.model)}</span></h3> <code title="{esc(gpu.uuid)}">'
+            f'{esc(gpu.uuid[:12])}</code> <small>{esc(gpu.pci_bus_id)}</small> '
+            f'{" ".join(badges)}</div>')
     if gpu.state == "lost":
         body = ('<p class="lostnote">Lost: the GPU answered GPU_IS_LOST and is left out '
                 'until it answers again.</p>'
@@ -371,8 +371,8 @@ def poll_html(view: NodeView, web: WebRows) -> PollHtml:
            f'<header class="top"><h1>{esc(ex.host or "gpu-exporter")} '
            f"<span>gpu-exporter {esc(ex.version)}</span></h1>"
            f'<p>{" · ".join(summary)}</p>'
-           '<nav><a href="/metrics">/metrics</a><a href="/api/node">/api/node</a>'
-           '<a href="/ready">/ready</a><a href="/health">/health</a></nav>')
+           '<nav><a href="/metrics">/metrics</a> <a href="/api/node">/api/node</a> '
+           '<a href="/ready">/ready</a> <a href="/health">/health</a></nav>')
     cards = "".join(_card(g, ex.taken_at) for g in view.gpus)
     if not cards:
         why = (": NVML is down, the last poll read no device" if ex.nvml_up is False else

@@ -2,8 +2,8 @@
 
 The publisher hands each poll to `NodePage.record` on the render thread: a reference and a
 copy of the poll counters, nothing built. The first request after a poll builds the view
-(`exporter.exposition.node_snapshot`), its HTML and its JSON once; later requests for the
-same poll reuse them and fill in only what changes by the second: the poll's age,
+(`exporter.exposition.node_snapshot`), and its HTML or JSON once asked for; later requests
+for the same poll reuse them and fill in only what changes by the second: the poll's age,
 readiness, and when the page should reload. A poll nobody looks at costs nothing more, and
 the page makes no NVML or kubelet call.
 
@@ -60,13 +60,16 @@ class _Poll:
     backend: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Built:
+    """One poll's view, and its HTML and JSON once asked for."""
+
     poll: _Poll | None
     applied: Applied | None
     view: NodeView
-    html: PollHtml
-    json: str
+    rows: WebRows
+    html: PollHtml | None = None
+    json: str | None = None
 
 
 def web_rows(applied: Applied | None) -> list[tuple[str, str]]:
@@ -103,14 +106,28 @@ def web_rows(applied: Applied | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _json_default(value: object) -> object:
-    raise TypeError(f"not JSON: {type(value).__name__}")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def plain(value: object) -> object:
+    """A view as JSON-able dicts, lists and scalars (`dataclasses.asdict` without its deep
+    copies: the view is immutable)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kind = type(value)
+        names = _FIELDS.get(kind)
+        if names is None:
+            names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(value))
+        return {name: plain(getattr(value, name)) for name in names}
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    return value
 
 
 def _view_json(view: NodeView, web: WebRows) -> str:
-    body = dataclasses.asdict(view)
+    body = plain(view)
+    assert isinstance(body, dict)
     body["web"] = dict(web)
-    return json.dumps(body, separators=(",", ":"), default=_json_default)
+    return json.dumps(body, separators=(",", ":"))
 
 
 class NodePage:
@@ -142,8 +159,7 @@ class NodePage:
             view = node_view(None, PollStats(collect_interval_s=0.0), [], self.backend)
         else:
             view = node_view(poll.snapshot, poll.stats, poll.families, poll.backend)
-        rows = web_rows(applied)
-        built = _Built(poll, applied, view, poll_html(view, rows), _view_json(view, rows))
+        built = _Built(poll, applied, view, web_rows(applied))
         self._built = built
         return built
 
@@ -170,6 +186,8 @@ class NodePage:
             status += (f'<div class="banner" role="alert" id="stale">The values below are '
                        f"from the last poll and may be out of date: {esc(reason)}</div>")
         refresh = f'<meta http-equiv="refresh" content="{self._refresh_s(built.view, now)}">'
+        if built.html is None:
+            built.html = poll_html(built.view, built.rows)
         text = built.html.head + refresh + built.html.top + status + built.html.body
         return web.Response(text=text, headers=HTML_HEADERS)
 
@@ -180,5 +198,7 @@ class NodePage:
         taken = built.view.exporter.taken_at
         status = json.dumps({"ready": ok, "reason": reason, "served_at": now,
                              "poll_age_s": None if taken is None else now - taken})
+        if built.json is None:
+            built.json = _view_json(built.view, built.rows)
         return web.Response(text=status[:-1] + ',"node":' + built.json + "}",
                             headers=JSON_HEADERS)

@@ -35,7 +35,7 @@ header.top{padding:14px 20px;border-bottom:1px solid var(--line);background:var(
 header.top h1{margin:0 0 4px;font-size:20px}
 header.top h1 span{font-weight:400;color:var(--muted)}
 header.top p{margin:2px 0}
-nav a{margin-right:12px}
+nav a{margin-right:8px}
 .banner{margin:12px 20px 0;padding:10px 14px;border-radius:6px;font-weight:600;
 background:var(--bad);color:#fff}
 .banner.notice{background:var(--warn)}

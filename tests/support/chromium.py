@@ -172,10 +172,10 @@ class BrowserTab:
             await asyncio.sleep(0.05)
         raise AssertionError(f"the page did not finish loading to evaluate {expression}")
 
-    async def screenshot(self, path: Path) -> None:
-        """The whole page, beyond the viewport."""
+    async def screenshot(self, path: Path, *, whole_page: bool = True) -> None:
+        """The whole page, beyond the viewport (or only what the viewport shows)."""
         shot = await self._tools.call("Page.captureScreenshot", format="png",
-                                      captureBeyondViewport=True)
+                                      captureBeyondViewport=whole_page)
         path.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(path.write_bytes, base64.b64decode(shot["data"]))
 

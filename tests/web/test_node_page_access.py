@@ -72,6 +72,8 @@ def test_json_is_the_same_view_with_readiness(serve: type[ServedInThread]) -> No
     assert answer.status == 200
     assert answer.headers["Content-Type"] == "application/json; charset=utf-8"
     body = json.loads(answer.body)
+    assert set(body) == {"ready", "reason", "served_at", "poll_age_s", "node"}
+    assert set(body["node"]) == {"exporter", "gpus", "web"}
     assert (body["ready"], body["reason"]) == (True, "ok: fixed")
     (gpu,) = body["node"]["gpus"]
     assert (gpu["gpu"], gpu["uuid"], gpu["temperature_c"], gpu["power_w"]) == (
@@ -155,3 +157,16 @@ def test_the_web_config_is_shown_without_secrets(tmp_path: Path) -> None:
     assert rows["rate limit"] == "1 per 1 s, burst 5"
     assert rows["header X-Frame-Options"] == "deny"
     assert rows["TLS"] == "TLS12 to TLS13"
+
+
+def test_a_policy_in_the_web_config_replaces_the_pages_own(
+        tmp_path: Path, serve: type[ServedInThread]) -> None:
+    config = tmp_path / "web.yml"
+    config.write_text("http_server_config:\n  headers:\n"
+                      "    Content-Security-Policy: \"default-src 'none'\"\n")
+    served = serve(LiveWebConfig.load(config))
+    _record(served.server.node_page)
+    answer = _ok(Client(served.port).get("/"))
+    assert answer.status == 200
+    # As on every path: the administrator's policy wins (the page is then unstyled).
+    assert answer.headers["Content-Security-Policy"] == "default-src 'none'"
