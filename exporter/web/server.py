@@ -79,7 +79,8 @@ class WebServer:
         return families
 
     def publishing(self, publish: Publisher[Rendered]) -> Publisher[Rendered]:
-        """`publish`, with the endpoint's self-metrics added to every exposition."""
+        """`publish`, with the endpoint's self-metrics added to every exposition and each
+        poll recorded for the node page (which names the exposition's backend)."""
         if isinstance(publish, ExpositionPublisher):
             self.node_page.backend = publish.backend
         return _WithWebFamilies(publish, self.families, self.node_page)
