@@ -116,7 +116,7 @@ class _Function:
         out = self.outputs[0].name if self.outputs else ""
         if isinstance(answer, Value):
             self.checks(answer.version)
-            self.lines.append("        double v;")
+            self.lines.append("        sim_number v;")
             self.read("v", "", answer.unset)
             target = f"{out}->{answer.member}" if answer.member else f"*{out}"
             self.lines.append(f"        {target} = (__typeof__({target}))v;")
@@ -124,7 +124,7 @@ class _Function:
             if len(self.outputs) != answer.count:
                 raise GenerateError(f"{self.symbol}: nvml.h has {len(self.outputs)} outputs")
             self.checks("")
-            self.lines.append(f"        double v[{answer.count}];")
+            self.lines.append(f"        sim_number v[{answer.count}];")
             for i in range(answer.count):
                 self.read(f"v[{i}]", f"[{i}]", None)
             for i, p in enumerate(self.outputs):
@@ -135,7 +135,7 @@ class _Function:
             self.checks("")
             size = self.inputs[0].name
             self.lines += [f"        for (unsigned i = 0; i < {size}; i++) {{",
-                           "            double w;",
+                           "            sim_number w;",
                            f"            if ((r = sim_call_value(g, &w, {self.key('[%u]', 'i')}))"
                            " != NVML_SUCCESS) break;",
                            f"            {out}[i] = (__typeof__({out}[i]))w;", "        }"]
@@ -149,14 +149,14 @@ class _Function:
         else:
             assert isinstance(answer, ReturnCode)
             self.checks("")
-            self.lines.append("        double v;")
+            self.lines.append("        sim_number v;")
             self.read("v", "", None)
             self.lines.append(f"        if (!v) r = {answer.error};")
 
     def struct(self, answer: Struct, out: str) -> None:
         self.checks(answer.version)
         numbers = [m for m in answer.members if m.table == "calls"]
-        self.lines.append(f"        double v[{len(numbers)}];")
+        self.lines.append(f"        sim_number v[{len(numbers)}];")
         for i, member in enumerate(numbers):
             self.read(f"v[{i}]", f".{member.name}", member.unset)
         if answer.cleared and answer.version:

@@ -14,7 +14,7 @@
 #include "sim_state.h"
 
 /* The value of the call whose key `fmt` builds; NOT_SUPPORTED when the scenario set none. */
-nvmlReturn_t sim_call_value(const sim_gpu *g, double *out, const char *fmt, ...) {
+nvmlReturn_t sim_call_value(const sim_gpu *g, sim_number *out, const char *fmt, ...) {
     char key[SIM_VALUE_KEY] = "call:";
     va_list ap;
     va_start(ap, fmt);
@@ -34,7 +34,7 @@ const char *sim_call_string(const sim_gpu *g, const char *fmt, ...) {
 }
 
 /* A number's bytes, least significant first (at most 8; the rest 0). */
-void sim_put_number(unsigned char *out, size_t size, double value) {
+void sim_put_number(unsigned char *out, size_t size, sim_number value) {
     unsigned long long bits = (unsigned long long)value;
     for (size_t i = 0; i < size; i++) out[i] = i < 8 ? (unsigned char)(bits >> (8 * i)) : 0;
 }
@@ -62,7 +62,7 @@ nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device,
                                                     nvmlGridLicensableFeatures_t *features) {
     sim_gpu *g;
     int slot;
-    double state;
+    sim_number state;
     nvmlReturn_t r =
         sim_begin_device(FN_nvmlDeviceGetGridLicensableFeatures_v4, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
@@ -86,7 +86,7 @@ static nvmlReturn_t profile_slices(int fn, nvmlDevice_t device, unsigned profile
                                    unsigned *id, unsigned *slice_count) {
     sim_gpu *g;
     int slot;
-    double slices;
+    sim_number slices;
     nvmlReturn_t r = sim_begin_device(fn, device, 1, &g, &slot);
     if (r == NVML_SUCCESS) {
         if (!g->mig_capable) r = NVML_ERROR_NOT_SUPPORTED;

@@ -141,11 +141,15 @@ typedef struct {
     sim_gpm_scope gpm;
 } sim_ci;
 
+/* A "fields" or "calls" value: a long double, so that a 64-bit counter or mask word keeps
+ * every bit (its mantissa has 64 bits on x86-64, 113 on arm64). */
+typedef long double sim_number;
+
 /* A value answered by the generic lookups of sim_calls.c: "fi:<field id>[@<scope id>]" for
  * nvmlDeviceGetFieldValues, "call:<function>(<args>)<pick>" for the other calls. */
 typedef struct {
     char key[SIM_VALUE_KEY];
-    double value;
+    sim_number value;
 } sim_value;
 
 typedef struct {
@@ -288,20 +292,20 @@ SIM_INTERNAL int sim_gpm_set(sim_gpm_scope *scope, unsigned id, double value);
 SIM_INTERNAL int sim_add_hang(const char *function, int gpu, double at, double for_s);
 
 /* Generic values (sim_scenario.c): 0 and the value, or -1 when the key is not set. */
-SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, double *out);
-SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, double value);
+SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, sim_number *out);
+SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, sim_number value);
 /* Generic strings ("strings": the call's key as for "calls"): NULL when not set. */
 SIM_INTERNAL const char *sim_string_get(const sim_gpu *g, const char *key);
 /* A "calls" value by its key without the "call:" prefix, built from `fmt`; NOT_SUPPORTED
  * when the scenario set none (sim_calls.c). */
-SIM_INTERNAL nvmlReturn_t sim_call_value(const sim_gpu *g, double *out, const char *fmt, ...)
+SIM_INTERNAL nvmlReturn_t sim_call_value(const sim_gpu *g, sim_number *out, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A "strings" value by its key built from `fmt`; NULL when the scenario set none. */
 SIM_INTERNAL const char *sim_call_string(const sim_gpu *g, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Struct members the generated entry points fill: a number's bytes (least significant
  * first), a string's bytes (the rest 0; NULL: all `fill`), hex digits (NULL: zeros). */
-SIM_INTERNAL void sim_put_number(unsigned char *out, size_t size, double value);
+SIM_INTERNAL void sim_put_number(unsigned char *out, size_t size, sim_number value);
 SIM_INTERNAL void sim_put_text(unsigned char *out, size_t size, const char *text, int fill);
 SIM_INTERNAL void sim_put_hex(unsigned char *out, size_t size, const char *text);
 
