@@ -55,12 +55,19 @@ INFOROM_OBJECTS = tuple(range(4))  # NVML_INFOROM_OEM, _ECC, _POWER, _DEN
 NVLINK_COUNTERS = tuple(range(5))  # NVML_NVLINK_ERROR_DL_REPLAY .. _ECC_DATA
 AFFINITY_SCOPES = (0, 1)  # NVML_AFFINITY_SCOPE_NODE, _SOCKET
 SET_SIZES = (4,)  # DCGM asks for 4 words (256 CPUs / NUMA nodes)
-GPU_INSTANCE_PROFILES = tuple(range(0x12))  # nvml.h 13: 0 .. 0x11
+GPU_INSTANCE_PROFILES = tuple(range(0x12))  # nvml.h 13: _1_SLICE (0) .. 0x11
 
 _ECC_LOCATIONS_REPORTED = {pynvml.NVML_MEMORY_LOCATION_DEVICE_MEMORY,
                            pynvml.NVML_MEMORY_LOCATION_SRAM}
 """The memory locations Hopper and Ada report ECC counts for (the others read N/A)."""
-_GI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 1, 6: 2, 7: 1}
+_GI_PROFILE_SLICES = {
+    pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE: 1, pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE: 2,
+    pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE: 3, pynvml.NVML_GPU_INSTANCE_PROFILE_4_SLICE: 4,
+    pynvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE: 7,
+    pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1: 1,
+    pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1: 2,
+    pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2: 1,
+}
 """The GPU instance profiles of a 7-slice A100/H100/H200 (1g, 2g, 3g, 4g, 7g, 1g+me, 2g+me
 (not on Hopper: answered anyway), 1g.2xgb); the others answer NOT_SUPPORTED."""
 
@@ -294,4 +301,4 @@ COMPUTED = frozenset({
     "nvmlDeviceReadWritePRM_v1", "nvmlDeviceReadPRMCounters_v1", "nvmlDeviceGetP2PStatus",
 })
 """The calls (pynvml's names) both simulators answer by a mechanism of their own, not from a
-value under a key: every other call either answers is an entry of `CALLS`."""
+value under a key: every other call either simulator answers is an entry of `CALLS`."""
