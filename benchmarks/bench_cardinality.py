@@ -224,10 +224,10 @@ def simulate_day(profile: str, interval_s: float, start: float) -> Day:
     """Every poll of one simulated day, as the sampler renders it (device families, the
     exporter's own, the endpoint's), keyed by series."""
     from exporter.devices.nvml import NvmlBackend
-    from exporter.devices.sim import SimNvml
-    from exporter.exposition.selfmetrics import Publisher
+    from exporter.exposition.publisher import Publisher
     from exporter.sampling.snapshot import HostLabel, Snapshot
     from exporter.sampling.stats import PollStats
+    from exporter.simulated.node import SimNvml
     from exporter.web.server import WebServer
 
     now = [0.0]

@@ -124,7 +124,7 @@ def every_field_scenario(gpus: int) -> dict[str, Any]:
 def make_plan_floor(pynvml: Any, backend: Any) -> Callable[[], None]:
     """The calls of the backend's plans in a bare loop: the bound calls as planned, one
     field-values call and one GPM read per entity, each answer read once."""
-    from exporter.devices.plan import FieldValue
+    from exporter.devices.read_plan import FieldValue
 
     steps = []
     for work in backend._reader._work:  # the plans themselves: their calls, not their logic

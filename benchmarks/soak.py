@@ -93,8 +93,8 @@ def proc_status(pid: int) -> tuple[int, int, int]:
 def churn_plans(profile: str) -> Any:
     """Pod allocations for generation n: every device to a pod named after n, and every
     other generation only half of them, so label sets come and go."""
-    from exporter.devices.sim import SimNvml
-    from exporter.k8s.simkubelet import pod_resources
+    from exporter.simulated.kubelet import pod_resources
+    from exporter.simulated.node import SimNvml
 
     layout = SimNvml(profile).layout
     grants = []
@@ -152,7 +152,7 @@ def free_port() -> int:
 
 
 def run_soak(args: argparse.Namespace) -> list[Sample]:
-    from exporter.k8s.simkubelet import serve_pod_resources
+    from exporter.simulated.kubelet import serve_pod_resources
 
     plan = churn_plans(args.profile)
     tmp = Path(tempfile.mkdtemp(prefix="soak-", dir="/tmp"))

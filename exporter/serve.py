@@ -17,10 +17,10 @@ from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.nvml_api import NvmlLib, load_pynvml
-from exporter.devices.processes import ProcessReader
+from exporter.devices.process_reads import ProcessReader
 from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import LabelStyle
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import (
     Collectors,
     CollectorsError,
@@ -29,6 +29,7 @@ from exporter.fields.csv import (
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
 from exporter.k8s.hpc_jobs import HpcJobMapping
+from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
@@ -54,7 +55,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
     if cfg.backend == "sim":
-        from exporter.devices.sim import SimNvml, parse_fault
+        from exporter.simulated.node import SimNvml, parse_fault
 
         faults = []
         for spec in cfg.sim_faults:
@@ -83,23 +84,24 @@ class _SimNode:
 def _start_sim_kubelet(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, tmp: Path
                        ) -> tuple[ServeConfig, _SimNode]:
     """(the settings pointing at the simulated kubelet, the simulated node around it)."""
-    from exporter.devices.sim import SimNvml
-    from exporter.k8s.simkubelet import plan_allocations, start_sim_kubelet
+    from exporter.simulated.kubelet import plan_allocations, start_sim_kubelet
+    from exporter.simulated.node import SimNvml
 
     backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
     socket_path = cfg.kubernetes.pod_resources_socket
     if socket_path == DEFAULT_POD_RESOURCES_SOCKET:
         socket_path = str(tmp / "kubelet.sock")
-    time_sliced = cfg.sim_profile == "a100-timesliced"
-    server = start_sim_kubelet(socket_path, backend.inventory, time_sliced=time_sliced)
+    # The simulated node says which GPUs pods share by time-slicing, and by how many.
+    shared_by = lib.shared_by if isinstance(lib, SimNvml) else {}
+    server = start_sim_kubelet(socket_path, backend.inventory, shared_by=shared_by)
     log.info("simulated kubelet serving pod allocations on %s", socket_path)
     k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
     metadata: PodMetadata | None = None
     proc_root = tmp / "proc"
     if k8s.wants_pod_metadata or k8s.wants_process_reads:
-        from exporter.k8s.simpods import SimPodMetadata, write_demo_proc
+        from exporter.simulated.pods import SimPodMetadata, write_demo_proc
 
-        allocations = plan_allocations(backend.inventory, time_sliced=time_sliced)
+        allocations = plan_allocations(backend.inventory, shared_by=shared_by)
         metadata = SimPodMetadata.for_node(allocations, k8s)
         log.info("simulated API server: labels of the %d simulated pods", len(allocations))
         if k8s.wants_process_reads and isinstance(lib, SimNvml):
@@ -216,6 +218,10 @@ def main(argv: Sequence[str]) -> int:
     setup_logging(cfg.log_format, cfg.log_level)
     for warning in cfg.startup_warnings:
         log.warning("%s", warning)
+    if cfg.kubernetes.enabled and not cfg.sim_kubelet:
+        problem = unusable_socket(cfg.kubernetes.pod_resources_socket)
+        if problem is not None:
+            return _fail(problem)
     try:
         web_config, configmap, collectors = _load_start_files(cfg)
     except ConfigError as exc:

@@ -5,7 +5,8 @@
     python scripts/fault_matrix.py --check   # exit 1 if README differs from the kept results
 
 `--run` keeps the results (`tests/stress/results.json`) only when every case ran and passed;
-`tests/stress/test_table.py` does what `--check` does, in the test command.
+`tests/stress/test_table.py` does what `--check` does, in the test command, and checks each
+row against the cases run in that test run (one of them when it runs alone).
 """
 
 from __future__ import annotations

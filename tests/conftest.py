@@ -29,7 +29,7 @@ from tests.support.paths import FIXTURES, ROOT
 __all__ = ["FIXTURES", "ROOT", "ExporterProcess", "free_port", "http_get"]
 
 if TYPE_CHECKING:
-    from exporter.k8s.simkubelet import SimKubeletHandle
+    from exporter.simulated.kubelet import SimKubeletHandle
 
 
 @pytest.fixture
@@ -77,6 +77,15 @@ def nvmlsim_lib() -> Path:
         pytest.fail(f"cannot build the simulated NVML library: {exc}")
 
 
+@pytest.fixture(scope="session")
+def built_image() -> str:
+    """The amd64 container image of this checkout, built once per session (minutes on a
+    machine that has built none yet: mark tests using it with a long timeout)."""
+    from tests.support.image import checkout_image
+
+    return checkout_image("amd64")
+
+
 @pytest.fixture
 def socket_dir() -> Iterator[Path]:
     # Short path: unix socket paths are limited to ~107 bytes.
@@ -97,7 +106,7 @@ def socket_path(socket_dir: Path) -> str:
 def kubelet(socket_path: str) -> Iterator[SimKubeletHandle]:
     """A real pod-resources gRPC server on `socket_path`, with no pods until the test sets them."""
     # Imported here: grpc is heavy, and most of the suite never needs it.
-    from exporter.k8s.simkubelet import serve_pod_resources
+    from exporter.simulated.kubelet import serve_pod_resources
 
     handle = serve_pod_resources(socket_path)
     try:

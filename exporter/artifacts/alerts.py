@@ -8,11 +8,12 @@ stays at its last value forever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exporter.artifacts.fieldset import FieldSet
 from exporter.artifacts.xid_tiers import XidTiers
+from exporter.promql.measures import GR_ENGINE
 
 GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
 EXPORTER = "gpu-exporter {{ $labels.instance }}"
@@ -239,25 +240,15 @@ def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
         "gpu-exporter.health")
 
 
-def _idle_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
-    """Held devices doing (almost) nothing.
+def _idle_alert(c: AlertConfig) -> Alert:
+    """Held devices doing (almost) nothing: graphics-engine activity from GPM, or NVML
+    utilisation before Hopper (`exporter.promql.measures`).
 
     A device one container holds exclusively carries that pod's labels itself; a shared one
     is unlabelled and joined onto its `gpu_exporter_pod_gpu_allocation` rows.
     """
-    names = []
-    if fields.has("DCGM_FI_PROF_GR_ENGINE_ACTIVE"):
-        names.append(("DCGM_FI_PROF_GR_ENGINE_ACTIVE", ""))
-    if fields.has("DCGM_FI_DEV_GPU_UTIL"):
-        names.append(("DCGM_FI_DEV_GPU_UTIL", " / 100"))
-    if not names:
-        return None
-
-    def activity(matcher: str) -> str:
-        return " or ".join(f"{name}{{{matcher}}}{scale}" for name, scale in names)
-
     keep = f"{DEVICE}, Hostname, gpu"
-    exclusive, shared = activity('pod!=""'), activity('pod=""')
+    exclusive, shared = GR_ENGINE.select('{pod!=""}'), GR_ENGINE.select('{pod=""}')
     return Alert(
         "GpuIdleButAllocated",
         f"(max by ({keep}, namespace, pod, container) ({exclusive}) < {c.idle_ratio})\nor\n"
@@ -274,14 +265,20 @@ def _idle_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
 
 
 def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
-    """The alerts whose fields are all enabled."""
+    """The alerts whose fields are enabled, reading only those."""
     c = config or AlertConfig()
     c.xid.check()
     candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields)]
-    for optional in (_nvlink_alert(c, fields), _idle_alert(c, fields)):
-        if optional is not None:
-            candidates.append(optional)
-    return [a for a in candidates if fields.allows(a.expr)]
+    nvlink = _nvlink_alert(c, fields)
+    if nvlink is not None:
+        candidates.append(nvlink)
+    candidates.append(_idle_alert(c))
+    out = []
+    for alert in candidates:
+        expr = fields.resolve(alert.expr)
+        if expr is not None:
+            out.append(replace(alert, expr=expr))
+    return out
 
 
 def rule_groups(fields: FieldSet, config: AlertConfig | None = None) -> list[dict[str, Any]]:

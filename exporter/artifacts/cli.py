@@ -45,7 +45,7 @@ def _write(out: Path, rel: Path, text: str) -> None:
 
 
 def _source(fields: FieldSet) -> str:
-    return Path(fields.source).name
+    return fields.header_name
 
 
 def _dashboards(settings: Resolution, fields: FieldSet) -> None:
@@ -117,7 +117,7 @@ def _keda_one(settings: Resolution, fields: FieldSet) -> None:
                             settings[opt.PROMETHEUS] or DEFAULT_PROMETHEUS,
                             settings[opt.QUEUE_TARGET], role=settings[opt.ROLE])
     check_spec(spec, fields)
-    sys.stdout.write(yamlio.dump(scaled_object(spec)))
+    sys.stdout.write(yamlio.dump(scaled_object(spec, fields)))
 
 
 def main(argv: list[str]) -> int:

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.fields.catalog import CATALOG
-from exporter.fields.csv import default_collectors_path as packaged_collectors_path
-from exporter.fields.csv import load_collectors
+from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.promql import measures as gpm
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_NAME = "collectors.csv"
+"""What generated files say they came from when no collectors file is given: the built-in
+copy of the project's collectors.csv (tests/fields/test_csv.py keeps the two equal)."""
 
 _FIELD_TOKEN = re.compile(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+\b")
 
@@ -22,7 +24,10 @@ _FIELD_TOKEN = re.compile(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+\b")
 @dataclass(frozen=True, slots=True)
 class FieldSet:
     source: str
+    """Where the names came from, for messages: the collectors file's path."""
     names: frozenset[str]
+    file_name: str = ""
+    """The source's name in generated files' headers; "": the last part of `source`."""
 
     def has(self, *names: str) -> bool:
         return all(n in self.names for n in names)
@@ -31,16 +36,23 @@ class FieldSet:
         """True when every DCGM field a PromQL expression mentions is enabled."""
         return all(tok in self.names for tok in _FIELD_TOKEN.findall(promql))
 
+    def resolve(self, promql: str) -> str | None:
+        """`promql` with its GPM measures (`exporter.promql.measures` placeholders) read from the
+        enabled sources only; None when a measure has none or another field is disabled."""
+        out = gpm.resolve(promql, self.names.__contains__)
+        return out if out is not None and self.allows(out) else None
 
-def default_collectors_path() -> Path:
-    """The repository's collectors.csv, else the copy shipped inside the package."""
-    root_csv = REPO_ROOT / "collectors.csv"
-    return root_csv if root_csv.is_file() else packaged_collectors_path()
+    @property
+    def header_name(self) -> str:
+        return self.file_name or Path(self.source).name
 
 
 def load_fieldset(path: Path | None) -> FieldSet:
-    """Fields enabled by the CSV at `path` (default: the project's collectors.csv)."""
-    path = default_collectors_path() if path is None else path
+    """Fields enabled by the CSV at `path`; None: the built-in collectors.csv, the one the
+    package ships (so `generate` gives the same files installed as in the repository)."""
+    if path is None:
+        builtin = default_collectors_path()
+        return FieldSet(str(builtin), load_collectors(builtin).names, DEFAULT_NAME)
     return FieldSet(str(path), load_collectors(path).names)
 
 

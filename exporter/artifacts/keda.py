@@ -18,6 +18,11 @@ and a decode pool of one disaggregated server scale separately, whatever their p
 named. The queue trigger then reads the serving metric of the pods whose GPUs carry that
 role. A series matching several role labels is counted once (`or` keeps one of equal
 label sets).
+
+Activity triggers read GPM where a GPU has it and NVML's counterpart before Hopper
+(`exporter.promql.measures`): graphics-engine activity falls back to `DCGM_FI_DEV_GPU_UTIL / 100`,
+memory-interface activity to `DCGM_FI_DEV_MEM_COPY_UTIL / 100`, per GPU, before the average,
+so a GPU with both is counted once. MIG instances of GPUs before Hopper report neither.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from typing import Any
 
 from exporter.artifacts.fieldset import FieldSet
 from exporter.k8s.inference_labels import ROLE
+from exporter.promql import measures as gpm
+from exporter.promql.measures import DRAM, GR_ENGINE, Measure, read
 
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 
@@ -65,21 +72,23 @@ class Pool:
     """Every pod of the namespace labelled with this inference role."""
     ns_op: str = "="
 
-    def series(self, name: str) -> str:
-        """The metric `name` restricted to the pool's pods."""
+    def series(self, name: str | Measure) -> str:
+        """The metric `name` (or a GPM measure's placeholder) restricted to the pool's pods."""
         namespace = f'namespace{self.ns_op}"{self.namespace}"'
         if self.role is None:
-            return f'{name}{{{namespace}, pod=~"{self.pod_regex}"}}'
-        alternatives = [f'{name}{{{namespace}, {source.label}="{self.role}"}}'
-                        for source in ROLE.sources if re.fullmatch(source.values, self.role)]
-        return alternatives[0] if len(alternatives) == 1 else f"({' or '.join(alternatives)})"
+            return read(name, f'{{{namespace}, pod=~"{self.pod_regex}"}}')
+        return read(name, *(f'{{{namespace}, {source.label}="{self.role}"}}'
+                            for source in ROLE.sources if re.fullmatch(source.values, self.role)))
 
 
 @dataclass(frozen=True, slots=True)
 class TriggerQuery:
     query: str
+    """PromQL; a GPM measure in it is a placeholder until resolved against the collected
+    fields (`FieldSet.resolve`)."""
     metric_type: str
-    fields: tuple[str, ...]
+    reads: str | Measure
+    """The field or measure that marks the pool's devices."""
     meaning: str
 
 
@@ -89,21 +98,19 @@ def gpu_query(metric: Metric, pool: Pool) -> TriggerQuery:
     whose = "the Deployment's" if pool.role is None else f"the {pool.role} pods'"
     if metric is Metric.UTIL:
         return TriggerQuery(f"avg({pool.series('DCGM_FI_DEV_GPU_UTIL')})", "Value",
-                            ("DCGM_FI_DEV_GPU_UTIL",), f"mean GPU utilisation (%) of {pods}")
+                            "DCGM_FI_DEV_GPU_UTIL", f"mean GPU utilisation (%) of {pods}")
     if metric is Metric.GR_ENGINE:
-        return TriggerQuery(f"100 * avg({pool.series('DCGM_FI_PROF_GR_ENGINE_ACTIVE')})",
-                            "Value", ("DCGM_FI_PROF_GR_ENGINE_ACTIVE",),
+        return TriggerQuery(f"100 * avg({pool.series(GR_ENGINE)})", "Value", GR_ENGINE,
                             f"mean graphics-engine activity (%) of {whose} GPUs or MIG "
-                            "instances")
+                            "instances (NVML utilisation on GPUs before Hopper)")
     if metric is Metric.DRAM:
-        return TriggerQuery(f"100 * avg({pool.series('DCGM_FI_PROF_DRAM_ACTIVE')})", "Value",
-                            ("DCGM_FI_PROF_DRAM_ACTIVE",),
+        return TriggerQuery(f"100 * avg({pool.series(DRAM)})", "Value", DRAM,
                             f"mean memory-interface activity (%) of {whose} GPUs or MIG "
-                            "instances, what bounds decoding")
+                            "instances, what bounds decoding (NVML memory utilisation on "
+                            "GPUs before Hopper)")
     used, free = pool.series("DCGM_FI_DEV_FB_USED"), pool.series("DCGM_FI_DEV_FB_FREE")
     return TriggerQuery(
-        f"100 * sum({used}) / (sum({used}) + sum({free}))", "Value",
-        ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
+        f"100 * sum({used}) / (sum({used}) + sum({free}))", "Value", "DCGM_FI_DEV_FB_USED",
         f"framebuffer used (%) across {whose} GPUs or MIG instances")
 
 
@@ -111,10 +118,10 @@ QUEUE_METRIC = "vllm:num_requests_waiting"
 
 
 def queue_query(pool: Pool, metric: str = QUEUE_METRIC, *,
-                gpu_field: str = "DCGM_FI_DEV_FB_USED") -> str:
+                gpu_field: str | Measure = "DCGM_FI_DEV_FB_USED") -> str:
     """Requests waiting in the inference servers' queues, summed over the pool. A role pool's
-    pods are those whose `gpu_field` series carry the role (serving metrics have no pod
-    labels of their own)."""
+    pods are those whose `gpu_field` series (or measure) carry the role (serving metrics
+    have no pod labels of their own)."""
     if pool.role is None:
         return f"sum({pool.series(metric)})"
     namespace = f'namespace{pool.ns_op}"{pool.namespace}"'
@@ -163,13 +170,35 @@ def check_spec(spec: ScaledObjectSpec, fields: FieldSet) -> None:
     if spec.metric is not Metric.FB and spec.target > 100:
         raise ValueError(f"--target is a percentage for --metric {spec.metric.value}, got "
                          f"{spec.target}")
-    missing = [f for f in gpu_query(spec.metric, spec.pool).fields if f not in fields.names]
-    if missing:
-        raise ValueError(f"--metric {spec.metric.value} needs {', '.join(missing)}, which "
+    query = gpu_query(spec.metric, spec.pool).query
+    if fields.resolve(query) is None:
+        raise ValueError(f"--metric {spec.metric.value} needs {_needs(query, fields)}, which "
                          f"{fields.source} does not enable")
 
 
-def scaled_object(spec: ScaledObjectSpec) -> dict[str, Any]:
+def _needs(query: str, fields: FieldSet) -> str:
+    """What `query` reads that `fields` lacks: plain fields, and for a GPM measure with no
+    enabled source, its sources."""
+    missing = [f for f in dict.fromkeys(re.findall(r"\bDCGM_FI_[A-Z0-9_]+", query))
+               if f not in fields.names]
+    for measure in gpm.measures_in(query):
+        from_gpm = fields.has(*measure.gpm)
+        from_nvml = measure.nvml is not None and fields.has(measure.nvml.field)
+        if not (from_gpm or from_nvml):
+            fallback = f" or {measure.nvml.field} (before Hopper)" if measure.nvml else ""
+            missing.append(f"{' and '.join(measure.gpm)} (GPM){fallback}")
+    return ", ".join(missing)
+
+
+def _resolved(query: str, fields: FieldSet) -> str:
+    resolved = fields.resolve(query)
+    if resolved is None:
+        raise ValueError(f"{fields.source} does not enable what {query!r} reads")
+    return resolved
+
+
+def scaled_object(spec: ScaledObjectSpec, fields: FieldSet) -> dict[str, Any]:
+    """The ScaledObject, reading only fields `fields` enables (check_spec first)."""
     gpu = gpu_query(spec.metric, spec.pool)
     triggers: list[dict[str, Any]] = []
     if spec.queue_target is not None:
@@ -179,7 +208,7 @@ def scaled_object(spec: ScaledObjectSpec) -> dict[str, Any]:
             "metricType": "AverageValue",
             "metadata": {
                 "serverAddress": spec.prometheus,
-                "query": queue_query(spec.pool, gpu_field=gpu.fields[0]),
+                "query": _resolved(queue_query(spec.pool, gpu_field=gpu.reads), fields),
                 "threshold": _number(spec.queue_target),
                 "ignoreNullValues": "true",
             },
@@ -190,7 +219,7 @@ def scaled_object(spec: ScaledObjectSpec) -> dict[str, Any]:
         "metricType": gpu.metric_type,
         "metadata": {
             "serverAddress": spec.prometheus,
-            "query": gpu.query,
+            "query": _resolved(gpu.query, fields),
             "threshold": _number(spec.target),
             "ignoreNullValues": "true",
         },
@@ -227,7 +256,9 @@ EXAMPLES: tuple[Example, ...] = (
             "Keep the mean GPU utilisation of an inference Deployment's pods near 70 %.",
             ScaledObjectSpec("inference", "llm-server", Metric.UTIL, 70)),
     Example("mig-gr-engine.yaml",
-            "A workload on MIG slices: scale on graphics-engine activity (MIG has no GPU_UTIL).",
+            "A workload on MIG slices: scale on graphics-engine activity (MIG has no GPU_UTIL). "
+            "GPM, so Hopper and newer:\nMIG instances of older GPUs (A100, A30) report no "
+            "activity at all; scale those on framebuffer or the queue.",
             ScaledObjectSpec("inference", "embedder", Metric.GR_ENGINE, 60, max_replicas=7)),
     Example("framebuffer-pressure.yaml",
             "Add replicas before the model server's GPUs run out of framebuffer.",
@@ -258,6 +289,6 @@ def examples(fields: FieldSet) -> list[tuple[Example, dict[str, Any]]]:
     """The example objects whose GPU metric the collectors enable."""
     out = []
     for ex in EXAMPLES:
-        if all(f in fields.names for f in gpu_query(ex.spec.metric, ex.spec.pool).fields):
-            out.append((ex, scaled_object(ex.spec)))
+        if fields.resolve(gpu_query(ex.spec.metric, ex.spec.pool).query) is not None:
+            out.append((ex, scaled_object(ex.spec, fields)))
     return out

@@ -40,7 +40,7 @@ from exporter.devices.nvml_api import (
     Handle,
     NvmlLib,
 )
-from exporter.devices.plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
+from exporter.devices.read_plan import EntityPlan, FieldKey, Output, build_plan, read_field_values
 from exporter.devices.static_labels import entity_labels, is_static_label, read_labels
 from exporter.fields.catalog import FieldSpec, Reader, Scope
 

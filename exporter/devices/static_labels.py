@@ -11,7 +11,7 @@ from exporter.devices.convert import LABEL_CONVERTERS
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
 from exporter.devices.nvml_api import Handle, NvmlLib
-from exporter.devices.plan import bound_call
+from exporter.devices.read_plan import bound_call
 from exporter.fields.catalog import Call, Convert, FieldSpec, MetricType, Reader
 
 

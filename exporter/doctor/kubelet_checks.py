@@ -15,7 +15,7 @@ from exporter.k8s.config import KubernetesConfig
 
 if TYPE_CHECKING:
     from exporter.k8s.attribution import Allocation
-    from exporter.k8s.client import PodResourcesClient
+    from exporter.k8s.kubelet_client import PodResourcesClient
 
 
 def check_socket(path: str, report: Report) -> bool:
@@ -80,7 +80,7 @@ async def kubelet_checks(
         attribute,
         resource_accepted,
     )
-    from exporter.k8s.client import KubeletCallError, PodResourcesClient, allocations_of
+    from exporter.k8s.kubelet_client import KubeletCallError, PodResourcesClient, allocations_of
 
     client = PodResourcesClient(config.pod_resources_socket, timeout_s=timeout_s)
     try:
@@ -141,7 +141,7 @@ async def kubelet_checks(
 
 async def _check_own_pod(client: PodResourcesClient, config: KubernetesConfig,
                          report: Report) -> None:
-    from exporter.k8s.client import KubeletCallError
+    from exporter.k8s.kubelet_client import KubeletCallError
 
     if not (config.pod_name and config.pod_namespace):
         report.line(FAIL, "pod scope", "POD_NAME / POD_NAMESPACE are not set",
@@ -204,7 +204,7 @@ def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: R
                     "selected", "set NODE_NAME from the downward API (fieldRef spec.nodeName)")
         return
     try:
-        from exporter.k8s.enrich import check_access
+        from exporter.k8s.pod_access import check_access
     except ImportError as exc:
         report.line(FAIL, "API server", f"the kubernetes client is missing ({exc})",
                     "reinstall gpu-exporter: the kubernetes client is one of its dependencies")

@@ -55,7 +55,7 @@ _NVML_FIXES = {
 def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
     if settings[opt.BACKEND] == "sim":
         try:
-            from exporter.devices.sim import SimNvml, parse_fault, profile_names
+            from exporter.simulated.node import SimNvml, parse_fault, profile_names
         except ImportError as exc:
             report.line(FAIL, "NVML", f"the simulated node is not available ({exc})")
             return None

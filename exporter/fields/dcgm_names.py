@@ -6,7 +6,7 @@ after the 4.6 renames, dcgm-exporter 1.x lowercase names (`dcgm_gpu_temp`), dcgm
 module lists them by field, with the reason a field cannot be served when it has no NVML
 source, and the spec of each field served through the generic readers (those the hand-written
 catalog does not cover). It is derived from the reference table by
-`python -m exporter.fields.dcgm_table --write`.
+`python -m tools.derive_dcgm_names --write` (a build tool, not installed).
 
 The table is read on first use only: a collectors file that names catalog fields by their
 catalog names never loads it (see `exporter.fields.csv`).

@@ -11,6 +11,7 @@ from pathlib import Path
 from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.fields.dcgm_names import Reason, dcgm_names
+from exporter.fields.gpm_fallbacks import MEASURES
 from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
 _SCOPE_TEXT = {
@@ -52,7 +53,7 @@ def _generated_section() -> list[str]:
         f"{len(rows)} more DCGM fields (under {sum(len(f.names) for f, _ in rows)} names) are "
         "served by reading their NVML source as DCGM does, with DCGM's conversion; none is "
         "enabled in the default collectors file. They are derived from "
-        "`tests/fixtures/dcgm-fields/dcgm-fields.csv` (see `exporter/fields/dcgm_recipes.py`). "
+        "`tests/fixtures/dcgm-fields/dcgm-fields.csv` (see `tools/dcgm_recipes.py`). "
         "Any name of a field works (the table lists the canonical one and how many others "
         "there are); the series carry the name the collectors file gives. Sources: "
         "`nvmlDeviceGetFieldValues` entries as `id@scope` (`link`: the link's index, summed "
@@ -84,7 +85,7 @@ def _unserved_section() -> list[str]:
         "naming its reason below; a name DCGM does not know stops start-up. The names come "
         "from `exporter/fields/dcgm-names.csv`, derived from "
         "`tests/fixtures/dcgm-fields/dcgm-fields.csv` by "
-        "`python -m exporter.fields.dcgm_table --write`.",
+        "`python -m tools.derive_dcgm_names --write`.",
         "",
         "| reason | fields | names |",
         "|---|---|---|",
@@ -111,6 +112,42 @@ def _unserved_section() -> list[str]:
         lines.append(f"- `{call}` ({len(call_fields)}): "
                      + ", ".join(f"`{name}`" for name in call_fields))
     return [*lines, ""]
+
+
+def _before_hopper_section() -> list[str]:
+    """What GPUs without GPM lack, and what the generated artifacts read instead."""
+    lines = [
+        "## Before Hopper",
+        "",
+        "GPM, the source of every `DCGM_FI_PROF_*` field, exists on Hopper and newer only. On "
+        "older GPUs (A100, A30, A10G, L4, L40S, T4, ...) none of those fields has a series: "
+        "the exporter logs it once and sets `gpu_exporter_gpm_supported` to 0. This is where "
+        "it differs from dcgm-exporter, which reads them on some older datacenter GPUs "
+        "through DCGM's own profiling module, one NVML does not expose. The generated "
+        "dashboards, alert and recording rules, KEDA objects and the usage report read each "
+        "GPM measure where a GPU "
+        "has it and NVML's counterpart below where it does not, matched per GPU "
+        "(`... or on (UUID) ...`), so a GPU with both is counted once, from GPM. A measure with "
+        "no counterpart has values on Hopper and newer only; its dashboard panels say so "
+        "instead of showing \"No data\".",
+        "",
+        "| measure | GPM fields | before Hopper |",
+        "|---|---|---|",
+    ]
+    for measure in MEASURES:
+        gpm = " + ".join(f"`{f}`" for f in measure.gpm)
+        instead = (measure.nvml.describe if measure.nvml is not None
+                   else f"none: {measure.without}")
+        lines.append(f"| {measure.meaning} ({measure.unit}) | {gpm} | {instead} |")
+    return [
+        *lines,
+        "",
+        "NVML reports no utilisation for MIG instances, so a MIG instance of a GPU before "
+        "Hopper (A100, A30) has no activity measure at all: scale MIG workloads there on "
+        "framebuffer or on their request queue. The GPM fields among the other DCGM fields "
+        "below (source \"GPM metric\") likewise exist on Hopper and newer only.",
+        "",
+    ]
 
 
 def render_markdown() -> str:
@@ -140,6 +177,7 @@ def render_markdown() -> str:
         "A value NVML does not report (NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND) is "
         "omitted: there is no series, never a 0 in its place.",
         "",
+        *_before_hopper_section(),
         "## Device fields",
         "",
         "| field | type | unit | default | NVML source | conversion | scope |",

@@ -7,8 +7,9 @@ succeeded: RBAC granting get/list without watch, as the GPU Operator grants on C
 replaced by reading again every `poll_s`. Readers on other threads only see what the
 subclass publishes; nothing here runs on the event loop that serves scrapes.
 
-The `kubernetes` package is imported inside the thread, so neither the import (most of a
-second) nor reading credentials delays the caller.
+The `kubernetes` package is imported inside the thread (the client comes from
+`exporter.k8s.apiclient`, which imports it lazily), so neither the import (most of a second)
+nor reading credentials delays the caller.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from exporter.k8s.apiclient import api_client
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +37,6 @@ class WatchEventError(Exception):
         self.status = code if isinstance(code, int) else None
 
 
-def default_api_client() -> Any:
-    """In-cluster credentials, else KUBECONFIG (as pod-label enrichment uses)."""
-    from exporter.k8s.enrich import api_client  # imports kubernetes: only in the thread
-
-    return api_client()
-
-
 class WatchLoop:
     """Subclasses implement `_setup`, `_read`, `_watch_call` and `_apply`."""
 
@@ -48,7 +44,7 @@ class WatchLoop:
         self,
         what: str,
         *,
-        api_factory: Callable[[], Any] = default_api_client,
+        api_factory: Callable[[], Any] = api_client,
         retry_s: float = 5.0,
         poll_s: float = 60.0,
         watch_timeout_s: int = 300,

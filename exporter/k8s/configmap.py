@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from exporter.fields.csv import Collectors, CollectorsError, load_collectors
-from exporter.k8s.apiwatch import WatchCall, WatchLoop, default_api_client
+from exporter.k8s.apiclient import api_client
+from exporter.k8s.apiwatch import WatchCall, WatchLoop
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class ConfigMapCollectors(WatchLoop):
         fallback: Path,
         directory: Path,
         *,
-        api_factory: Callable[[], Any] = default_api_client,
+        api_factory: Callable[[], Any] = api_client,
         retry_s: float = 30.0,
         poll_s: float = 60.0,
         watch_timeout_s: int = 300,

@@ -21,7 +21,7 @@ declares for any family (device, MIG, link, GPU pair, windows, allocation, DRA, 
 dropped, and so is a name a key earlier in sort order already took (`a.b` and `a-b` both
 sanitise to `a_b`). The caller reports each drop.
 
-This module is pure (no `kubernetes` import): the API-server watch in `exporter.k8s.enrich`
+This module is pure (no `kubernetes` import): the API-server watch in `exporter.k8s.pod_metadata`
 applies it to every pod it sees, once per pod event, never per scrape.
 """
 

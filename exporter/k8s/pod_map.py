@@ -2,9 +2,9 @@
 its series get, its UID and its containers' runtime ids.
 
 Filled from pod objects as the API server serves them (JSON mappings): by the watch in
-`exporter.k8s.enrich`, or, on the simulated node, by `exporter.k8s.simpods`. Scrapes and polls
-only read it. Writers replace whole maps, so a reader on another thread sees either the old or
-the new state, never a half update.
+`exporter.k8s.pod_metadata`, or, on the simulated node, by `exporter.simulated.pods`. Scrapes
+and polls only read it. Writers replace whole maps, so a reader on another thread sees either
+the old or the new state, never a half update.
 
 Pure: no `kubernetes` import.
 """

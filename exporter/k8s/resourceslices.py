@@ -37,7 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.k8s.apiwatch import WatchCall, WatchLoop, default_api_client
+from exporter.k8s.apiclient import api_client
+from exporter.k8s.apiwatch import WatchCall, WatchLoop
 from exporter.k8s.config import DRA_GPU_DRIVER
 
 DeviceRef = tuple[str, str]
@@ -145,7 +146,7 @@ class ResourceSliceWatch(WatchLoop):
         node_name: str,
         index: SliceIndex | None = None,
         *,
-        api_factory: Callable[[], Any] = default_api_client,
+        api_factory: Callable[[], Any] = api_client,
         retry_s: float = 5.0,
         watch_timeout_s: int = 300,
     ) -> None:

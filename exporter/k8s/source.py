@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from exporter.devices.model import Entity, EntityKey, Inventory
-from exporter.devices.processes import ProcessReads
+from exporter.devices.process_reads import ProcessReads
 from exporter.k8s.attribution import (
     MALFORMED_ID,
     UNKNOWN_DEVICE,
@@ -28,16 +28,16 @@ from exporter.k8s.attribution import (
     attribute,
     resource_accepted,
 )
-from exporter.k8s.client import (
+from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.dra import DraClaims
+from exporter.k8s.kubelet_client import (
     BackingOff,
     Backoff,
     KubeletCallError,
     PodResourcesClient,
     allocations_of,
 )
-from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.dra import DraClaims
-from exporter.k8s.processes import ContainerUsage, ProcessUsage
+from exporter.k8s.process_use import ContainerUsage, ProcessUsage
 from exporter.k8s.proto import PodResources
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
 from exporter.k8s.virtual_gpus import split
@@ -61,7 +61,7 @@ _MALFORMED_MEMORY = 4096
 
 
 class PodMetadata(Protocol):
-    """What enrichment offers (see `exporter.k8s.enrich`)."""
+    """What enrichment offers (see `exporter.k8s.pod_metadata`)."""
 
     def start(self) -> None: ...
     def labels_for(self, namespace: str, pod: str) -> Labels: ...
@@ -342,7 +342,7 @@ class KubeletSource:
 
 
 def _watcher_from_config(config: KubernetesConfig) -> PodMetadata:
-    from exporter.k8s.enrich import PodMetadataWatcher  # kubernetes only when asked for
+    from exporter.k8s.pod_metadata import PodMetadataWatcher  # kubernetes only when asked for
 
     return PodMetadataWatcher.from_config(config)
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from exporter.devices.convert import CONVERTERS
 from exporter.devices.model import EntityKey
 from exporter.fields.catalog import Convert
-from exporter.k8s.processes import ContainerKey, EntityUse
+from exporter.k8s.process_use import ContainerKey, EntityUse
 from exporter.k8s.types import PodRef, SharerValues
 
 FB_USED = "DCGM_FI_DEV_FB_USED"

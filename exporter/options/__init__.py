@@ -8,7 +8,7 @@ dcgm-exporter that has no meaning here gets `ignored="<reason>"`: it is accepted
 yields a start-up warning (`Resolution.warnings()`).
 """
 
-from exporter.options.model import Command, Option, Resolution, Setting
+from exporter.options.option import Command, Option, Resolution, Setting
 from exporter.options.parsing import (
     add_arguments,
     build_parser,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.model import Alias, Option
+from exporter.options.option import Alias, Option
 from exporter.options.serve_table import K8S_GROUP, SERVE, SERVE_AND_DOCTOR
 from exporter.options.values import (
     Choice,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.model import Command, Option
+from exporter.options.option import Command, Option
 from exporter.options.values import Choice, FilePath, Integer, Number, Repeated, Text
 
 KedaMetric = Literal["util", "gr-engine", "fb", "dram"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporter.options.model import Command, Option
+from exporter.options.option import Command, Option
 from exporter.options.parsing import Table, for_command
 from exporter.options.table import OPTIONS
 from exporter.options.values import Choice, Value

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from exporter.options.model import Alias, Command, Option, Resolution, Setting
+from exporter.options.option import Alias, Command, Option, Resolution, Setting
 from exporter.options.table import GROUP_DESCRIPTIONS, OPTIONS
 from exporter.options.values import FlagValue, Value
 

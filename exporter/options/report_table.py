@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from exporter.durations import shown
-from exporter.options.model import Command, Option
+from exporter.options.option import Command, Option
 from exporter.options.values import (
     Choice,
     ConfigError,

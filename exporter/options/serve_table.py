@@ -13,7 +13,7 @@ from typing import Literal
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, Scope
 from exporter.k8s.inference_labels import PodLabelSelection
-from exporter.options.model import Alias, Command, Option
+from exporter.options.option import Alias, Command, Option
 from exporter.options.values import (
     Choice,
     Devices,

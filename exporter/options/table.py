@@ -5,7 +5,7 @@ from __future__ import annotations
 from exporter.options import dcgm_table, generate_table
 from exporter.options.dcgm_table import DCGM_OPTIONS
 from exporter.options.generate_table import GENERATE_OPTIONS
-from exporter.options.model import Option
+from exporter.options.option import Option
 from exporter.options.report_table import REPORT_OPTIONS
 from exporter.options.serve_table import SERVE_OPTIONS
 

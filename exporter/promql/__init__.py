@@ -1,5 +1,6 @@
 """The PromQL of GPU usage accounting, shared by the report, its recording rules and the
-chargeback dashboard, so that the three cannot disagree about what a GPU-hour is.
+chargeback dashboard, so that the three cannot disagree about what a GPU-hour is; and the
+GPM fallback every generated artifact reads activity through.
 
 Pure string building: nothing here talks to a server.
 
@@ -8,6 +9,8 @@ Pure string building: nothing here talks to a server.
   activity, energy and framebuffer that go with each holding.
 - `figures`: those instants summed over a window, one series per pod; the recording rules
   are these figures over a fixed window.
+- `gpm`: a GPM measure read where a GPU has it and from NVML's counterpart before Hopper,
+  once per GPU; the dashboards, alerts and KEDA objects take theirs from it too.
 """
 
 from exporter.promql.figures import (

@@ -19,11 +19,10 @@ exclusive holder, 1/rows for a shared one), which apportions the device's frameb
 from __future__ import annotations
 
 from exporter.fields.catalog import CATALOG, MetricType
+from exporter.promql import measures as gpm
 
 ALLOCATION = "gpu_exporter_pod_gpu_allocation"
 FRAMEBUFFER = "DCGM_FI_DEV_FB_USED"
-GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 """A counter of millijoules since the driver loaded (per physical GPU)."""
 
@@ -38,7 +37,8 @@ ACTIVITY_SOURCE = "activity_source"
 PROFILING = "profiling"
 """Activity from `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (the graphics engine's busy ratio)."""
 UTILISATION = "utilisation"
-"""Activity from `DCGM_FI_DEV_GPU_UTIL` / 100, where no profiling series exists."""
+"""Activity from `DCGM_FI_DEV_GPU_UTIL` / 100, on GPUs with no profiling series (before
+Hopper; `exporter.promql.measures`)."""
 
 MIG_SLICES_BY_MODEL: tuple[tuple[str, int], ...] = ((".*A30.*", 4),)
 """Compute slices of a whole GPU where it is not 7 (A30), by `modelName` regex."""
@@ -89,11 +89,9 @@ def holder_share() -> str:
 
 def device_activity() -> str:
     """Per device: busy ratio 0-1 and where it came from (`activity_source`)."""
-    return (f"max by ({DEVICE}, {ACTIVITY_SOURCE}) (\n"
-            f'  label_replace({GR_ENGINE_ACTIVE}, "{ACTIVITY_SOURCE}", "{PROFILING}", "", "")\n'
-            f"  or on({DEVICE})\n"
-            f'  label_replace({GPU_UTIL} / 100, "{ACTIVITY_SOURCE}", "{UTILISATION}", "", "")\n'
-            f")")
+    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION)
+    assert sources is not None  # every source is enabled here
+    return f"max by ({DEVICE}, {ACTIVITY_SOURCE}) (\n  " + sources.replace("\n", "\n  ") + "\n)"
 
 
 def holder_active_share() -> str:

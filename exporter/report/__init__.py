@@ -5,13 +5,18 @@ The command is `gpu-exporter report`; the same computation is a library call:
     from exporter.report import usage
     frame = usage("http://prometheus:9090", last="30d", group_by="label:team", price=2.5)
 
+Its keywords are the command's options, named as the option table names them
+(`exporter/options/report_table.py`: `--idle-below` is `idle_below`, `--chunk` is
+`max_chunk`); the defaults and the checks are the command's (`exporter.report.request`), and
+a bad value raises `exporter.options.ConfigError` (a ValueError) naming the keyword.
+
 Nothing here is imported by `serve`: pandas and matplotlib load only when a report runs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
@@ -23,73 +28,52 @@ if TYPE_CHECKING:
 
 __all__ = ["ReportOptions", "usage", "usage_report"]
 
-
-def _instant(value: datetime | str | float | None, fallback: float) -> float:
-    from exporter.options.report_table import parse_instant
-
-    if value is None:
-        return fallback
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str):
-        return parse_instant(value, "time")
-    return float(value)
+Instant = datetime | str | float
+"""A time: a datetime, RFC 3339 text or a date, or Unix seconds."""
+FilePath = str | Path
 
 
 class ReportOptions(TypedDict, total=False):
-    """What `usage` and `usage_report` take besides the server's URL (the command's options;
-    durations as Prometheus writes them, times as datetimes, RFC 3339 text or Unix seconds)."""
+    """What `usage` and `usage_report` take besides the server's URL: every option of the
+    command but its output ones (`--format`, `--output`, `--progress`), under the option's
+    name. Durations are text as Prometheus writes them (`30d`, `1h30m`); None, or leaving a
+    keyword out, is the option's default. `tests/report/test_request.py` keeps this list
+    equal to the table's."""
 
-    start: datetime | str | float | None
-    end: datetime | str | float | None
+    bearer_token: str | None
+    bearer_token_file: FilePath | None
+    basic_auth_user: str | None
+    basic_auth_password: str | None
+    basic_auth_password_file: FilePath | None
+    ca_file: FilePath | None
+    cert_file: FilePath | None
+    key_file: FilePath | None
+    insecure_skip_verify: bool
+    headers: Mapping[str, str] | Sequence[str] | None
+    timeout: str
+    start: Instant | None
+    end: Instant | None
     last: str
     group_by: str
     step: str | None
     resolution: str
     source: str
+    max_chunk: str | None
     idle_below: float
     idle_window: str
-    top: int
     price: float | None
-    price_file: str | Path | None
+    price_file: FilePath | None
     grid_intensity: float | None
-    headers: Mapping[str, str] | None
-    bearer_token: str | None
-    ca_file: str | Path | None
-    insecure_skip_verify: bool
-    timeout: str
+    top: int
 
 
 def usage_report(prometheus: str, **options: Unpack[ReportOptions]) -> UsageReport:
     """The whole report: `totals` (a frame per group), `steps`, `idle_pods` and notes."""
-    from exporter.options.report_table import parse_span
-    from exporter.report.client import PrometheusClient
-    from exporter.report.compute import ReportRequest, build_report
-    from exporter.report.connection import Connection
-    from exporter.report.prices import load_prices
+    from exporter.report.compute import build_report
+    from exporter.report.prometheus_api import PrometheusClient
+    from exporter.report.request import build, from_keywords
 
-    o = options
-    stop = _instant(o.get("end"), time.time())
-    begin = _instant(o.get("start"), stop - parse_span(o.get("last", "1d"), "last"))
-    sent = dict(o.get("headers") or {})
-    token = o.get("bearer_token")
-    if token:
-        sent["Authorization"] = f"Bearer {token}"
-    ca_file, price_file, step = o.get("ca_file"), o.get("price_file"), o.get("step")
-    connection = Connection(
-        url=prometheus.rstrip("/"), headers=tuple(sent.items()),
-        timeout_s=parse_span(o.get("timeout", "2m"), "timeout"),
-        ca_file=Path(ca_file) if ca_file else None,
-        insecure_skip_verify=o.get("insecure_skip_verify", False))
-    request = ReportRequest(
-        start=begin, end=stop, group_by=o.get("group_by", "namespace"),
-        step_s=parse_span(step, "step") if step else None,
-        resolution_s=parse_span(o.get("resolution", "1m"), "resolution"),
-        source=o.get("source", "auto"), idle_below_pct=o.get("idle_below", 5.0),
-        idle_window_s=parse_span(o.get("idle_window", "30m"), "idle_window"),
-        top=o.get("top", 10),
-        prices=load_prices(Path(price_file) if price_file else None, o.get("price")),
-        grid_intensity_g_per_kwh=o.get("grid_intensity"))
+    connection, request = build(from_keywords(prometheus, options), time.time(), "keywords")
     return build_report(PrometheusClient(connection), request)
 
 

@@ -1,7 +1,8 @@
 """`gpu-exporter report`: GPU usage, idle time, energy and cost per group, from Prometheus.
 
-Exit status 0 with the report written, 1 when the report could not be made (nothing is
-written then), 2 for a bad option.
+The options are checked and turned into a request by `exporter.report.request`, which the
+library call (`exporter.report.usage`) goes through too. Exit status 0 with the report
+written, 1 when the report could not be made (nothing is written then), 2 for a bad option.
 """
 
 from __future__ import annotations
@@ -13,41 +14,17 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
+from exporter.options import ConfigError, build_parser, parse_command_line
 from exporter.options import report_table as opt
-from exporter.report.client import PrometheusClient
-from exporter.report.compute import ReportRequest, UsageReport, build_report
-from exporter.report.connection import ReportError, connection_from
-from exporter.report.prices import load_prices
+from exporter.report.compute import UsageReport, build_report
+from exporter.report.connection import ReportError
+from exporter.report.prometheus_api import PrometheusClient
+from exporter.report.request import build
 
 DESCRIPTION = ("GPU-hours allocated and active, idle-allocated GPU-hours, energy, framebuffer "
                "and cost per namespace, pod, node, model or pod label, computed by "
                "Prometheus (or Thanos, Mimir) from the exporter's series or its recording "
                "rules.")
-
-
-def request_from(settings: Resolution, now: float) -> ReportRequest:
-    given_end, given_start = settings[opt.END], settings[opt.START]
-    end = now if given_end is None else given_end
-    start = end - settings[opt.LAST] if given_start is None else given_start
-    if end <= start:
-        raise ConfigError("--start must come before --end")
-    below = settings[opt.IDLE_BELOW]
-    if not 0 < below <= 100:
-        raise ConfigError(f"--idle-below {below:g}: expected a percentage above 0, up to 100")
-    if settings[opt.TOP] < 0:
-        raise ConfigError("--top must not be negative")
-    try:
-        prices = load_prices(settings[opt.PRICE_FILE], settings[opt.PRICE])
-    except ReportError as exc:
-        raise ConfigError(str(exc)) from None
-    return ReportRequest(
-        start=start, end=end, group_by=settings[opt.GROUP_BY], step_s=settings[opt.STEP],
-        resolution_s=settings[opt.RESOLUTION], source=settings[opt.SOURCE],
-        max_chunk_s=settings.setting(opt.MAX_CHUNK).value
-        if settings.setting(opt.MAX_CHUNK).source else None,
-        idle_below_pct=below, idle_window_s=settings[opt.IDLE_WINDOW], top=settings[opt.TOP],
-        prices=prices, grid_intensity_g_per_kwh=settings[opt.GRID_INTENSITY])
 
 
 def render(report: UsageReport, fmt: str) -> str:
@@ -92,8 +69,7 @@ def main(argv: Sequence[str]) -> int:
     parser = build_parser("report", description=DESCRIPTION)
     try:
         settings = parse_command_line("report", argv, os.environ, parser)
-        connection = connection_from(settings)
-        request = request_from(settings, time.time())
+        connection, request = build(settings, time.time(), "flags")
     except ConfigError as exc:
         print(f"gpu-exporter report: {exc}", file=sys.stderr)
         return 2

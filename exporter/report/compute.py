@@ -17,20 +17,19 @@ import pandas as pd
 from exporter.promql import duration
 from exporter.promql import figures as f
 from exporter.report import queries as q
-from exporter.report.client import PrometheusClient, Series
 from exporter.report.connection import ReportError
-from exporter.report.plan import (
+from exporter.report.prices import Prices
+from exporter.report.prometheus_api import PrometheusClient, Series
+from exporter.report.query_plan import (
     Call,
     Grouping,
     aligned_windows,
     auto_step,
     calls,
-    check_window_count,
     grouping,
     multiple_of,
     windows,
 )
-from exporter.report.prices import Prices
 
 GROUP = "group"
 TIME = "time"
@@ -135,12 +134,8 @@ def _records(series: list[Series], group: Grouping, value: str, extra: str | Non
 
 def build_report(client: PrometheusClient, request: ReportRequest,
                  progress: Progress | None = None) -> UsageReport:
-    if request.end <= request.start:
-        raise ReportError("the range is empty: --end must come after --start")
-    # Checked before any query: rounding the widths up to the source's unit only lowers it.
-    if request.step_s is not None:
-        check_window_count(request.end - request.start, request.step_s, "--step")
-    check_window_count(request.end - request.start, request.idle_window_s, "--idle-window")
+    """The report for a request `exporter.report.request.build` made (it checked the range
+    and the window counts before any query)."""
     source = _choose_source(client, request)
     unit = source.unit_s
     group = grouping(request.group_by)

@@ -40,8 +40,9 @@ class Prices:
         return cost
 
 
-def load_prices(path: Path | None, default: float | None) -> Prices | None:
-    """Prices from `--price-file` and `--price` (the file's `"*"` wins over `--price`)."""
+def load_prices(path: Path | None, default: float | None, where: str) -> Prices | None:
+    """Prices from `--price-file` and `--price` (the file's `"*"` wins over `--price`);
+    errors name the file's option as `where` spells it."""
     if path is None:
         return None if default is None else Prices(default)
     import yaml
@@ -49,15 +50,15 @@ def load_prices(path: Path | None, default: float | None) -> Prices | None:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ReportError(f"--price-file {path}: {exc.strerror}") from None
+        raise ReportError(f"{where} {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ReportError(f"--price-file {path}: not YAML or JSON: {exc}") from None
+        raise ReportError(f"{where} {path}: not YAML or JSON: {exc}") from None
     if not isinstance(data, dict) or not data:
-        raise ReportError(f"--price-file {path}: expected a map of GPU model to price per "
+        raise ReportError(f"{where} {path}: expected a map of GPU model to price per "
                           "GPU-hour")
     by_model: dict[str, float] = {}
     for model, price in data.items():
         if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
-            raise ReportError(f"--price-file {path}: {model!r}: {price!r} is not a price")
+            raise ReportError(f"{where} {path}: {model!r}: {price!r} is not a price")
         by_model[str(model)] = float(price)
     return Prices(by_model.pop(ANY_MODEL, default), by_model)

@@ -1,13 +1,13 @@
 """The HTTP surface: /metrics hands out bytes rendered by the last poll, nothing more.
 
 /health answers while the process runs; /ready also checks that data is fresh (dcgm-exporter's
-health check stays green over stale metrics); / lists the devices for a person.
+health check stays green over stale metrics); / is the node page for a person and /api/node
+the same view as JSON (exporter.web.node_page), both from the last poll.
 """
 
 from __future__ import annotations
 
 import functools
-import html
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -17,9 +17,9 @@ from exporter.exposition.render import (
     OPENMETRICS_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
     Rendered,
-    visible_entities,
 )
 from exporter.sampling.snapshot import Snapshot
+from exporter.web.node_page import NodePage
 
 
 class Source(Protocol):
@@ -84,13 +84,13 @@ Endpoint = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 Guard = Callable[[web.BaseRequest, Endpoint], Awaitable[web.StreamResponse]]
 """Rules around every request (the web config's: exporter.web.middleware)."""
 
-PATHS = ("/metrics", "/health", "/ready", "/")
+PATHS = ("/metrics", "/health", "/ready", "/", "/api/node")
 METHODS = ("GET", "HEAD")
 
 
 def make_handler(source: Source, *, openmetrics: bool = False,
-                 guard: Guard | None = None) -> Endpoint:
-    """The four endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
+                 guard: Guard | None = None, node_page: NodePage | None = None) -> Endpoint:
+    """The five endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
     404, other methods 405. aiohttp's low-level server calls the result for each request:
     no application router, no middleware chain, so a scrape costs what this code does.
     `guard` wraps every request, 404s included (the web config's rules).
@@ -118,10 +118,15 @@ def make_handler(source: Source, *, openmetrics: bool = False,
         ok, reason = source.readiness()
         return web.Response(text=reason + "\n", status=200 if ok else 503)
 
-    async def index(_request: web.BaseRequest) -> web.StreamResponse:
-        return web.Response(text=_index_page(source), content_type="text/html")
+    page = node_page if node_page is not None else NodePage()
 
-    endpoints: dict[str, Endpoint] = dict(zip(PATHS, (metrics, health, ready, index),
+    async def index(_request: web.BaseRequest) -> web.StreamResponse:
+        return page.html(source.readiness())
+
+    async def api_node(_request: web.BaseRequest) -> web.StreamResponse:
+        return page.json(source.readiness())
+
+    endpoints: dict[str, Endpoint] = dict(zip(PATHS, (metrics, health, ready, index, api_node),
                                              strict=True))
 
     async def dispatch(request: web.BaseRequest) -> web.StreamResponse:
@@ -140,37 +145,3 @@ def make_handler(source: Source, *, openmetrics: bool = False,
 
     return guarded
 
-
-def _index_page(source: Source) -> str:
-    snapshot = source.snapshot
-    _ok, reason = source.readiness()
-    rows = []
-    if snapshot is not None:
-        owners = snapshot.attribution.owners
-        for e in visible_entities(snapshot):
-            owner = owners.get(e.key)
-            rows.append(
-                "<tr>" + "".join(
-                    f"<td>{html.escape(str(c))}</td>"
-                    for c in (
-                        e.gpu,
-                        e.gpu_instance_profile or "",
-                        "" if e.gpu_instance_id is None else e.gpu_instance_id,
-                        e.model,
-                        e.uuid,
-                        e.pci_bus_id,
-                        f"{owner.namespace}/{owner.pod}/{owner.container}" if owner else "",
-                    )
-                ) + "</tr>"
-            )
-    table = "".join(rows) or '<tr><td colspan="7">no devices</td></tr>'
-    return (
-        "<!doctype html><html><head><title>gpu-exporter</title></head><body>"
-        "<h1>gpu-exporter</h1>"
-        f"<p>{html.escape(reason)}</p>"
-        '<p><a href="/metrics">/metrics</a> · <a href="/ready">/ready</a> · '
-        '<a href="/health">/health</a></p>'
-        "<table border=1 cellpadding=4><tr><th>gpu</th><th>MIG profile</th><th>GPU_I_ID</th>"
-        "<th>model</th><th>UUID</th><th>PCI bus id</th><th>pod</th></tr>"
-        f"{table}</table></body></html>"
-    )

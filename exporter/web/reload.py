@@ -94,8 +94,7 @@ class LiveWebConfig:
     def load(cls, path: Path) -> LiveWebConfig:
         """At start-up: WebConfigError (naming the file and key) when it cannot be used."""
         applied = Applied.build(load_web_config(path))
-        for warning in applied.tls.warnings if applied.tls is not None else ():
-            log.warning("web config %s: %s", path, warning)
+        _log_warnings(applied)
         log.info("web config %s: %s", path, applied.describe())
         return cls(applied)
 
@@ -135,6 +134,12 @@ class LiveWebConfig:
         self._watched = {p: self._watched[p] for p in config.files()}
         self._applied = applied
         self.reloads["success"] += 1
-        for warning in applied.tls.warnings if applied.tls is not None else ():
-            log.warning("web config %s: %s", path, warning)
+        _log_warnings(applied)
         log.info("web config %s reloaded: %s", path, applied.describe())
+
+
+def _log_warnings(applied: Applied) -> None:
+    """What the file asks for that is not done as asked, each time it is (re)loaded."""
+    tls = applied.tls.warnings if applied.tls is not None else ()
+    for warning in (*applied.config.warnings(), *tls):
+        log.warning("web config %s: %s", applied.config.path, warning)

@@ -86,8 +86,9 @@ class TlsSettings:
 
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
-    http2: bool = True
-    """Accepted for compatibility: this server speaks HTTP/1.1 only (see README)."""
+    http2: bool | None = None
+    """As the file gives it (None: absent). Accepted for compatibility and warned about: this
+    server speaks HTTP/1.1 only (see README)."""
     headers: tuple[tuple[str, str], ...] = ()
     """Added to every response, in file order."""
 
@@ -113,6 +114,13 @@ class WebConfig:
     def files(self) -> tuple[Path, ...]:
         """Every file the configuration consists of: the file itself, then what it names."""
         return (self.path, *(self.tls.files() if self.tls is not None else ()))
+
+    def warnings(self) -> tuple[str, ...]:
+        """Settings accepted as upstream's but not acted on, one line each."""
+        if self.http.http2 is None:
+            return ()
+        return ("http_server_config.http2 is accepted and has no effect: this server speaks "
+                "HTTP/1.1 only (ALPN offers http/1.1)",)
 
 
 def load_web_config(path: Path) -> WebConfig:
@@ -255,7 +263,8 @@ def _version(where: _Where, value: object, key: str,
 def _http(where: _Where, value: object) -> HttpSettings:
     section = "http_server_config"
     raw = where.mapping(value, section, _HTTP_KEYS)
-    http2 = where.flag(raw.get("http2"), f"{section}.http2", True)
+    http2 = None if raw.get("http2") is None else \
+        where.flag(raw.get("http2"), f"{section}.http2", True)
     headers_raw = raw.get("headers")
     if headers_raw is None:
         return HttpSettings(http2=http2)

@@ -44,12 +44,14 @@ def _xid(code: str, gpu: dict[str, str] = GPU0) -> dict[str, str]:
 
 XID = "gpu_exporter_xid_errors_total"
 ALLOC = "gpu_exporter_pod_gpu_allocation"
+GR_ENGINE, UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"
 GPU1 = {**GPU0, "gpu": "1", "UUID": "GPU-1e2f", "device": "nvidia1",
         "pci_bus_id": "00000000:2A:00.0"}
 SOLO = {"namespace": "ml", "pod": "train-0", "container": "main"}
 POD_A = {**NODE, "gpu": "1", "UUID": "GPU-1e2f", "namespace": "lab", "pod": "nb-a",
          "container": "notebook", "resource": "nvidia.com/gpu", "replica": "0"}
 POD_B = {**POD_A, "pod": "nb-b", "replica": "1"}
+A100_0, A100_1 = ({**gpu, "modelName": "NVIDIA A100-SXM4-80GB"} for gpu in (GPU0, GPU1))
 
 
 def _held(gpu: dict[str, str]) -> dict[str, str]:
@@ -181,4 +183,21 @@ CASES: list[Case] = [
           (series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", {**GPU0, "gpu": "2", "UUID": "GPU-2f"}),
            "0x50"),
           (series(ALLOC, POD_A), "1x50"), (series(ALLOC, POD_B), "1x50")], "40m"),
+    # Before Hopper (no GPM): NVML utilisation, in percent, says the same.
+    Case("GpuIdleButAllocated",
+         [(series(UTIL, {**A100_0, **SOLO}), "1x50"), (series(UTIL, A100_1), "2x50"),
+          (series(ALLOC, POD_A), "1x50"), (series(ALLOC, POD_B), "1x50")], "40m",
+         [{**_held(A100_0), **SOLO}, {**_held(A100_1), **_holder(POD_A)},
+          {**_held(A100_1), **_holder(POD_B)}]),
+    Case("GpuIdleButAllocated",
+         [(series(UTIL, {**A100_0, **SOLO}), "1x10 60x40"), (series(UTIL, A100_1), "50x50"),
+          (series(ALLOC, POD_A), "1x50"), (series(ALLOC, POD_B), "1x50")], "40m"),
+    # A GPU serving both is read from GPM alone: idle by GPM, busy by NVML, it fires once;
+    # busy by GPM, idle by NVML, it stays quiet.
+    Case("GpuIdleButAllocated",
+         [(series(GR_ENGINE, {**GPU0, **SOLO}), "0.01x50"),
+          (series(UTIL, {**GPU0, **SOLO}), "60x50")], "40m", [{**_held(GPU0), **SOLO}]),
+    Case("GpuIdleButAllocated",
+         [(series(GR_ENGINE, {**GPU0, **SOLO}), "0.6x50"),
+          (series(UTIL, {**GPU0, **SOLO}), "1x50")], "40m"),
 ]

@@ -185,3 +185,23 @@ def test_inference_panels_hold_up_without_serving_metrics_or_pod_labels() -> Non
     assert len(serving_panels) == 4  # the inference queue trigger, and the three by role
     assert {"Queue depth", "KV-cache use", "Time to first token (p90)"} <= set(labelled)
     assert {"Engine activity by role", "GPU-hours per queue"} <= set(labelled)
+
+
+def test_activity_panels_without_gpm_fields_read_nvml(tmp_path: Path) -> None:
+    """A collectors file with no GPM field (nothing to collect before Hopper) keeps the
+    activity panels, on NVML utilisation alone; panels over GPM alone are left out."""
+    csv = tmp_path / "nvml.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, util\nDCGM_FI_DEV_MEM_COPY_UTIL, gauge, mem\n"
+                   "DCGM_FI_DEV_FB_USED, gauge, used\nDCGM_FI_DEV_FB_FREE, gauge, free\n")
+    result = run_generate("dashboards", "--collectors", str(csv), "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    fleet = {p["title"]: p for p in _panels(_load(tmp_path / "dashboards" /
+                                                   "gpu-fleet-overview.json"))}
+    assert "Tensor pipe active" not in fleet
+    (target,) = fleet["Graphics engine active"]["targets"]
+    assert target["expr"] == '(DCGM_FI_DEV_GPU_UTIL{job=~"$job", Hostname=~"$Hostname"} / 100)'
+    inference = {p["title"]: p for p in _panels(_load(
+        tmp_path / "dashboards" / "gpu-inference-autoscaling.json"))}
+    (target,) = inference["Memory-interface activity by role"]["targets"]
+    assert "DCGM_FI_DEV_MEM_COPY_UTIL{" in target["expr"]
+    assert "DCGM_FI_PROF" not in target["expr"]

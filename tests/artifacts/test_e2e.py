@@ -17,9 +17,9 @@ serving metrics is checked on their structure (tests/artifacts/test_dashboards.p
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,9 +32,20 @@ import yaml
 from exporter.artifacts.keda import Pool
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
-from exporter.devices.sim import SimNvml
 from exporter.k8s.inference_labels import ROLE
-from exporter.k8s.simkubelet import plan_allocations
+from exporter.promql.measures import DRAM, GR_ENGINE, NVLINK_BYTES, Enabled, Measure, everything
+from exporter.simulated.kubelet import plan_allocations
+from exporter.simulated.node import SimNvml
+from tests.artifacts.committed import (
+    DASHBOARDS,
+    EXTERNAL,
+    KEDA_EXAMPLES,
+    dashboard_targets,
+    keda_queries,
+    legends,
+    retargeted_keda_queries,
+    variable_queries,
+)
 from tests.artifacts.conftest import run_generate
 from tests.artifacts.serving_target import ServingTarget
 from tests.artifacts.test_dashboards import substitute
@@ -45,9 +56,6 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
-EXTERNAL = re.compile(r"\b(kube_|keda_|pod:gpu_usage_)")
-"""Sources absent here; the usage recording rules (`pod:gpu_usage_*`) are evaluated hourly,
-and the chargeback dashboard over them is checked by tests/report/test_ground_truth.py."""
 NAMESPACE, DEPLOYMENT = "inference", "llm-inference"
 """Where the simulated kubelet puts its inference pods."""
 FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,over=8s,to=97",
@@ -65,8 +73,9 @@ class Stack:
     faulty: str
     healthy: str
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode(params)
         status, _, body = http_get(url, timeout=10.0)
         payload = json.loads(body)
         assert status == 200, (expr, payload)
@@ -169,33 +178,11 @@ def _model_server_pods() -> list[tuple[str, str]]:
             if p.namespace == NAMESPACE]
 
 
-def _dashboard_queries(path: Path) -> list[tuple[str, str]]:
-    return [(title, expr) for title, expr, _ in _dashboard_targets(path)]
-
-
-def _dashboard_targets(path: Path) -> list[tuple[str, str, str]]:
-    """(panel title, expr, legend format) of every query of a dashboard."""
-    model = json.loads(path.read_text())
-    out = []
-    for panel in model["panels"]:
-        for target in panel.get("targets", []):
-            out.append((panel["title"], target["expr"], target.get("legendFormat", "")))
-    return out
-
-
-def _legends(legend: str, series: list[dict[str, Any]]) -> list[str]:
-    """Legends as Grafana draws them (a missing label renders empty)."""
-    def draw(labels: dict[str, str]) -> str:
-        return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), legend)
-
-    return [draw(s["metric"]) for s in series]
-
-
 def test_every_dashboard_query_returns_data(stack: Stack) -> None:
     empty, clashes, checked = [], [], 0
-    for path in sorted((ROOT / "dashboards").glob("*.json")):
+    for path in DASHBOARDS:
         drawn: dict[str, list[str]] = {}
-        for title, expr, legend in _dashboard_targets(path):
+        for title, expr, legend in dashboard_targets(path):
             if EXTERNAL.search(expr):
                 continue
             checked += 1
@@ -203,18 +190,15 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
             if not series:
                 empty.append(f"{path.name} / {title}: {expr}")
             if legend not in ("", "__auto"):
-                drawn.setdefault(title, []).extend(_legends(legend, series))
+                drawn.setdefault(title, []).extend(legends(legend, series))
         clashes += [f"{path.name} / {title}: {sorted(legends)}"
                     for title, legends in drawn.items() if len(set(legends)) != len(legends)]
-        for var in json.loads(path.read_text())["templating"]["list"][1:]:
-            selector = re.fullmatch(r"label_values\((.*), *(\w+)\)", var["query"])
-            assert selector, var["query"]
-            if EXTERNAL.search(selector.group(1)):
+        for name, selector, label in variable_queries(path):
+            if EXTERNAL.search(selector):
                 continue
-            label = selector.group(2)
-            expr = f"count by ({label}) ({substitute(selector.group(1), VARIABLES)})"
+            expr = f"count by ({label}) ({substitute(selector, VARIABLES)})"
             if not stack.query(expr):
-                empty.append(f"{path.name} / variable {var['name']}: {expr}")
+                empty.append(f"{path.name} / variable {name}: {expr}")
     assert checked > 80
     assert empty == [], "queries without data:\n" + "\n".join(empty)
     # Two nodes, MIG instances and shared GPUs: every line must still be told apart.
@@ -223,15 +207,11 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
 
 def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack) -> None:
     path = fixture_file("dcgm-exporter", "dcgm-exporter-dashboard.json")
-    queries = _dashboard_queries(path)
+    queries = [(title, expr) for title, expr, _ in dashboard_targets(path)]
     assert queries
     empty = [f"{title}: {expr}" for title, expr in queries
              if not stack.query(substitute(expr, {"instance": ".*", "gpu": ".*"}))]
     assert empty == [], "queries without data:\n" + "\n".join(empty)
-
-
-def _keda_queries(obj: dict[str, Any]) -> list[str]:
-    return [t["metadata"]["query"] for t in obj["spec"]["triggers"]]
 
 
 @pytest.mark.parametrize("metric", ["util", "gr-engine", "fb", "dram"])
@@ -239,7 +219,7 @@ def test_generated_keda_query_returns_one_series(stack: Stack, metric: str) -> N
     result = run_generate("keda", "--namespace", NAMESPACE, "--deployment", DEPLOYMENT,
                           "--metric", metric, "--target", "50")
     assert result.returncode == 0, result.stderr
-    (query,) = _keda_queries(yaml.safe_load(result.stdout))
+    (query,) = keda_queries(yaml.safe_load(result.stdout))
     series = stack.query(query)
     assert len(series) == 1, (query, series)
     assert 0 <= float(series[0]["value"][1]) <= 100
@@ -255,7 +235,7 @@ def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
                           "--role", role, "--metric", metric, "--target", "50",
                           "--queue-target", "4")
     assert result.returncode == 0, result.stderr
-    queue, gpu = _keda_queries(yaml.safe_load(result.stdout))
+    queue, gpu = keda_queries(yaml.safe_load(result.stdout))
     for query in (queue, gpu):
         series = stack.query(query)
         assert len(series) == 1, (query, series)
@@ -273,13 +253,9 @@ def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
 
 def test_example_keda_queries_return_at_most_one_series(stack: Stack) -> None:
     """The committed examples, pointed at the simulated Deployment."""
-    for path in sorted((ROOT / "deploy" / "keda").glob("*.yaml")):
+    for path in KEDA_EXAMPLES:
         obj = yaml.safe_load(path.read_text())
-        old_ns = obj["metadata"]["namespace"]
-        old_dep = obj["spec"]["scaleTargetRef"]["name"]
-        for query in _keda_queries(obj):
-            query = query.replace(f'namespace="{old_ns}"', f'namespace="{NAMESPACE}"')
-            query = query.replace(f'pod=~"{old_dep}-', f'pod=~"{DEPLOYMENT}-')
+        for query in retargeted_keda_queries(obj, NAMESPACE, DEPLOYMENT):
             series = stack.query(query)
             assert len(series) == 1, (path.name, query, series)
 
@@ -337,7 +313,7 @@ def test_role_and_queue_panels_split_the_fleet(stack: Stack) -> None:
     every per-queue line one of the demo's KAI queues."""
     path = ROOT / "dashboards" / "gpu-inference-autoscaling.json"
     seen: dict[str, set[str]] = {"role": set(), "kai_scheduler_queue": set()}
-    for title, expr, legend in _dashboard_targets(path):
+    for title, expr, legend in dashboard_targets(path):
         label = next((name for name in seen if f"{{{{{name}}}}}" in legend), None)
         if label is None:
             continue
@@ -349,3 +325,29 @@ def test_role_and_queue_panels_split_the_fleet(stack: Stack) -> None:
         seen[label] |= values
     assert seen == {"role": {"prefill", "decode"},
                     "kai_scheduler_queue": {"chat", "search", "research"}}
+
+
+
+def _by_labels(series: list[dict[str, Any]]) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(s["metric"].items())): float(s["value"][1]) for s in series}
+
+
+@pytest.mark.parametrize("measure", [GR_ENGINE, DRAM, NVLINK_BYTES], ids=lambda m: m.key)
+def test_a_gpu_with_gpm_and_nvml_is_counted_once(stack: Stack, measure: Measure) -> None:
+    """The H200s serve each GPM field and its NVML counterpart at once: the fallback reads
+    every GPU and MIG instance once, from GPM, and adds nothing from NVML."""
+    counterpart = measure.facts.nvml
+    assert counterpart is not None
+    node = f'{{instance="{stack.healthy}"}}'
+    at = time.time() - 2  # one instant for every query, so all read the same samples
+
+    def values(enabled: Enabled) -> dict[tuple[tuple[str, str], ...], float]:
+        query = measure.promql(node, window="15s", enabled=enabled)
+        assert query is not None
+        return _by_labels(stack.query(query, at))
+
+    from_gpm = values(lambda f: f in measure.facts.gpm)
+    from_nvml = values(lambda f: f == counterpart.field)
+    assert from_gpm
+    assert from_nvml
+    assert values(everything) == from_gpm

@@ -50,6 +50,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _check(obj: dict[str, Any]) -> None:
     validate_against_crd(obj, CRD, "v1alpha1")
+    assert obj["spec"]["triggers"]
     for trigger in obj["spec"]["triggers"]:
         meta = trigger["metadata"]
         assert all(isinstance(v, str) for v in meta.values()), meta
@@ -75,10 +76,11 @@ def test_examples() -> None:
     mig = _load(ROOT / "deploy" / "keda" / "mig-gr-engine.yaml")
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["spec"]["triggers"][0]["metadata"]["query"]
     queue = _load(ROOT / "deploy" / "keda" / "inference-queue.yaml")
-    kinds = [t["metadata"]["query"].split("(")[1].split("{")[0]
-             for t in queue["spec"]["triggers"]]
-    assert kinds[0] == "vllm:num_requests_waiting"
-    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in kinds[1]
+    waiting, activity = (t["metadata"]["query"] for t in queue["spec"]["triggers"])
+    assert waiting.startswith("sum(vllm:num_requests_waiting{")
+    # GPM where the GPU has it, NVML utilisation before Hopper, per GPU inside the average.
+    assert activity.startswith("100 * avg((DCGM_FI_PROF_GR_ENGINE_ACTIVE{")
+    assert " or on (UUID) DCGM_FI_DEV_GPU_UTIL{" in activity
     assert [t["metricType"] for t in queue["spec"]["triggers"]] == ["AverageValue", "Value"]
 
 
@@ -101,9 +103,11 @@ def test_role_pools_scale_apart(role: str) -> None:
     # Serving metrics carry no pod labels: the queue is taken from the pods whose GPUs do.
     assert queue["metadata"]["query"].startswith(
         'sum(vllm:num_requests_waiting{namespace="inference"} and on (namespace, pod) (')
-    metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if role == "prefill" else "DCGM_FI_PROF_DRAM_ACTIVE"
-    assert metric in gpu["metadata"]["query"]
-    assert metric in queue["metadata"]["query"]
+    metric, fallback = {"prefill": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
+                        "decode": ("DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_DEV_MEM_COPY_UTIL")}[role]
+    for query in (gpu["metadata"]["query"], queue["metadata"]["query"]):
+        assert metric in query
+        assert f") or on (UUID) ({fallback}{{" in query
 
 
 def test_generate_role_pool() -> None:
@@ -115,6 +119,7 @@ def test_generate_role_pool() -> None:
     _check(obj)
     assert obj["spec"]["scaleTargetRef"]["name"] == "chat-decode"
     queries = [t["metadata"]["query"] for t in obj["spec"]["triggers"]]
+    assert queries
     assert all('namespace="serving"' in q and '"decode"' in q for q in queries)
     bad = run_generate("keda", "--namespace", "s", "--deployment", "d", "--role", "encode",
                        "--metric", "util", "--target", "50")
@@ -169,8 +174,32 @@ def test_generate_one_errors(args: list[str], message: str) -> None:
 
 def test_metric_not_collected(tmp_path: Path) -> None:
     csv = tmp_path / "c.csv"
-    csv.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, util\n")
+    csv.write_text("DCGM_FI_DEV_FB_USED, gauge, used\n")
     result = run_generate("keda", "--collectors", str(csv), "--namespace", "n",
                           "--deployment", "d", "--metric", "gr-engine", "--target", "50")
     assert result.returncode == 2
-    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in result.stderr
+    assert ("--metric gr-engine needs DCGM_FI_PROF_GR_ENGINE_ACTIVE (GPM) or "
+            f"DCGM_FI_DEV_GPU_UTIL (before Hopper), which {csv} does not enable") \
+        in result.stderr
+
+
+def test_activity_from_whichever_source_is_collected(tmp_path: Path) -> None:
+    """A collectors file without the GPM field (usual before Hopper) still gets the trigger,
+    on NVML utilisation alone; one without the NVML field gets GPM alone."""
+    for enabled, used, unused in (("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL{",
+                                   "DCGM_FI_PROF_"),
+                                  ("DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                                   "DCGM_FI_PROF_GR_ENGINE_ACTIVE{", "DCGM_FI_DEV_")):
+        csv = tmp_path / "c.csv"
+        csv.write_text(f"{enabled}, gauge, activity\n")
+        result = run_generate("keda", "--collectors", str(csv), "--namespace", "n",
+                              "--deployment", "d", "--metric", "gr-engine", "--target", "50",
+                              "--role", "prefill", "--queue-target", "4")
+        assert result.returncode == 0, result.stderr
+        obj = yaml.safe_load(result.stdout)
+        _check(obj)
+        for trigger in obj["spec"]["triggers"]:
+            query = trigger["metadata"]["query"]
+            assert used in query
+            assert unused not in query
+            assert " or on (UUID) " not in query

@@ -19,7 +19,7 @@ from exporter.options import (
     parse_command_line,
 )
 from exporter.options.markdown import markdown_table
-from exporter.options.model import Alias
+from exporter.options.option import Alias
 from exporter.options.serve_table import LOG_LEVEL, XID_COUNT_WINDOW
 from exporter.options.values import ConfigMapRef, RegexList, Switch
 

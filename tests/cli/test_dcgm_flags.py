@@ -223,7 +223,8 @@ def test_the_gpu_operator_environment_alone(bare: list[BareExporter],
     operator_env = {
         **SIM,
         "DCGM_EXPORTER_KUBERNETES": "true",
-        "DCGM_POD_RESOURCES_KUBELET_SOCKET": str(tmp_path / "absent" / "kubelet.sock"),
+        # The mounted directory, with no kubelet serving in it yet: retried, not fatal.
+        "DCGM_POD_RESOURCES_KUBELET_SOCKET": str(tmp_path / "kubelet.sock"),
         "DCGM_EXPORTER_COLLECTORS": str(ROOT / "collectors.csv"),
         "NODE_NAME": "gpu-node-1",
         "DCGM_REMOTE_HOSTENGINE_INFO": "nvidia-dcgm:5555",

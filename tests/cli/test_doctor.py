@@ -17,7 +17,7 @@ from exporter import doctor
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
-from exporter.k8s.simkubelet import (
+from exporter.simulated.kubelet import (
     SimKubeletHandle,
     allocatable_for,
     plan_allocations,
@@ -40,7 +40,7 @@ def lines_about(lines: list[str], check: str) -> list[str]:
 
 
 def sim_inventory(profile: str) -> Inventory:
-    from exporter.devices.sim import SimNvml
+    from exporter.simulated.node import SimNvml
 
     lib = SimNvml(profile)
     lib.nvmlInit()

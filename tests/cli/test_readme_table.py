@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from exporter.options import OPTIONS, for_command
+from exporter.options import OPTIONS, build_parser, resolve
 from exporter.options.markdown import BEGIN, END, markdown_table, with_table, write_readme
 from tests.conftest import ROOT
 
@@ -24,13 +28,60 @@ def test_readme_table_matches_the_option_table() -> None:
         "README.md is out of date: run `python -m exporter.options --write-readme README.md`")
 
 
-def test_the_table_has_a_row_per_serve_option_and_every_variable() -> None:
-    table = markdown_table()
-    rows = table.splitlines()[2:]
-    assert len(rows) == len(for_command("serve"))
-    for option in for_command("serve"):
-        for name in (*option.flags, *option.env):
-            assert f"`{name}" in table
+class _ReadRecorder(Mapping[str, str]):
+    """An environment with nothing set that remembers each variable asked for."""
+
+    def __init__(self) -> None:
+        self.asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _committed_rows() -> list[tuple[set[str], set[str]]]:
+    """(flags, variables) of each row of the README's table as committed."""
+    rows = []
+    for line in readme_block(README.read_text(encoding="utf-8")).splitlines()[2:]:
+        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+        flags = set(re.findall(r"`(-[^\s`]+)", cells[0]))
+        variables = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", cells[1]))
+        rows.append((flags, variables))
+    return rows
+
+
+def test_the_table_has_a_row_per_option_serve_takes_and_every_variable_it_reads() -> None:
+    """Counted apart from the table's generator: the flags the `serve` parser accepts (one
+    row per option they set, aliases included) and the variables resolving `serve` reads."""
+    parser = build_parser("serve")
+    accepted = {flag: action.dest.split(":")[0]
+                for flag, action in parser._option_string_actions.items()
+                if flag not in ("-h", "--help")}
+    environment = _ReadRecorder()
+    resolve("serve", argparse.Namespace(), environment)
+    rows = _committed_rows()
+    flagged = [(flags, variables) for flags, variables in rows if flags]
+    assert set().union(*(flags for flags, _ in rows)) == set(accepted)
+    options = [{accepted[f] for f in flags} for flags, _ in flagged]
+    assert all(len(option) == 1 for option in options), options
+    assert len(flagged) == len(set(accepted.values())) == len(set().union(*options))
+    assert set().union(*(variables for _, variables in rows)) == environment.asked
+    # The rows without a flag: settings read from the environment only, one row each.
+    env_only = [variables for flags, variables in rows if not flags]
+    assert env_only
+    assert all(env_only)
+    assert sum(map(len, env_only)) == len(environment.asked - set().union(
+        *(variables for _, variables in flagged)))
 
 
 def test_write_readme_replaces_only_the_block(tmp_path: Path) -> None:

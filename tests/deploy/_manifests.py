@@ -63,10 +63,15 @@ class Document:
         return f"{rel}#{self.index} {self.obj.get('kind', '?')}/{name}"
 
 
+CHART_VALUES = "values.yaml"
+"""Beside each rendered entry point: the chart's values it was rendered with, not an object."""
+
+
 def yaml_files(dirs: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for root in dirs:
-        found.extend(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        found.extend(p for p in root.rglob("*")
+                     if p.suffix in (".yaml", ".yml") and p.is_file() and p.name != CHART_VALUES)
     return sorted(found)
 
 
@@ -316,6 +321,14 @@ def args_have(args: list[str], flag: str, value: str | None = None) -> bool:
     return False
 
 
+def attributes_pods(container: Mapping[str, Any]) -> bool:
+    """Whether the exporter asks the kubelet which pod holds each GPU: `-k` in its args or
+    DCGM_EXPORTER_KUBERNETES=true (the chart's way, as dcgm-exporter's chart sets it)."""
+    args = [str(a) for a in container.get("args", [])]
+    return (args_have(args, "-k") or args_have(args, "--kubernetes")
+            or env_value(container, "DCGM_EXPORTER_KUBERNETES") == "true")
+
+
 def deepcopy_objs(objs: Iterable[Obj]) -> list[Obj]:
     return [copy.deepcopy(o) for o in objs]
 
@@ -552,9 +565,8 @@ def check_daemonset(objs: Iterable[Obj]) -> list[str]:
                 problems.append(f"{where}: NVIDIA_DRIVER_CAPABILITIES is not 'utility'")
             if env_field_ref(container, "NODE_NAME") != "spec.nodeName":
                 problems.append(f"{where}: NODE_NAME is not from spec.nodeName")
-            args = container.get("args", [])
-            if not args or args[0] != "serve" or not args_have(args, "-k"):
-                problems.append(f"{where}: args {args} are not `serve -k ...`")
+            if not attributes_pods(container):
+                problems.append(f"{where}: neither -k nor DCGM_EXPORTER_KUBERNETES=true")
             port_names = {p.get("name") for p in container.get("ports", [])}
             for probe, path in (("livenessProbe", "/health"), ("readinessProbe", "/ready")):
                 http = container.get(probe, {}).get("httpGet", {})

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from exporter.k8s.proto import PodResources, pb
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources, serve_pod_resources
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources, serve_pod_resources
 from tests.support.apiserver import FakeApiServer, pod, resource_slice
 from tests.support.exporter_process import free_port
 from tests.support.wait import wait_until
@@ -122,8 +122,11 @@ def gpu_resource_slice(node: str, devices: dict[str, str]) -> dict[str, Any]:
         for name, uuid in devices.items()], driver=DRA_DRIVER)
 
 
-def start_cluster() -> FakeApiServer:
-    cluster = FakeApiServer().start()
+def start_cluster(*, tls: tuple[Path, Path] | None = None, token: str | None = None
+                  ) -> FakeApiServer:
+    """The fake API server with the pods and the DRA slice above (`tls` and `token` as
+    FakeApiServer takes them)."""
+    cluster = FakeApiServer(tls=tls, token=token).start()
     containers = {(ns, name): c for ns, name, c in (EXCLUSIVE_POD, *SHARED_PODS, DRA_POD)}
     cluster.state.pods = [
         pod_object(ns, name, pod_uid(ns, name), labels, NODE_NAME, containers[ns, name])
@@ -164,6 +167,12 @@ def _env_of(container: Obj) -> dict[str, str]:
     return env
 
 
+def _volume_files(source: Obj, data: Mapping[str, str]) -> dict[str, str]:
+    """File name -> text of a ConfigMap volume (its `items`, else every key)."""
+    paths = {i["key"]: i["path"] for i in source.get("items") or []}
+    return {paths.get(k, k): v for k, v in data.items() if not paths or k in paths}
+
+
 def mount_volumes(pod: Obj, container: Obj, root: Path,
                   configmaps: Mapping[str, Mapping[str, str]]) -> None:
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -176,26 +185,30 @@ def mount_volumes(pod: Obj, container: Obj, root: Path,
             if host_dir != target:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(host_dir)
-        elif "configMap" in volume:
-            data = configmaps.get(volume["configMap"]["name"])
-            if data is None:
-                raise RenderError(f"ConfigMap {volume['configMap']['name']} does not exist")
-            paths = {i["key"]: i["path"] for i in volume["configMap"].get("items") or []}
-            files = {paths.get(k, k): v for k, v in data.items() if not paths or k in paths}
-            if "subPath" in mount:
-                # A file mounted into a directory of the image: the directory must be there
-                # as a real one (not a link into a read-only package tree).
-                if not target.parent.is_dir() or target.parent.is_symlink():
-                    raise RenderError(f"the image has no directory {target.parent.name} to "
-                                      f"subPath-mount {mount['mountPath']} into")
-                target.write_text(files[mount["subPath"]])
-                target.chmod(0o444)
-            else:
-                target.mkdir(parents=True, exist_ok=True)
-                for name, text in files.items():
-                    (target / name).write_text(text)
+            continue
+        if "emptyDir" in volume:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        if "configMap" not in volume:
+            raise RenderError(f"volume {mount['name']}: only hostPath, emptyDir and configMap "
+                              "here")
+        source = volume["configMap"]
+        data = configmaps.get(source["name"])
+        if data is None:
+            raise RenderError(f"ConfigMap {source['name']} does not exist")
+        files = _volume_files(source, data)
+        if "subPath" in mount:
+            # A file mounted into a directory of the image: the directory must be there
+            # as a real one (not a link into a read-only package tree).
+            if not target.parent.is_dir() or target.parent.is_symlink():
+                raise RenderError(f"the image has no directory {target.parent.name} to "
+                                  f"subPath-mount {mount['mountPath']} into")
+            target.write_text(files[mount["subPath"]])
+            target.chmod(0o444)
         else:
-            raise RenderError(f"volume {mount['name']}: only hostPath and configMap here")
+            target.mkdir(parents=True, exist_ok=True)
+            for file_name, text in files.items():
+                (target / file_name).write_text(text)
 
 
 @dataclass

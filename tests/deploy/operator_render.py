@@ -7,8 +7,10 @@
   containers, pull secrets, runtime class and NRI annotations are left out: they do not
   change what runs inside the exporter container.
 - `read_dockerfile`: the final stage of our Dockerfile (COPY, ENV, WORKDIR, ENTRYPOINT, CMD),
-  parsed because no container engine is at hand; any instruction it cannot reproduce without
-  one (RUN, ADD, ...) is an error, which keeps the Dockerfile simple.
+  with what it inherits from the stage it extends, parsed so that the operator's cases run
+  without a container engine (tests/image builds and runs the real image); any instruction
+  it cannot reproduce without one (RUN, ADD, ...) is an error, which keeps the final stages
+  free of anything that would need emulation to build for another architecture.
 - `lay_out_image`: the image's files under a directory standing in for its root.
 - `container_argv`: ENTRYPOINT/CMD combined with the container's command/args as Kubernetes
   does, with the entrypoint resolved through pyproject's `[project.scripts]` (what pip
@@ -229,9 +231,10 @@ class ImageSpec:
     copies: tuple[Copy, ...] = ()
 
 
-_IGNORED = {"EXPOSE", "USER", "LABEL"}
+_IGNORED = {"EXPOSE", "USER", "LABEL", "ARG"}
 """Instructions with no effect on the files or the process this harness starts (the
-process runs as the test's user; uid 0 matters only on a real kubelet socket)."""
+process runs as the test's user; uid 0 matters only on a real kubelet socket; a build
+argument reaches only the build)."""
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -263,37 +266,59 @@ def _exec_form(keyword: str, rest: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def read_dockerfile(path: Path) -> ImageSpec:
-    """The final stage of a Dockerfile, as far as the container's process can tell."""
-    env: dict[str, str] = {}
-    workdir = "/"
+@dataclass
+class _Stage:
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
-    copies: list[Copy] = []
-    unsupported: list[str] = []
-    stage_seen = False
+    copies: list[Copy] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+
+    def extended(self) -> _Stage:
+        """A stage `FROM` this one starts with its files and configuration."""
+        return _Stage(dict(self.env), self.workdir, self.entrypoint, self.cmd,
+                      list(self.copies), list(self.unsupported))
+
+
+def _from_line(rest: str, stages: dict[str, _Stage]) -> tuple[str | None, _Stage]:
+    """(the stage's name, its starting state) for `FROM [--platform=P] BASE [AS NAME]`."""
+    words = [w for w in rest.split() if not w.startswith("--")]
+    base = words[0].lower() if words else ""
+    name = words[2].lower() if len(words) == 3 and words[1].lower() == "as" else None
+    return name, stages[base].extended() if base in stages else _Stage()
+
+
+def read_dockerfile(path: Path) -> ImageSpec:
+    """The final stage of a Dockerfile, as far as the container's process can tell; a stage
+    built `FROM` an earlier one of the same file inherits that one's files and settings."""
+    stages: dict[str, _Stage] = {}
+    stage: _Stage | None = None
     for line in _logical_lines(path.read_text(encoding="utf-8")):
         keyword, _, rest = line.partition(" ")
         keyword, rest = keyword.upper(), rest.strip()
         if keyword == "FROM":
-            stage_seen = True
-            env, workdir, entrypoint, cmd, copies, unsupported = {}, "/", (), (), [], []
-        elif not stage_seen:
-            raise RenderError(f"{keyword} before the first FROM")
+            name, stage = _from_line(rest, stages)
+            if name is not None:
+                stages[name] = stage
+        elif stage is None:
+            if keyword != "ARG":  # a build argument of the FROM lines
+                raise RenderError(f"{keyword} before the first FROM")
         elif keyword == "ENV":
             words = shlex.split(rest)
             if words and "=" not in words[0]:
-                env[words[0]] = rest.split(None, 1)[1] if len(words) > 1 else ""
+                stage.env[words[0]] = rest.split(None, 1)[1] if len(words) > 1 else ""
             else:
                 for word in words:
                     name, _, value = word.partition("=")
-                    env[name] = value
+                    stage.env[name] = value
         elif keyword == "WORKDIR":
-            workdir = rest if rest.startswith("/") else f"{workdir.rstrip('/')}/{rest}"
+            stage.workdir = rest if rest.startswith("/") else \
+                f"{stage.workdir.rstrip('/')}/{rest}"
         elif keyword == "ENTRYPOINT":
-            entrypoint, cmd = _exec_form(keyword, rest), ()  # a new ENTRYPOINT resets CMD
+            stage.entrypoint, stage.cmd = _exec_form(keyword, rest), ()  # resets CMD
         elif keyword == "CMD":
-            cmd = _exec_form(keyword, rest)
+            stage.cmd = _exec_form(keyword, rest)
         elif keyword == "COPY":
             words = shlex.split(rest)
             flags = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in words
@@ -301,17 +326,21 @@ def read_dockerfile(path: Path) -> ImageSpec:
             paths = [w for w in words if not w.startswith("--")]
             if len(paths) < 2:
                 raise RenderError(f"COPY needs a source and a destination: {line!r}")
-            copies.append(Copy(tuple(paths[:-1]), paths[-1], flags.get("--from")))
+            stage.copies.append(Copy(tuple(paths[:-1]), paths[-1], flags.get("--from")))
         elif keyword in _IGNORED:
             continue
         else:
-            # Fine in a build stage (the next FROM forgets it); in the final stage it cannot
-            # be reproduced without a container engine.
-            unsupported.append(keyword)
-    if unsupported:
-        raise RenderError(f"the final stage uses {', '.join(unsupported)}: only COPY, ENV, "
-                          "WORKDIR, ENTRYPOINT, CMD, EXPOSE, USER and LABEL can be laid out")
-    return ImageSpec(env, workdir, entrypoint, cmd, tuple(copies))
+            # Fine in a build stage (the next FROM forgets it); in the final stage, or one
+            # it extends, it cannot be reproduced without a container engine.
+            stage.unsupported.append(keyword)
+    if stage is None:
+        raise RenderError(f"{path}: no FROM line")
+    if stage.unsupported:
+        raise RenderError(f"the final stage uses {', '.join(stage.unsupported)}: only COPY, "
+                          "ENV, WORKDIR, ENTRYPOINT, CMD, EXPOSE, USER, LABEL and ARG can be "
+                          "laid out")
+    return ImageSpec(stage.env, stage.workdir, stage.entrypoint, stage.cmd,
+                     tuple(stage.copies))
 
 
 def under(root: Path, container_path: str) -> Path:

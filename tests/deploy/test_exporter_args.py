@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.support.requirements import in_ci
 from tests.support.wait import wait_until
 
 from ._manifests import (
@@ -30,20 +29,16 @@ from ._manifests import (
     REPO_ROOT,
     Obj,
     exporter_containers,
-    exporter_workloads,
-    kubectl,
     load_tree,
     name_of,
-    of_kind,
-    render_kustomization,
 )
 
-OBJECTS = [d.obj for d in load_tree().objects]
 DOWNWARD_API = {
     "metadata.name": "llm-inference-7f9c-qz2lm",
     "metadata.namespace": "inference-demo",
     "spec.nodeName": "gpu-node-1",
 }
+WEB_CONFIG_ENV = "DCGM_EXPORTER_WEB_CONFIG_FILE"
 
 
 class Running(NamedTuple):
@@ -54,17 +49,18 @@ class Running(NamedTuple):
 
 
 def _cases() -> list[tuple[str, Obj]]:
-    cases = [
-        (f"{name_of(w)}/{c['name']}", c)
-        for w in exporter_workloads(OBJECTS)
-        for c, _ in exporter_containers(w)
-    ]
-    if kubectl() is not None or in_ci():
-        # The overlays' args exist only once their patch is applied (kubectl is required in CI).
-        for name in ("pod-labels", "inference"):
-            overlay = render_kustomization(DEPLOY_DIR / "daemonset" / name)
-            ds = of_kind(overlay, "DaemonSet")[0]
-            cases += [(f"{name}/{c['name']}", c) for c, _ in exporter_containers(ds)]
+    """Every exporter container of the manifests, named by its file (each entry point under
+    deploy/daemonset is one rendered file). One naming a web config file is left to
+    test_tls_overlay.py, which lays out the Secrets it reads."""
+    cases = []
+    for doc in load_tree().objects:
+        if doc.obj.get("kind") not in ("DaemonSet", "Deployment"):
+            continue
+        for container, _ in exporter_containers(doc.obj):
+            if any(e.get("name") == WEB_CONFIG_ENV for e in container.get("env", [])):
+                continue
+            where = doc.path.parent.relative_to(DEPLOY_DIR)
+            cases.append((f"{where}/{name_of(doc.obj)}/{container['name']}", container))
     return cases
 
 
@@ -114,7 +110,7 @@ def running(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Running]
     # (dropped above) nor a kubeconfig, so nothing leaves the machine.
     env["KUBECONFIG"] = str(tmp_path / "no-kubeconfig")
     argv = [
-        sys.executable, "-m", "exporter", *container["args"],
+        sys.executable, "-m", "exporter", *container.get("args", []),
         "--backend", "sim",
         "-a", f"127.0.0.1:{port}",
         "--kubernetes.pod-resources-socket", str(tmp_path / "kubelet.sock"),

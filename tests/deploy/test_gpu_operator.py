@@ -223,10 +223,14 @@ def test_metrics_serve_the_configured_csv(runs: Runs, case_id: str) -> None:
     assert served == set(wanted)
     helps = dict(re.findall(r"^# HELP (DCGM_\w+) (.*)$", text, flags=re.MULTILINE))
     assert {name: helps[name] for name in wanted} == wanted
+    # Each label field of the file labels every DCGM series (none: nothing to look for).
     label_fields = [f.spec.name for f in collectors.fields if f.type is MetricType.LABEL]
-    for name, labels, _ in run.samples():
-        if name.startswith("DCGM_FI_"):
-            assert all(label in labels for label in label_fields), (name, labels)
+    dcgm_series = [(name, labels) for name, labels, _ in run.samples()
+                   if name.startswith("DCGM_FI_")]
+    assert dcgm_series
+    unlabelled = [(name, labels) for name, labels in dcgm_series
+                  if not all(label in labels for label in label_fields)]
+    assert unlabelled == []
 
 
 @pytest.mark.parametrize("case_id", STARTING)
@@ -241,14 +245,18 @@ def test_pods_holding_gpus_through_the_device_plugin_label_them(runs: Runs,
         for s in exclusive)
     # A time-sliced GPU has several holders: its series carry none, and each holder has an
     # allocation row to join on.
-    assert all("pod" not in s for s in run.gpu_series("1"))
+    time_sliced = run.gpu_series("1")
+    assert time_sliced
+    assert all("pod" not in s for s in time_sliced)
     holders = {(labels["namespace"], labels["pod"], labels["container"])
                for name, labels, _ in run.samples()
                if name == "gpu_exporter_pod_gpu_allocation" and labels.get("gpu") == "1"}
     assert holders == set(SHARED_PODS)
     if case_id not in DRA_CASES:
         # Without DRA mapping a claimed GPU is not attributed (dcgm-exporter's behaviour).
-        assert all("pod" not in s for s in run.gpu_series("2"))
+        claimed = run.gpu_series("2")
+        assert claimed
+        assert all("pod" not in s for s in claimed)
 
 
 def test_args_are_dcgm_flags_without_a_subcommand(runs: Runs) -> None:

@@ -3,7 +3,7 @@
 A replacement for dcgm-exporter's image must start with no arguments (no CMD for a pod's
 `args` to replace), carry the NVIDIA runtime's env, and hold dcgm-exporter's metric lists at
 /etc/dcgm-exporter/ with the same fields, types and order, in a real directory a ConfigMap
-can be subPath-mounted into. The Dockerfile is read, not built (no container engine here).
+can be subPath-mounted into. The Dockerfile is read here; tests/image builds and runs it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def image() -> ImageSpec:
 
 def test_entrypoint_serves_with_zero_arguments_and_no_cmd(image: ImageSpec) -> None:
     # A CMD would be replaced by the ClusterPolicy's `args`; dcgm flags go straight through.
-    assert image.entrypoint == ("gpu-exporter",)
+    assert image.entrypoint == ("/usr/local/bin/gpu-exporter",)
     assert image.cmd == ()
     assert {k: v for k, v in image.env.items() if k.startswith("NVIDIA_")} == {
         "NVIDIA_VISIBLE_DEVICES": "all",
@@ -57,6 +57,18 @@ def test_image_ships_dcgm_exporter_csvs_in_a_real_directory(image: ImageSpec,
         "1.x-compatibility-metrics.csv", "dcp-metrics-included.csv", "default-counters.csv"]
     for path in etc.iterdir():
         assert path.read_bytes() == (SHIPPED_CSVS / path.name).read_bytes()
+
+
+def test_a_run_step_in_the_stage_the_final_one_extends_is_refused(tmp_path: Path) -> None:
+    # The final stage extends `runtime`: a RUN there would execute on the target
+    # architecture during the build (emulation for arm64), and the layout could not follow.
+    text = DOCKERFILE.read_text()
+    anchor = "FROM --platform=$TARGETPLATFORM ${RUNTIME_IMAGE} AS runtime\n"
+    assert anchor in text
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(text.replace(anchor, anchor + "RUN true\n"))
+    with pytest.raises(RenderError, match="the final stage uses RUN"):
+        read_dockerfile(dockerfile)
 
 
 @pytest.mark.parametrize(("broken", "error"), [
@@ -88,6 +100,7 @@ def _rows(path: Path) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
 def test_shipped_csv_has_upstreams_field_list_with_our_own_help(name: str) -> None:
     ours, upstream = _rows(SHIPPED_CSVS / name), _rows(UPSTREAM_CSVS / name)
+    assert ours
     assert [(n, t) for n, t, _ in ours] == [(n, t) for n, t, _ in upstream]
     assert all(a != b for (_, _, a), (_, _, b) in zip(ours, upstream, strict=True))
 

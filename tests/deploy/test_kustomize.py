@@ -1,5 +1,6 @@
 """The kustomizations: every file is wired in, and what `kubectl kustomize` renders (the
-objects a cluster would receive, patches applied) is valid and keeps every property."""
+objects a cluster would receive: the chart's rendering of each entry point, the namespace,
+and the TLS entry point's certificates and Secrets) is valid and keeps every property."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from exporter import __version__
 from exporter.config import parse_serve_args
+from exporter.k8s.config import KubernetesConfig
 
 from ._manifests import (
     ALL_CHECKS,
@@ -17,7 +19,6 @@ from ._manifests import (
     EXPORTER_IMAGE,
     KUBERNETES_VERSIONS,
     Obj,
-    args_have,
     exporter_containers,
     is_custom_kind,
     load_tree,
@@ -93,14 +94,27 @@ def test_rendered_image_is_the_placeholder(rendered: tuple[str, list[Obj]]) -> N
     assert images == {f"{EXPORTER_IMAGE}:{__version__}"}
 
 
+def _exporter(objs: list[Obj]) -> Obj:
+    container: Obj = exporter_containers(of_kind(objs, "DaemonSet")[0])[0][0]
+    return container
+
+
+def _config(container: Obj) -> KubernetesConfig:
+    """The Kubernetes settings the exporter reads from the container's args and env."""
+    env = {e["name"]: str(e["value"]) for e in container.get("env", []) if "value" in e}
+    return parse_serve_args([str(a) for a in container.get("args", [])], env).kubernetes
+
+
 def test_plain_daemonset_has_no_api_access() -> None:
     objs = render_kustomization(ENTRY_POINTS["daemonset"])
     assert of_kind(objs, "ClusterRole") == []
     assert of_kind(objs, "ClusterRoleBinding") == []
     ds = of_kind(objs, "DaemonSet")[0]
     assert pod_spec(ds)["automountServiceAccountToken"] is False
-    args = exporter_containers(ds)[0][0]["args"]
-    assert not any(a.startswith("--kubernetes.pod-labels") for a in args)
+    config = _config(_exporter(objs))
+    assert config.enabled
+    assert (config.pod_labels, config.pod_label_presets, config.enable_pod_labels) == \
+        (None, (), False)
 
 
 @pytest.mark.parametrize("overlay", ["daemonset-pod-labels", "daemonset-inference"])
@@ -109,11 +123,9 @@ def test_pod_labels_overlay_grants_exactly_what_the_watch_needs(overlay: str) ->
     ds = of_kind(objs, "DaemonSet")[0]
     spec = pod_spec(ds)
     assert spec["automountServiceAccountToken"] is True
-    args = exporter_containers(ds)[0][0]["args"]
-    assert args[:2] == ["serve", "-k"]
-    regex = args[args.index("--kubernetes.pod-labels") + 1]
-    assert args_have(args, "--kubernetes.pod-labels", regex)
-    assert regex_is_valid(regex)
+    config = _config(_exporter(objs))
+    assert config.enabled
+    assert config.pod_label_presets or (config.pod_labels and regex_is_valid(config.pod_labels))
 
     sa = of_kind(objs, "ServiceAccount")[0]
     assert spec["serviceAccountName"] == sa["metadata"]["name"]
@@ -138,14 +150,16 @@ def test_pod_labels_overlay_grants_exactly_what_the_watch_needs(overlay: str) ->
 
 
 def test_inference_overlay_turns_on_the_preset_and_nothing_else() -> None:
-    """Against the pod-labels overlay it renders, the inference overlay changes one thing:
-    the value of `--kubernetes.pod-labels`, which the exporter reads as the preset."""
+    """Against the pod-labels entry point, the inference one changes one thing: the value
+    of GPU_EXPORTER_POD_LABELS (`--kubernetes.pod-labels`), which the exporter reads as the
+    preset."""
     base = render_kustomization(ENTRY_POINTS["daemonset-pod-labels"])
     objs = render_kustomization(ENTRY_POINTS["daemonset-inference"])
-    ds, base_ds = of_kind(objs, "DaemonSet")[0], of_kind(base, "DaemonSet")[0]
-    args = exporter_containers(ds)[0][0]["args"]
-    assert args == ["serve", "-k", "--kubernetes.pod-labels", "inference"]
-    config = parse_serve_args(args[1:], {}).kubernetes
+    config = _config(_exporter(objs))
     assert (config.pod_label_presets, config.pod_labels) == (("inference",), None)
-    exporter_containers(base_ds)[0][0]["args"] = args
+    preset = next(e for e in _exporter(objs)["env"] if e["name"] == "GPU_EXPORTER_POD_LABELS")
+    assert preset == {"name": "GPU_EXPORTER_POD_LABELS", "value": "inference"}
+    for e in _exporter(base)["env"]:
+        if e["name"] == "GPU_EXPORTER_POD_LABELS":
+            e["value"] = "inference"
     assert objs == base

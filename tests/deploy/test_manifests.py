@@ -204,7 +204,7 @@ def _env(container: Obj, name: str) -> Obj:
 
 
 def _set_socket_path(objs: list[Obj]) -> None:
-    host_path = _volume(objs, "DaemonSet", "pod-resources")["hostPath"]
+    host_path = _volume(objs, "DaemonSet", "pod-gpu-resources")["hostPath"]
     host_path.update(path="/var/lib/kubelet/pod-resources/kubelet.sock", type="Socket")
 
 
@@ -324,7 +324,7 @@ BROKEN_COPIES: list[tuple[str, Mutation, Callable[[list[Obj]], list[str]]]] = [
     (
         "servicemonitor-selects-nothing",
         lambda o: of_kind(o, "ServiceMonitor")[0]["spec"]["selector"]["matchLabels"].update(
-            {"app.kubernetes.io/name": "dcgm-exporter"}
+            {"app.kubernetes.io/name": "gpu-exporter"}
         ),
         check_monitor_targets,
     ),
@@ -439,4 +439,5 @@ def test_a_broken_copy_is_caught(mutate: Mutation, check: Callable[[list[Obj]], 
 def test_repo_root_is_the_project() -> None:
     """The loader resolves paths from the repository root; guard against a moved test."""
     assert (REPO_ROOT / "pyproject.toml").is_file()
+    assert MANIFEST_DIRS
     assert all(root.is_dir() for root in MANIFEST_DIRS)

@@ -1,15 +1,17 @@
 """`deploy/daemonset/tls`: the exporter serves what the ServiceMonitor expects, and the
 kubelet's probes still get through.
 
-The rendered overlay is checked for consistency (the Secrets and certificates that each side
-names, the example password against its hash), then its container is started as a local
-process with exactly its args, its mounted files laid out under a temporary directory and
-certificates made as cert-manager would issue them: the probes answer over plain HTTP, and
-a scrape set up as the ServiceMonitor says gets the metrics.
+The kustomization (the chart rendered with tls/values.yaml, plus the certificates, web config
+and scrape credentials beside it) is checked for consistency (the Secrets and certificates
+that each side names, the example password against its hash), then its container is started
+as a local process with its args and env, its mounted files laid out under a temporary
+directory and certificates made as cert-manager would issue them: the probes answer over
+plain HTTP, and a scrape set up as the ServiceMonitor says gets the metrics.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -63,10 +65,13 @@ def _mounts(objs: list[Obj]) -> dict[str, str]:
             for m in _container(objs)["volumeMounts"] if m["name"] in secrets}
 
 
+def _env(objs: list[Obj]) -> dict[str, str]:
+    return {e["name"]: str(e["value"]) for e in _container(objs)["env"] if "value" in e}
+
+
 def _web_config_text(objs: list[Obj]) -> tuple[str, str]:
-    """(path in the container, text) of the web config the args name."""
-    args = _container(objs)["args"]
-    path = args[args.index("--web.config.file") + 1]
+    """(path in the container, text) of the web config the container names."""
+    path = _env(objs)["DCGM_EXPORTER_WEB_CONFIG_FILE"]
     folder, _, key = path.rpartition("/")
     secret = _named(objs, "Secret", _mounts(objs)[folder])
     return path, secret["stringData"][key]
@@ -126,11 +131,11 @@ def running(objs: list[Obj], pki: Pki) -> Iterator[tuple[int, Path, tuple[str, s
     """The overlay's container as a local process; its Secret volumes under pki.folder."""
     root = pki.folder
     container_path, text = _web_config_text(objs)
-    rerooted = text.replace("/etc/gpu-exporter/", f"{root}/etc/gpu-exporter/")
+    rerooted = text.replace("/etc/dcgm-exporter/", f"{root}/etc/dcgm-exporter/")
     web_config = root / container_path.lstrip("/")
     web_config.parent.mkdir(parents=True)
     web_config.write_text(rerooted)
-    tls_dir = root / "etc/gpu-exporter/tls"
+    tls_dir = root / "etc/dcgm-exporter/tls"
     tls_dir.mkdir(parents=True)
     issued = pki.ca.server()
     (tls_dir / "tls.crt").write_bytes(issued.cert_pem)
@@ -139,14 +144,16 @@ def running(objs: list[Obj], pki: Pki) -> Iterator[tuple[int, Path, tuple[str, s
     scraper = _named(objs, "Certificate", "gpu-exporter-scraper")["spec"]
     pki.ca.client(*scraper["dnsNames"]).write(root, "scraper")
 
-    args = list(_container(objs)["args"])
-    args[args.index("--web.config.file") + 1] = str(web_config)
+    # The container's own args and env, with the web config at its re-rooted path.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DCGM_", "GPU_EXPORTER_"))}
+    env.update(_env(objs), DCGM_EXPORTER_WEB_CONFIG_FILE=str(web_config), NODE_NAME="gpu-node-1")
     port = free_port()
     log = (root / "exporter.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exporter", *args, "--backend", "sim", "--sim.profile", "l4-1",
-         "-a", f"127.0.0.1:{port}", "--kubernetes.pod-resources-socket",
-         str(root / "kubelet.sock")], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+        [sys.executable, "-m", "exporter", *_container(objs).get("args", []), "--backend", "sim",
+         "--sim.profile", "l4-1", "-a", f"127.0.0.1:{port}", "--kubernetes.pod-resources-socket",
+         str(root / "kubelet.sock")], cwd=REPO_ROOT, env=env, stdout=log,
+        stderr=subprocess.STDOUT)
     endpoint = _endpoint(objs)
     credentials = _named(objs, "Secret", endpoint["basicAuth"]["username"]["name"])
     creds = (credentials["stringData"]["username"], credentials["stringData"]["password"])
@@ -170,7 +177,7 @@ def test_probes_and_the_servicemonitor_scrape_get_through(
         wait_until(probes_ok, 60, interval=0.25, what="the probes answering 200")
     except AssertionError:
         raise AssertionError((root / "exporter.log").read_text()[-2000:]) from None
-    ca = root / "etc/gpu-exporter/tls/ca.crt"
+    ca = root / "etc/dcgm-exporter/tls/ca.crt"
     scrape = Client(port, ca, (root / "scraper.crt", root / "scraper.key")).get(auth=creds)
     assert isinstance(scrape, Response)
     assert scrape.status == 200

@@ -4,8 +4,8 @@ under a running backend, and a reload of the field list."""
 from __future__ import annotations
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, parse_fault
 from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.simulated.node import SimNvml, parse_fault
 from tests.support.clock import FakeClock
 
 SPECS = load_collectors(default_collectors_path()).specs

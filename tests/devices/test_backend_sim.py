@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import pynvml
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, parse_fault
 from exporter.exposition.render import device_families, render
 from exporter.fields.catalog import CATALOG, FieldSpec
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml, parse_fault
 from tests.support.clock import FakeClock
 from tests.support.wait import wait_until
 
@@ -168,8 +168,10 @@ def test_xid_79_of_a_gpu_that_falls_off_the_bus_is_kept() -> None:
         assert sorted(line.split("{")[0] for line in gpu1) == [
             "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_DEV_XID_ERRORS",
             "gpu_exporter_xid_errors_total", "gpu_exporter_xid_last_seen_timestamp_seconds"]
+        with_xid = [line for line in gpu1 if "xid=" in line]
+        assert with_xid
         assert all('DCGM_FI_DRIVER_VERSION="' in line and 'xid="79"' in line
-                   for line in gpu1 if "xid=" in line)
+                   for line in with_xid)
         assert any(line.startswith("DCGM_FI_DEV_XID_ERRORS{") and line.endswith(" 79")
                    for line in gpu1)
         assert backend.gpus_lost_total == 1

@@ -9,7 +9,7 @@ import pytest
 
 from exporter.devices.fabric import FABRIC_INFO_V3, FabricInfo
 from exporter.devices.gpm import GpmMetric
-from exporter.devices.plan import FieldValue
+from exporter.devices.read_plan import FieldValue
 
 
 @pytest.mark.parametrize(("ours", "theirs"), [

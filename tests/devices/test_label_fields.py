@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import parse_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml
 from tests.support.clock import FakeClock
 
 CSV = """\

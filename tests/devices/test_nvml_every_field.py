@@ -1,10 +1,12 @@
 """Every served field, read through the real pynvml from the simulated libnvidia-ml.so.1.
 
 The scenario (`tests/nvmlsim/every_field.py`) gives each field its own raw value under the
-exact call, field id or GPM metric DCGM reads it from; a field read the wrong way gets no
-value, a wrong conversion another number. Then the exporter itself is started with a
-collectors file naming every DCGM field by every name: it starts, warns once per line it
-cannot serve, and exports every servable name.
+exact call, field id and scope, or GPM metric DCGM's own field table says DCGM reads it from
+(read from the table, not from the exporter's specs); a field read the wrong way gets no
+value or another field's, a wrong conversion another number. A spec changed to read another
+call or field id fails it (`test_a_spec_reading_the_wrong_call_or_field_id_is_caught`).
+Then the exporter itself is started with a collectors file naming every DCGM field by every
+name: it starts, warns once per line it cannot serve, and exports every servable name.
 """
 
 from __future__ import annotations
@@ -21,15 +23,21 @@ from exporter.fields.catalog import MetricType, Scope
 from exporter.fields.dcgm_names import dcgm_names
 from tests.devices.test_nvml_clib import start_exporter
 from tests.nvmlsim import every_field
+from tests.nvmlsim.dcgm_sources import per_link, reference_rows
 from tests.nvmlsim.harness import run_child, write_scenario
 from tests.support.exporter_process import ExporterProcess
 from tests.support.paths import fixture_file
 from tests.support.wait import wait_until
 
 BACKEND = """
+from dataclasses import replace
 from exporter.devices.nvml import NvmlBackend
+from exporter.fields.catalog import HANDLE, Call
 from tests.nvmlsim.every_field import served_specs
-backend = NvmlBackend(pynvml, served_specs(), clock=sim.time)
+specs = served_specs()
+changed = {CHANGED}  # a spec name -> the part it reads instead (the mutation test)
+specs = [replace(s, part=changed[s.name]) if s.name in changed else s for s in specs]
+backend = NvmlBackend(pynvml, specs, clock=sim.time)
 backend.start()
 backend.poll()
 sim.advance(2.0)  # GPM rates need two samples
@@ -54,13 +62,20 @@ NO_SAMPLE_HERE = {
 }
 
 
+def read_every_field(nvmlsim_lib: Path, directory: Path, changed: str = "{}"
+                     ) -> tuple[every_field.Scenario, dict[str, Any]]:
+    """The scenario, and what the exporter's device layer read from it (`changed`: Python
+    text of the spec parts to replace, by name)."""
+    scenario = every_field.build()
+    path = write_scenario(directory, {"clock": "manual", "devices": [scenario.device]})
+    return scenario, run_child(nvmlsim_lib, BACKEND.replace("{CHANGED}", changed),
+                               scenario_file=path)
+
+
 @pytest.fixture(scope="module")
 def read(nvmlsim_lib: Path, tmp_path_factory: pytest.TempPathFactory
          ) -> tuple[every_field.Scenario, dict[str, Any]]:
-    scenario = every_field.build()
-    path = write_scenario(tmp_path_factory.mktemp("every"),
-                          {"clock": "manual", "devices": [scenario.device]})
-    return scenario, run_child(nvmlsim_lib, BACKEND, scenario_file=path)
+    return read_every_field(nvmlsim_lib, tmp_path_factory.mktemp("every"))
 
 
 def test_every_served_field_has_a_value(
@@ -78,10 +93,26 @@ def test_every_value_is_the_scenarios_in_dcgm_units(
         read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
     scenario, result = read
     assert len(scenario.expected) > 380
-    wrong = {name: (result["values"].get(name), want)
-             for name, want in scenario.expected.items()
-             if result["values"].get(name) != pytest.approx(want, rel=1e-9)}
-    assert wrong == {}
+    assert sum(map(len, scenario.expected_links.values())) > 100
+    assert every_field.wrong_values(scenario, result) == {}
+
+
+def test_a_spec_reading_the_wrong_call_or_field_id_is_caught(
+        nvmlsim_lib: Path, tmp_path: Path) -> None:
+    """Copies of three specs, each changed the way a slip would change it: the application
+    clock read with the memory clock's argument, a field id one NVLink error counter off, a
+    call with one of its arguments swapped. Each, and nothing else, reads a wrong value."""
+    changed = ('{"DCGM_FI_DEV_APP_SM_CLOCK": Call("nvmlDeviceGetApplicationsClock", '
+               '(HANDLE, pynvml.NVML_CLOCK_MEM)), '
+               '"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": '
+               'pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, '
+               '"DCGM_FI_DEV_ECC_SBE_VOL_DEV": Call("nvmlDeviceGetMemoryErrorCounter", '
+               '(HANDLE, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC, '
+               'pynvml.NVML_MEMORY_LOCATION_DEVICE_MEMORY))}')
+    scenario, result = read_every_field(nvmlsim_lib, tmp_path, changed)
+    assert sorted(every_field.wrong_values(scenario, result)) == [
+        "DCGM_FI_DEV_APP_SM_CLOCK", "DCGM_FI_DEV_ECC_SBE_VOL_DEV",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"]
 
 
 def test_every_label_field_is_the_scenarios_string(
@@ -94,7 +125,10 @@ def test_every_label_field_is_the_scenarios_string(
 def test_every_link_field_on_every_link(
         read: tuple[every_field.Scenario, dict[str, Any]]) -> None:
     scenario, result = read
-    link_specs = [s.name for s in every_field.served_specs() if s.scope is Scope.LINK]
+    # Per link by DCGM's table, whatever scope the spec says.
+    rows = reference_rows()
+    link_specs = [s.name for s in every_field.served_specs() if per_link(rows[s.name])]
+    assert len(link_specs) > 10
     assert sorted(scenario.expected_links) == sorted(link_specs)
     for name, by_link in scenario.expected_links.items():
         got = {link: result["links"].get(f"{link}:{name}") for link in by_link}

@@ -22,7 +22,6 @@ from exporter.devices.prm import (
     local_port,
     ppcnt_request,
 )
-from exporter.devices.sim import SimNvml
 from exporter.devices.struct_reads import (
     PLATFORM_INFO_V2,
     SRAM_ECC_ERROR_STATUS_V1,
@@ -31,6 +30,7 @@ from exporter.devices.struct_reads import (
 )
 from exporter.fields.catalog import Convert, FieldSpec
 from exporter.fields.csv import parse_collectors
+from exporter.simulated.node import SimNvml
 from tests.support.clock import FakeClock
 
 NUMBERS = """\

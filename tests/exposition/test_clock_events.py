@@ -7,11 +7,11 @@ from __future__ import annotations
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, ClockEventCounter
 from exporter.devices.model import ClockEventCount
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, parse_fault
 from exporter.exposition.render import device_families, render
 from exporter.fields.catalog import BY_NAME
 from exporter.fields.csv import parse_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml, parse_fault
 
 
 class Clock:
@@ -88,6 +88,7 @@ def test_the_backend_counts_a_thermal_slowdown_of_the_simulated_node() -> None:
     assert BY_NAME[CLOCK_EVENTS_COUNT_FIELD].reader is BY_NAME[
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"].reader
     for readings in polls:
+        assert readings.values
         assert all(CLOCK_EVENTS_COUNT_FIELD not in v for v in readings.values.values())
         assert readings.clock_events_window_s == 45.0
 
@@ -101,6 +102,7 @@ def test_the_backend_counts_a_thermal_slowdown_of_the_simulated_node() -> None:
     assert not [c for c in polls[4].clock_events
                 if c.reason == "hw_thermal" and c.entity_key != (1, -1)]
     # Every GPU answers the bitmask each poll: no GPU has the 0 series of one without samples.
+    assert any(readings.clock_events for readings in polls)
     assert all(c.reason is not None for readings in polls for c in readings.clock_events)
     snapshot = Snapshot(backend.inventory, polls[4], collectors, HostLabel(None, ""))
     text = render(device_families(snapshot)).text.decode()

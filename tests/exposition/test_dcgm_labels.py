@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.model import ClockEventCount, Entity, Inventory, Readings, XidCount
 from exporter.exposition.labels import DEFAULT_STYLE, LabelStyle, model_name
+from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import device_families, render
-from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.hpc_jobs import HpcJobMapping, JobMap
 from exporter.k8s.types import Attribution, PodRef

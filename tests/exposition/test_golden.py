@@ -12,10 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml, profile_names
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml, profile_names
 from tests.support.clock import FakeClock
 from tests.support.paths import ROOT
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from exporter.k8s.hpc_jobs import MAX_FILE_BYTES, HpcJobMapping, entity_key, parse_jobs
+from tests.support.paths import ROOT
 
 
 @pytest.mark.parametrize(("name", "key"), [
@@ -77,9 +82,40 @@ def test_a_problem_that_comes_back_is_reported_again(
     assert "no series get an hpc_job label" in caplog.records[0].getMessage()
 
 
-def test_an_unreadable_file_labels_nothing(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads files whatever their mode")
-    (tmp_path / "0").write_text("secret\n")
-    (tmp_path / "0").chmod(0)
-    assert HpcJobMapping(tmp_path).read() == {}
+_READ_AS_NOBODY = """
+import sys
+from pathlib import Path
+from exporter.k8s.hpc_jobs import HpcJobMapping
+directory = Path(sys.argv[1])
+try:
+    (directory / "0").read_text()
+except PermissionError:
+    print(HpcJobMapping(directory).read())
+else:
+    print("readable")
+"""
+
+
+def test_an_unreadable_file_labels_nothing() -> None:
+    # Root reads files whatever their mode: as root (CI), the mapping is read by a process
+    # that drops to `nobody`, as an unprivileged exporter would run.
+    directory = Path(tempfile.mkdtemp(prefix="hpc-jobs-", dir="/tmp"))
+    try:
+        directory.chmod(0o755)
+        (directory / "0").write_text("secret\n")
+        (directory / "0").chmod(0)
+        (directory / "1").write_text("job-1\n")
+        (directory / "1").chmod(0o644)
+        if os.geteuid() != 0:
+            assert HpcJobMapping(directory).read() == {(1, -1): ("job-1",)}
+            return
+        setpriv = shutil.which("setpriv")
+        assert setpriv is not None, "setpriv (util-linux) is needed to drop privileges"
+        result = subprocess.run(
+            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+             sys.executable, "-c", _READ_AS_NOBODY, str(directory)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "{(1, -1): ('job-1',)}"
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 import gzip
 
 from exporter.devices.model import Entity, Inventory, MigDevice, Readings, XidCount, XidTotal
+from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import device_families, format_value, render
-from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.types import Attribution, PodRef
 from exporter.sampling.snapshot import HostLabel, Snapshot

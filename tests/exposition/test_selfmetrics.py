@@ -18,8 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import PROFILES, SimNvml, parse_fault, profile_names
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
@@ -33,6 +32,7 @@ from exporter.selfmetrics import (
     SelfMetric,
 )
 from exporter.series import Sample
+from exporter.simulated.node import PROFILES, SimNvml, parse_fault, profile_names
 from tests.conftest import ROOT, ExporterProcess, free_port
 from tests.support.wait import wait_until
 

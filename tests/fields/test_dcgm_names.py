@@ -11,8 +11,8 @@ import pytest
 
 from exporter.fields.catalog import CATALOG
 from exporter.fields.dcgm_names import DATA_PATH, DcgmField, Reason, dcgm_names
-from exporter.fields.dcgm_table import derive
 from tests.support.paths import ROOT, fixture_file
+from tools.derive_dcgm_names import derive
 
 
 def reference_rows() -> list[dict[str, str]]:
@@ -24,7 +24,7 @@ def reference_rows() -> list[dict[str, str]]:
 def test_shipped_table_is_derived_from_the_reference_table() -> None:
     source = fixture_file("dcgm-fields", "dcgm-fields.csv").read_text(encoding="utf-8")
     assert DATA_PATH.read_text(encoding="utf-8") == derive(source), \
-        "exporter/fields/dcgm-names.csv drifted: run python -m exporter.fields.dcgm_table --write"
+        "exporter/fields/dcgm-names.csv drifted: run python -m tools.derive_dcgm_names --write"
 
 
 def test_every_name_of_the_reference_table_resolves_to_its_field() -> None:

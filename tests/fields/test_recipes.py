@@ -6,7 +6,6 @@ import pynvml
 import pytest
 
 from exporter.devices.convert import CONVERTERS
-from exporter.devices.sim import SimNvml
 from exporter.fields.catalog import (
     HANDLE,
     LINK,
@@ -22,6 +21,7 @@ from exporter.fields.catalog import (
 )
 from exporter.fields.dcgm_names import dcgm_names
 from exporter.fields.parts import format_part, parse_part
+from exporter.simulated.node import SimNvml
 
 
 def served(name: str) -> FieldSpec:

@@ -10,12 +10,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
 from exporter.exposition.render import device_families, render
 from exporter.fields.catalog import CATALOG, FieldSpec, MetricType, Reader
 from exporter.fields.csv import Collectors, parse_collectors
 from exporter.fields.dcgm_names import dcgm_names
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.node import SimNvml
 from tests.support.clock import FakeClock
 
 Series = dict[frozenset[tuple[str, str]], float]

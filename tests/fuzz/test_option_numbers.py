@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from exporter.durations import MAX_SECONDS, UNIT_SECONDS
 from exporter.options import OPTIONS, ConfigError, Option
-from exporter.options.model import first_long_flag
+from exporter.options.option import first_long_flag
 from exporter.options.report_table import Instant, Span
 from exporter.options.values import Duration, Number
 

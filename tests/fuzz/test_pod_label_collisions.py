@@ -28,10 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter import label_registry
 from exporter.devices.model import Inventory, Readings
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import PROFILES, SimNvml, parse_fault
 from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import LabelStyle
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import Collectors, parse_collectors
 from exporter.k8s.attribution import Allocation, DeviceResolver, attribute
 from exporter.k8s.config import DRA_GPU_DRIVER, KubernetesConfig
@@ -43,6 +42,7 @@ from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import POD_GPU_ALLOCATION
 from exporter.series import Sample
+from exporter.simulated.node import PROFILES, SimNvml, parse_fault
 from tests.support.clock import FakeClock
 from tests.support.promtool import promtool_problems
 from tests.support.wait import wait_until

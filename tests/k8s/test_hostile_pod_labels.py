@@ -14,8 +14,8 @@ from typing import Any
 
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
-from exporter.devices.sim import SimNvml
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources
+from exporter.simulated.node import SimNvml
 from tests.support.apiserver import FakeApiServer, pod
 from tests.support.exporter_process import ExporterProcess
 from tests.support.prometheus import PrometheusProcess

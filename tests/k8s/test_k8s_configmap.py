@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
+from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
-from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import load_collectors
 from exporter.k8s.config import parse_configmap_ref
 from exporter.k8s.configmap import CONFIGMAP, FILE, ConfigMapCollectors
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.node import SimNvml
 from tests.support.apiserver import CONFIGMAPS, FakeApiServer, config_map
 from tests.support.wait import wait_until
 

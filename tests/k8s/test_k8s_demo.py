@@ -10,17 +10,24 @@ from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Inventory
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import QUEUE, ROLE
-from exporter.k8s.simkubelet import plan_allocations, start_sim_kubelet
-from exporter.k8s.simpods import SimPodMetadata, demo_pod_labels, demo_pod_objects
 from exporter.k8s.source import KubeletSource
+from exporter.simulated.kubelet import plan_allocations, start_sim_kubelet
+from exporter.simulated.pods import SimPodMetadata, demo_pod_labels, demo_pod_objects
 
 
 def sim_inventory(profile: str) -> Inventory:
-    from exporter.devices.sim import SimNvml
+    from exporter.simulated.node import SimNvml
 
     lib = SimNvml(profile)
     lib.nvmlInit()
     return enumerate_devices(lib, ALL_DEVICES).inventory
+
+
+def sim_shared_by(profile: str) -> dict[int, int]:
+    """The GPUs the profile's node shares by time-slicing, as serve hands them out."""
+    from exporter.simulated.node import SimNvml
+
+    return SimNvml(profile).shared_by
 
 
 @pytest.mark.parametrize("profile", ["h100-8", "h200-mig", "a100-timesliced", "l4-1"])
@@ -54,13 +61,17 @@ async def test_every_allocation_attributed_in_one_poll(socket_path: str, profile
         assert len({r["gpu"] for r in notebooks}) == 1
         assert {r["replica"] for r in notebooks} == {"0", "1", "2"}
         assert (int(notebooks[0]["gpu"]), -1) not in attribution.owners
+    assert attribution.owners
     assert all(ref.namespace == "inference" and ref.container == "server"
                for ref in attribution.owners.values())
 
 
 async def test_time_sliced_node_has_no_owners(socket_path: str) -> None:
     inventory = sim_inventory("a100-timesliced")
-    handle = start_sim_kubelet(socket_path, inventory, time_sliced=True)
+    shared_by = sim_shared_by("a100-timesliced")
+    assert sorted(shared_by) == [g.gpu for g in inventory.gpus]  # every GPU, by three
+    assert set(shared_by.values()) == {3}
+    handle = start_sim_kubelet(socket_path, inventory, shared_by=shared_by)
     source = KubeletSource(KubernetesConfig(enabled=True, pod_resources_socket=socket_path))
     try:
         attribution = await source.refresh(inventory)
@@ -82,11 +93,11 @@ async def test_simulated_pod_labels_through_the_real_rules(socket_path: str,
     """`--sim.kubelet --kubernetes.pod-labels inference`: the demo's pods get their Dynamo,
     llm-d and KAI labels from the simulated pod metadata, named by the preset's rules."""
     inventory = sim_inventory(profile)
-    time_sliced = profile == "a100-timesliced"
-    handle = start_sim_kubelet(socket_path, inventory, time_sliced=time_sliced)
+    shared_by = sim_shared_by(profile)
+    handle = start_sim_kubelet(socket_path, inventory, shared_by=shared_by)
     config = KubernetesConfig(enabled=True, pod_resources_socket=socket_path,
                               pod_label_presets=("inference",))
-    metadata = SimPodMetadata.for_node(plan_allocations(inventory, time_sliced=time_sliced),
+    metadata = SimPodMetadata.for_node(plan_allocations(inventory, shared_by=shared_by),
                                        config)
     source = KubeletSource(config, metadata=metadata)
     try:
@@ -102,7 +113,7 @@ async def test_simulated_pod_labels_through_the_real_rules(socket_path: str,
     assert not any(name.startswith("label_") or name == "pod_uid" for h in holders for name in h)
     roles = {ROLE.value_of(h) for h in holders}
     queues = {QUEUE.value_of(h) for h in holders}
-    if time_sliced:
+    if shared_by:
         assert (roles, queues) == ({None}, {"batch"})
     else:
         # One GPU (l4-1) makes a graph of one prefill worker.

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from exporter.devices.model import Inventory
-from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.dra import DraClaims, exporter_pod
+from exporter.k8s.kubelet_client import PodResourcesClient
 from exporter.k8s.resourceslices import SliceDevice, SliceIndex, parse_slice
-from exporter.k8s.simkubelet import ClaimedDevice, ClaimGrant, SimKubeletHandle, pod_resources
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import PodRef
 from exporter.series import Labels
+from exporter.simulated.kubelet import ClaimedDevice, ClaimGrant, SimKubeletHandle, pod_resources
 from tests.support.apiserver import SLICES, FakeApiServer, resource_slice
 from tests.support.wait import wait_until
 

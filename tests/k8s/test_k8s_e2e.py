@@ -34,7 +34,7 @@ def scrape_after_kubelet(proc: ExporterProcess, timeout: float = 30.0) -> tuple[
 
 
 def h200_inventory() -> Inventory:
-    from exporter.devices.sim import SimNvml
+    from exporter.simulated.node import SimNvml
 
     lib = SimNvml("h200-mig")
     lib.nvmlInit()
@@ -126,10 +126,10 @@ def test_demo_virtual_gpus_split_per_holder(exporter: type[ExporterProcess]) -> 
     own process's framebuffer, read through the device layer and joined to its pod through
     the simulated /proc and API server; the holders never add up to more than the GPU.
     Process attribution, on beside it, reads the same processes."""
-    from exporter.devices.sim import SimNvml
-    from exporter.devices.sim.processes import plan_processes
-    from exporter.devices.sim.profiles import get_profile
-    from exporter.k8s.simkubelet import plan_allocations
+    from exporter.simulated.kubelet import plan_allocations
+    from exporter.simulated.node import SimNvml
+    from exporter.simulated.node.process_table import plan_processes
+    from exporter.simulated.node.profiles import get_profile
 
     lib = SimNvml("a100-timesliced")
     lib.nvmlInit()
@@ -140,7 +140,7 @@ def test_demo_virtual_gpus_split_per_holder(exporter: type[ExporterProcess]) -> 
               for gpu, procs in plan_processes(get_profile("a100-timesliced"), 0).items()
               for n, p in enumerate(procs)}
     holder: dict[tuple[int, str], int] = {}
-    for pod in plan_allocations(inventory, time_sliced=True):
+    for pod in plan_allocations(inventory, shared_by=lib.shared_by):
         for container in pod.containers:
             for device in container.devices:
                 for device_id in device.device_ids:

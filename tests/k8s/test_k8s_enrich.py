@@ -8,23 +8,24 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
-from exporter.exposition.selfmetrics import Publisher
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.enrich import PodMetadataWatcher, check_access
+from exporter.k8s.kubelet_client import PodResourcesClient
+from exporter.k8s.pod_access import check_access
 from exporter.k8s.pod_labels import PodLabelRules
-from exporter.k8s.simkubelet import (
+from exporter.k8s.pod_metadata import PodMetadataWatcher
+from exporter.k8s.source import KubeletSource
+from exporter.k8s.types import PodRef
+from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.kubelet import (
     SimKubeletHandle,
     plan_allocations,
     pod_resources,
     start_sim_kubelet,
 )
-from exporter.k8s.source import KubeletSource
-from exporter.k8s.types import PodRef
-from exporter.sampling.sampler import Sampler, SamplerSettings
-from exporter.sampling.snapshot import HostLabel
+from exporter.simulated.node import SimNvml
 from tests.support.apiserver import FakeApiServer, pod
 from tests.support.wait import wait_until
 
@@ -74,6 +75,7 @@ def test_watch_follows_pods_of_this_node(api: FakeApiServer, kubeconfig: str) ->
         wait_until(lambda: watcher.labels_for("batch", "job-1") != ())
         api.state.push("DELETED", changed)
         wait_until(lambda: watcher.labels_for("inference", "llm-0") == ())
+        assert api.state.watches()
         assert all(w["fieldSelector"] == ["spec.nodeName=node-a"] for w in api.state.watches())
         assert len(api.state.lists()) == 1  # watched from the list's version, never relisted
         assert watcher.families()[0].samples[0].value == 1

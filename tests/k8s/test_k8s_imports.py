@@ -14,7 +14,7 @@ PROBE = """
 import asyncio, json, sys
 from exporter.devices.model import Inventory
 from exporter.k8s.config import KubernetesConfig
-import exporter.k8s.source, exporter.k8s.client, exporter.k8s.simkubelet, exporter.doctor
+import exporter.k8s.source, exporter.k8s.kubelet_client, exporter.simulated.kubelet, exporter.doctor
 config = KubernetesConfig(enabled=True, pod_resources_socket=sys.argv[1], node_name="node-a",
                           **json.loads(sys.argv[2]))
 source = exporter.k8s.source.build_source(config)

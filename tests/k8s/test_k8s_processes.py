@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from exporter.k8s.processes import container_of_pid
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
+from exporter.k8s.process_use import container_of_pid
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources
 from tests.nvmlsim.harness import run_child, write_scenario
 from tests.support.apiserver import FakeApiServer, pod
 
@@ -105,7 +105,7 @@ MPS_SCENARIO: dict[str, Any] = {
 # time, each poll's families kept.
 CHILD = """
 import asyncio, json, threading, time
-from exporter.devices.processes import ProcessReader
+from exporter.devices.process_reads import ProcessReader
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.source import KubeletSource
 from exporter.sampling.worker import DaemonExecutor

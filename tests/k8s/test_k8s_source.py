@@ -15,12 +15,15 @@ import pytest
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.devices.model import Entity, Inventory
-from exporter.devices.processes import EntityProcesses, ProcessReader
-from exporter.devices.sim import SimNvml
-from exporter.k8s.client import Backoff, PodResourcesClient
+from exporter.devices.process_reads import EntityProcesses, ProcessReader
 from exporter.k8s.config import KubernetesConfig
+from exporter.k8s.kubelet_client import Backoff, PodResourcesClient
 from exporter.k8s.proto import pb
-from exporter.k8s.simkubelet import (
+from exporter.k8s.source import KubeletSource
+from exporter.k8s.types import PodRef
+from exporter.sampling.worker import DaemonExecutor
+from exporter.series import Family, Labels
+from exporter.simulated.kubelet import (
     GET_DISABLED,
     GET_UNIMPLEMENTED,
     SimKubeletHandle,
@@ -28,10 +31,7 @@ from exporter.k8s.simkubelet import (
     serve_pod_resources,
     start_sim_kubelet,
 )
-from exporter.k8s.source import KubeletSource
-from exporter.k8s.types import PodRef
-from exporter.sampling.worker import DaemonExecutor
-from exporter.series import Family, Labels
+from exporter.simulated.node import SimNvml
 from tests.support.clock import FakeClock
 
 from .k8s_helpers import gpu_uuid, mig_node, mig_uuid, plain_node
@@ -611,7 +611,7 @@ async def test_a_stuck_process_read_is_kept_and_never_joined_by_a_second(
     lib = StuckProcessList()
     lib.nvmlInit()
     inventory = enumerate_devices(lib, ALL_DEVICES).inventory
-    kubelet = start_sim_kubelet(socket_path, inventory, time_sliced=True)
+    kubelet = start_sim_kubelet(socket_path, inventory, shared_by=lib.shared_by)
     poll_worker = DaemonExecutor("poll")
     on_poll_thread = ProcessReader(lib).on_thread(poll_worker)
     started: list[concurrent.futures.Future[list[EntityProcesses]]] = []

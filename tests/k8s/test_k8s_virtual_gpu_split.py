@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources
 from tests.nvmlsim.harness import run_child, write_scenario
 from tests.support.apiserver import FakeApiServer, pod
 
@@ -127,8 +127,8 @@ COLLECTORS = (f"{FB_USED}, gauge, Framebuffer used.\n{GPU_UTIL}, gauge, Utilisat
 CHILD = """
 import asyncio, json, threading, time
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.processes import ProcessReader
-from exporter.exposition.selfmetrics import Publisher
+from exporter.devices.process_reads import ProcessReader
+from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.source import KubeletSource

@@ -12,12 +12,12 @@ import pytest
 from exporter.devices.model import Readings
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import parse_collectors
-from exporter.k8s.client import PodResourcesClient
 from exporter.k8s.config import KubernetesConfig
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources
+from exporter.k8s.kubelet_client import PodResourcesClient
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import Attribution, PodRef
 from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources
 
 from .k8s_helpers import gpu_uuid, mig_node, mig_uuid, plain_node
 

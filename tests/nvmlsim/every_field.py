@@ -1,10 +1,13 @@
 """A simulated GPU that answers every served field, and the value each field must export.
 
-Every served spec gets its own raw value, set in the scenario under the key of the exact NVML
-call (or field id and scope, or GPM metric) the spec says DCGM reads; the expected exported
-value is computed here from that raw value by an independent statement of each conversion.
-A field read through the wrong call, id, scope or argument finds no value (the simulated
-library answers NOT_SUPPORTED) and a wrong conversion gives another number.
+Every served field gets its own raw value, put in the scenario where DCGM's own field table
+(`tests/fixtures/dcgm-fields/dcgm-fields.csv`) says DCGM reads it: the NVML call with its
+arguments, the field id and scope, or the GPM metric, read from the table's `nvml_source`,
+`scope` and `conversion` columns by `tests/nvmlsim/dcgm_sources.py`, never from the
+exporter's field specs. The expected exported value is computed here from that raw value by
+an independent statement of each conversion. A spec reading another call, id, scope or
+argument than DCGM's finds no value (the simulated library answers NOT_SUPPORTED) or another
+field's; a wrong conversion gives another number (`wrong_values` reports both).
 """
 
 from __future__ import annotations
@@ -12,20 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.fields.catalog import (
-    CATALOG,
-    HANDLE,
-    LINK,
-    Call,
-    Convert,
-    FieldRefs,
-    FieldSpec,
-    GpmLink,
-    MetricType,
-    Reader,
-    Scope,
-)
+import pytest
+
+from exporter.fields.catalog import CATALOG, Convert, FieldSpec, MetricType
 from exporter.fields.dcgm_names import dcgm_names
+from exporter.simulated.node.call_table import CALLS_BY_NAME
+from tests.nvmlsim.dcgm_sources import Row, Source, per_link, reference_rows, source
 
 LINKS = 18
 MIB = 1 << 20
@@ -127,20 +122,20 @@ def _convert(convert: Convert, raw: Any) -> float | None:
     raise AssertionError(f"no expectation for {convert}")
 
 
-_ONE_BYTE = frozenset({"nvmlDeviceGetPlatformInfo"})
+_ONE_BYTE = ("nvmlDeviceGetPlatformInfo",)
 """Calls whose members are single bytes."""
 _RETURN_CODE = {"nvmlDeviceValidateInforom": 0}
 """Calls answering in their return code: the value that selects an error answer (0: the
 infoROM is corrupted, exported as 0)."""
 
 
-def _raw_for(spec: FieldSpec, n: int) -> Any:
-    part = spec.part
-    if isinstance(part, Call) and part.function in _ONE_BYTE:
+def _raw_for(spec: FieldSpec, row: Row, n: int) -> Any:
+    nvml_source = row["nvml_source"]
+    if nvml_source.startswith(_ONE_BYTE):
         return 1 + n % 200
-    if isinstance(part, Call) and part.function in _RETURN_CODE:
-        return _RETURN_CODE[part.function]
-    if spec.part == "healthSummary":
+    if nvml_source in _RETURN_CODE:
+        return _RETURN_CODE[nvml_source]
+    if row["conversion"].startswith(".healthSummary"):
         return 2  # an unsigned char: NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY
     return _raw(spec.convert, n)
 
@@ -166,69 +161,68 @@ def _raw(convert: Convert, n: int) -> Any:
     return 1000 + 3 * n
 
 
-def _call_key(call: Call, link: int | None) -> str:
-    """The simulated library's key for a call: pynvml's arguments without the handle."""
-    args = [str(link if a == LINK else a) for a in call.args if a != HANDLE]
-    pick = "" if call.pick is None else (
-        f".{call.pick}" if isinstance(call.pick, str) else f"[{call.pick}]")
-    return f"{call.function}({','.join(args)}){pick}"
-
-
-_NAMED_FIELD_IDS: set[object] = {3, 4, 5, 6, 29, 30, 31, 74, 75, 76, 77, 78, 79, 82, "tx+rx"}
-"""Field values the simulated library answers from its named device keys (`NAMED`)."""
-
 # String calls the simulated library answers from its named device state.
 _NAMED_STRINGS = {"nvmlDeviceGetName()": NAMED["name"], "nvmlDeviceGetUUID()": NAMED["uuid"],
                   "nvmlDeviceGetPciInfo_v3().busId": NAMED["pci_bus_id"],
                   "nvmlSystemGetNVMLVersion()": NVML_VERSION}
 
 
-# Label fields whose NVML answer is not the text: where the raw answer is set, the raw
-# value, and the text DCGM makes of it (an independent statement of each conversion).
-_CONVERTED_LABELS: dict[Convert, tuple[str, str, Any, str]] = {
-    Convert.BRAND_NAME: ("calls", "nvmlDeviceGetBrand()", 9, "NVIDIA Virtual Compute Server"),
-    Convert.GUID_HEX: ("calls", "nvmlDeviceGetPlatformInfo().ibGuid", 0x000A1B2C3D4E5F60,
-                       "0x000a1b2c3d4e5f60"),
-    Convert.SERIAL_BYTES: ("strings", "nvmlDeviceGetPlatformInfo().chassisSerialNumber",
-                           "1650924060012", "1650924060012"),
-    Convert.UUID_BYTES: ("strings", "nvmlDeviceGetGpuFabricInfoV().clusterUuid",
-                         "5c0ffee0d15ea5e0b0bacafe12345678",
-                         "5c0ffee0-d15e-a5e0-b0ba-cafe12345678"),
+# Label fields whose NVML answer is not the text, by where the table says the answer lies:
+# the raw answer, and the text DCGM makes of it (an independent statement of each conversion).
+_CONVERTED_LABELS: dict[str, tuple[Any, str]] = {
+    "nvmlDeviceGetBrand()": (9, "NVIDIA Virtual Compute Server"),
+    "nvmlDeviceGetPlatformInfo().ibGuid": (0x000A1B2C3D4E5F60, "0x000a1b2c3d4e5f60"),
+    "nvmlDeviceGetPlatformInfo().chassisSerialNumber": ("1650924060012", "1650924060012"),
+    "nvmlDeviceGetGpuFabricInfoV().clusterUuid": ("5c0ffee0d15ea5e0b0bacafe12345678",
+                                                  "5c0ffee0-d15e-a5e0-b0ba-cafe12345678"),
 }
 
 
 def _labels(scenario: Scenario, specs: list[FieldSpec]) -> None:
-    """Label-type fields: a string per call, set where the simulated library looks."""
+    """Label-type fields: a string per call, set where the table says DCGM reads it."""
+    rows = reference_rows()
     for n, spec in enumerate(s for s in specs if s.type is MetricType.LABEL):
-        if not isinstance(spec.part, Call):
+        where = source(rows[spec.name])
+        if where is None:
             continue  # the driver version, from the inventory
-        if spec.convert in _CONVERTED_LABELS:
-            table, key, raw, text = _CONVERTED_LABELS[spec.convert]
-            scenario.device[table][key] = raw
+        (key,) = where.keys
+        if key in _CONVERTED_LABELS:
+            raw, text = _CONVERTED_LABELS[key]
+            scenario.device[where.table][key] = raw
             scenario.expected_labels[spec.name] = text
             continue
-        key = _call_key(spec.part, None)
         value = _NAMED_STRINGS.get(key)
         if value is None:
-            value = scenario.device["strings"].setdefault(key, f"{spec.name[8:20]}-{n}")
+            value = scenario.device[where.table].setdefault(key, f"{spec.name[8:20]}-{n}")
         scenario.expected_labels[spec.name] = value
+
+
+def links_of(row: Row) -> list[int | None]:
+    """The NVLinks a field is read on, by the table: each link, or none (one value)."""
+    return list(range(LINKS)) if per_link(row) else [None]
 
 
 def build() -> Scenario:
     scenario = Scenario(dict(NAMED, fields={}, calls={}, gpm={}, strings={}))
     device = scenario.device
+    rows = reference_rows()
     specs = served_specs()
     _labels(scenario, specs)
     specs = [s for s in specs if s.type is not MetricType.LABEL]
-    # First every key gets a value (the first spec to read it picks one valid for its
-    # conversion), then each spec's expectation is worked out from what its keys hold:
+    # First every key gets a value (the first field to read it picks one valid for its
+    # conversion), then each field's expectation is worked out from what its keys hold:
     # several fields may read one key (a lane field and the same link's link field).
     for n, spec in enumerate(specs):
-        for link in (range(LINKS) if spec.scope is Scope.LINK else [None]):
-            _set(device, spec, _raw_for(spec, n + 7 * (link or 0)), link)
+        row = rows[spec.name]
+        for link in links_of(row):
+            _set(device, source(row, link), _raw_for(spec, row, n + 7 * (link or 0)))
+    for key in list(device["calls"]):  # what no field reads but its call needs: 0
+        for sibling in _needed_with(key):
+            device["calls"].setdefault(sibling, 0)
     for spec in specs:
-        for link in (range(LINKS) if spec.scope is Scope.LINK else [None]):
-            raw = _stored(device, spec, link)
+        row = rows[spec.name]
+        for link in links_of(row):
+            raw = _stored(device, source(row, link))
             value = None if raw is None else _convert(spec.convert, raw)
             if value is None:
                 continue
@@ -239,75 +233,59 @@ def build() -> Scenario:
     return scenario
 
 
-def _keys(spec: FieldSpec, link: int | None) -> tuple[str, list[str]] | None:
-    """Where the spec's raw value lives: ("calls" | "fields" | "gpm", keys), or None for a
-    catalog field read by a named reader (its value comes from `NAMED`)."""
-    part = spec.part
-    if spec.reader is Reader.CALL:
-        assert isinstance(part, Call)
-        key = _call_key(part, link)
-        if spec.convert is Convert.COMPUTE_CAPABILITY:
-            return "calls", [key + "[0]", key + "[1]"]
-        return "calls", [key]
-    if spec.reader is Reader.FABRIC:
-        members = [str(part)] if part is not None else ["state", "status"]
-        return "calls", [f"nvmlDeviceGetGpuFabricInfoV().{m}" for m in members]
-    if spec.reader is Reader.FIELD_VALUES and part not in _NAMED_FIELD_IDS:
-        if isinstance(part, int):
-            return "fields", [f"{part}@0"]
-        assert isinstance(part, FieldRefs)
-        return "fields", [f"{f}@{link if s == LINK else s}" for f, s in part.refs]
-    if spec.reader is Reader.GPM:
-        metric = part.metric(link or 0) if isinstance(part, GpmLink) else part
-        return "gpm", [str(metric)]
-    return None
+def wrong_values(scenario: Scenario, result: dict[str, Any]) -> dict[str, Any]:
+    """Each field whose read value is not the scenario's: (read, expected), by name (and
+    `name@link` for a link field); a field read where no value lies reads None."""
+    values, links = result["values"], result["links"]
+    wrong: dict[str, Any] = {
+        name: (values.get(name), want) for name, want in scenario.expected.items()
+        if values.get(name) is None or values[name] != pytest.approx(want, rel=1e-9)}
+    for name, by_link in scenario.expected_links.items():
+        for link, want in by_link.items():
+            got = links.get(f"{link}:{name}")
+            if got is None or got != pytest.approx(want, rel=1e-9):
+                wrong[f"{name}@{link}"] = (got, want)
+    return wrong
 
 
-# Struct members and list entries the simulated call fills together: all set, or the call
-# answers NOT_SUPPORTED.
-_SIBLINGS = {
-    "nvmlDeviceGetBAR1MemoryInfo()": [".bar1Total", ".bar1Used", ".bar1Free"],
-    "nvmlDeviceGetRowRemapperHistogram()": [".max", ".high", ".partial", ".low", ".none"],
-    "nvmlDeviceGetPowerManagementLimitConstraints()": ["[0]", "[1]"],
-    "nvmlDeviceGetAutoBoostedClocksEnabled()": ["[0]", "[1]"],
-    "nvmlDeviceGetCpuAffinity(4)": ["[0]", "[1]", "[2]", "[3]"],
-    "nvmlDeviceGetMemoryAffinity(4,0)": ["[0]", "[1]", "[2]", "[3]"],
-}
+def _needed_with(key: str) -> tuple[str, ...]:
+    """The keys the simulated call answering `key` needs besides it, by the simulators' call
+    table (a struct's needed members, a list's entries, a set's words): all set, or the call
+    answers NOT_SUPPORTED."""
+    function, _, rest = key.partition("(")
+    call = CALLS_BY_NAME.get(function)
+    if call is None:
+        return ()
+    return call.needed_keys(tuple(int(a) for a in rest.split(")")[0].split(",") if a))
 
 
-def _set(device: dict[str, Any], spec: FieldSpec, raw: Any, link: int | None) -> None:
-    where = _keys(spec, link)
-    if where is None or where[1][0] in _NAMED_CALLS:
-        return
-    table, keys = where
+def _set(device: dict[str, Any], where: Source | None, raw: Any) -> None:
+    if where is None or where.table == "memory" or where.keys[0] in _NAMED_CALLS:
+        return  # answered from the named device state
+    table, keys = where.table, where.keys
     values = list(raw) if isinstance(raw, tuple) else [raw] + [0] * (len(keys) - 1)
     for key, value in zip(keys, values, strict=True):
         device[table].setdefault(key, value)
-        for call, members in _SIBLINGS.items():
-            if key.startswith(call):
-                for member in members:
-                    device[table].setdefault(call + member, 0)
 
 
-def _stored(device: dict[str, Any], spec: FieldSpec, link: int | None) -> Any:
-    """The raw value NVML answers the spec's read with; None where no expectation is set."""
-    if spec.reader is Reader.MEMORY and spec.part in (None, "total"):
-        total, reserved = NAMED["memory_total_bytes"], NAMED["memory_reserved_bytes"]
-        if spec.part == "total":
-            return total
-        memory = _Memory(total, reserved, NAMED["memory_used_bytes"])
-        return memory
-    where = _keys(spec, link)
+def _stored(device: dict[str, Any], where: Source | None) -> Any:
+    """The raw value NVML answers at `where`; None where no expectation is set here."""
     if where is None:
         return None
-    table, keys = where
-    if keys[0] in _NAMED_CALLS:
-        named = _NAMED_CALLS[keys[0]]
+    if where.table == "memory":
+        total, reserved = NAMED["memory_total_bytes"], NAMED["memory_reserved_bytes"]
+        used = NAMED["memory_used_bytes"]
+        member = where.keys[0]
+        if member == "ratio":
+            return _Memory(total, reserved, used)
+        return {"total": total, "reserved": reserved, "used": used,
+                "free": total - reserved - used}[member]
+    if where.keys[0] in _NAMED_CALLS:
+        named = _NAMED_CALLS[where.keys[0]]
         return NAMED[named] if isinstance(named, str) else named
-    values = [device[table][k] for k in keys]
-    if spec.convert in (Convert.COMPUTE_CAPABILITY, Convert.FABRIC_MANAGER_STATUS,
-                        Convert.FABRIC_MANAGER_ERROR):
-        return tuple(values)
+    values = [device[where.table][k] for k in where.keys]
+    if len(values) == 2 and where.keys[0].endswith(("[0]", ".state")):
+        return tuple(values)  # a pair the conversion takes apart
     return sum(values) if len(values) > 1 else values[0]
 
 

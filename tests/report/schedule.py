@@ -20,10 +20,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporter.devices.sim.profiles import gpu_uuid, mig_uuid
 from exporter.k8s.proto import PodResources
-from exporter.k8s.simkubelet import pod_resources
-from exporter.k8s.simschedule import ScheduledPod
+from exporter.simulated.kubelet import pod_resources
+from exporter.simulated.node.profiles import gpu_uuid, mig_uuid
+from tests.support.schedule import ScheduledPod
 
 PROFILE = "h200-mig"
 IDLE_GPU = 5

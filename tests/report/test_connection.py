@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.options import ConfigError, parse_command_line
-from exporter.report.client import PrometheusClient
-from exporter.report.connection import ReportError, connection_from
+from exporter.options import ConfigError, Resolution, parse_command_line
+from exporter.report.connection import Connection, ReportError
+from exporter.report.prometheus_api import PrometheusClient
+from exporter.report.request import build
 from tests.support.requirements import require_tool
 
 ANSWER = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -75,6 +76,11 @@ def server(tmp_path: Path) -> Iterator[GuardedServer]:
         yield running
     finally:
         running.stop()
+
+
+def connection_from(settings: Resolution) -> Connection:
+    connection, _ = build(settings, 1_700_000_000.0, "flags")
+    return connection
 
 
 def _client(*argv: str, env: dict[str, str] | None = None) -> PrometheusClient:

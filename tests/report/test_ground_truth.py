@@ -20,17 +20,18 @@ from typing import Any
 
 import pytest
 
-from exporter.devices.sim.dynamics import GpuDynamics
-from exporter.devices.sim.faults import parse_fault
-from exporter.devices.sim.profiles import get_profile
-from exporter.k8s.simkubelet import SimKubeletServicer, serve_pod_resources
-from exporter.k8s.simschedule import PodSchedule
 from exporter.promql import RULE_MARKER, recording_rules
+from exporter.simulated.kubelet import SimKubeletServicer, serve_pod_resources
+from exporter.simulated.node.dynamics import GpuDynamics
+from exporter.simulated.node.faults import parse_fault
+from exporter.simulated.node.profiles import get_profile
 from tests.report import schedule as plan
 from tests.support.chromium import render_in_chromium
 from tests.support.exporter_process import ExporterProcess
 from tests.support.paths import ROOT
 from tests.support.prometheus import PrometheusProcess
+from tests.support.schedule import PodSchedule
+from tests.support.simtime import simulated_time_of
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -163,24 +164,13 @@ def _simulated_gpus() -> dict[int, GpuDynamics]:
             for spec in get_profile(plan.PROFILE).gpus}
 
 
-def _simulated_time_of(gpu: GpuDynamics, energy_mj: float) -> float:
-    """The simulated time at which the energy counter read `energy_mj` (it only rises)."""
-    low, high = 0.0, 1.0
-    while gpu.energy_mj(high) < energy_mj:
-        high *= 2
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (middle, high) if gpu.energy_mj(middle) < energy_mj else (low, middle)
-    return low
-
-
 def test_energy_is_the_integral_of_the_simulated_power(live: Live) -> None:
     gpus = _simulated_gpus()
     # Where the schedule's zero falls in simulated time, from one scraped counter value.
     counter = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="2"}'
     energy_mj, scraped_at = (float(live.prometheus.query(expr, live.started)[0]["value"][1])
                              for expr in (f"max({counter})", f"max(timestamp({counter}))"))
-    zero = _simulated_time_of(gpus[2], energy_mj) - (scraped_at - live.started)
+    zero = simulated_time_of(gpus[2], energy_mj) - (scraped_at - live.started)
 
     def joules(gpu: int, a: float, b: float) -> float:
         """The simulated power integrated over [a, b] seconds of the schedule."""

@@ -8,7 +8,7 @@ import pytest
 from exporter.options import ConfigError
 from exporter.options.markdown import BEGIN, END, markdown_table
 from exporter.options.report_table import parse_instant, parse_span
-from exporter.report.plan import (
+from exporter.report.query_plan import (
     MAX_POINTS,
     aligned_windows,
     auto_step,

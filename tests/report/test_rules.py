@@ -129,3 +129,39 @@ def test_rules_compute_the_accounting_by_hand(tmp_path: Path) -> None:
     result = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_gpu_with_profiling_and_utilisation_is_counted_once(tmp_path: Path) -> None:
+    """A Hopper GPU serves both activity sources; its holder's active GPU-hours come from
+    profiling alone (not also from utilisation, which disagrees here), and a GPU before
+    Hopper next to it from utilisation."""
+    groups = recording_rules(10 * 60.0, 60.0)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": groups}))
+    tenth = 10 / 60
+    both = 'UUID="GPU-h", gpu="0", modelName="M", Hostname="n1", namespace="ns1", pod="p1", ' \
+           'container="main"'
+    before = 'UUID="GPU-a", gpu="1", modelName="M", Hostname="n1", namespace="ns2", ' \
+             'pod="p2", container="main"'
+    inputs = [
+        _series(both, "1000x120", "DCGM_FI_DEV_FB_USED"),
+        _series(both, "0.25x120", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
+        _series(both, "90x120", "DCGM_FI_DEV_GPU_UTIL"),
+        _series(before, "1000x120", "DCGM_FI_DEV_FB_USED"),
+        _series(before, "50x120", "DCGM_FI_DEV_GPU_UTIL"),
+    ]
+    active = "pod:gpu_usage_active_gpu_hours:window"
+    tests = [
+        *_expect(active, "60m", {"p1": tenth * 0.25}, "activity_source=profiling"),
+        *_expect(active, "60m", {"p2": tenth * 0.5}, "activity_source=utilisation"),
+        # One series per pod: p1 has no utilisation-sourced figure besides its profiled one.
+        {"expr": f"count by (pod) ({active})", "eval_time": "60m",
+         "exp_samples": [{"labels": '{pod="p1"}', "value": 1},
+                         {"labels": '{pod="p2"}', "value": 1}]},
+        *_expect("pod:gpu_usage_activity:max_window", "60m", {"p1": 0.25}),
+    ]
+    test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -14,13 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.model import Readings
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
+from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
-from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
+from exporter.simulated.node import SimNvml
 
 
 class Hangable(NvmlBackend):

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from exporter.devices.model import Inventory
 from exporter.devices.nvml import NvmlBackend
-from exporter.devices.sim import SimNvml
+from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
-from exporter.exposition.selfmetrics import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.k8s.types import Attribution, PodRef
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.series import Family
+from exporter.simulated.node import SimNvml
 
 INTERVAL_S = 0.2
 

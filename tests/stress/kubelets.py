@@ -14,9 +14,9 @@ from typing import Any
 
 import grpc
 
-from exporter.devices.sim.profiles import gpu_uuid
 from exporter.k8s.proto import PodResources, pb
-from exporter.k8s.simkubelet import SimKubeletServicer, pod_resources
+from exporter.simulated.kubelet import SimKubeletServicer, pod_resources
+from exporter.simulated.node.profiles import gpu_uuid
 
 PROFILE = "h100-8"
 """The built-in simulated node these kubelets hand devices of."""

@@ -3,7 +3,8 @@
 The suite writes `results.json` when run with $STRESS_RESULTS set (as
 `scripts/fault_matrix.py --run` does); the README's table between the `fault-matrix` markers
 is rendered from that file and nothing else, and `tests/stress/test_table.py` fails when the
-two differ or when the file does not cover exactly the cases below.
+two differ, when the file does not cover exactly the cases below, or when a case run now ends
+otherwise than its row says.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from exporter.k8s.simkubelet import SimKubeletHandle
+from exporter.simulated.kubelet import SimKubeletHandle
 from tests.stress.conftest import Matrix
 from tests.stress.disk import full_directory, stop_traced, traced_pid, write_calls
 from tests.stress.harness import StressRun, finish

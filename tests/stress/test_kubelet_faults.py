@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.devices.sim.profiles import gpu_uuid
-from exporter.k8s.simkubelet import SimKubeletHandle, pod_resources, serve_pod_resources
+from exporter.simulated.kubelet import SimKubeletHandle, pod_resources, serve_pod_resources
+from exporter.simulated.node.profiles import gpu_uuid
 from tests.stress.conftest import Matrix
 from tests.stress.harness import Rule, StressRun, finish
 from tests.stress.kubelets import (

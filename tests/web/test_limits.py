@@ -178,8 +178,8 @@ def test_malformed_requests_log_one_line_per_interval(
     assert _scrape_ok(served.port)
 
 
-def test_only_the_four_endpoints_exist(serve: type[ServedInThread]) -> None:
-    assert PATHS == ("/metrics", "/health", "/ready", "/")
+def test_only_the_five_endpoints_exist(serve: type[ServedInThread]) -> None:
+    assert PATHS == ("/metrics", "/health", "/ready", "/", "/api/node")
     served = serve(None)
     for path in PATHS:
         for method in METHODS:

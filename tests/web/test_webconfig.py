@@ -3,6 +3,7 @@ used is refused with a message that names the file and the key."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporter.web.reload import Applied
+from exporter.web.reload import Applied, LiveWebConfig
 from exporter.web.webconfig import WebConfigError, load_web_config
 from tests.support.paths import ROOT
 from tests.support.pki import Pki
@@ -127,6 +128,8 @@ def test_a_full_file_is_read_as_upstream_reads_it(certs: Path) -> None:
     assert set(applied.config.users) == {"alice", "1234"}
     assert applied.config.rate_limit is not None
     assert applied.config.rate_limit.burst == 5
+    assert applied.config.http.http2 is False
+    assert any("http2 is accepted and has no effect" in w for w in applied.config.warnings())
 
 
 def test_no_tls_keys_means_plain_http(tmp_path: Path) -> None:
@@ -154,3 +157,18 @@ def test_serve_exits_naming_the_file_and_key(certs: Path) -> None:
     result = _serve("--web.config.file", str(missing))
     assert result.returncode != 0
     assert f"web config {missing}: cannot read it" in result.stderr
+
+
+def test_http2_warns_at_start_up_and_only_when_given(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text("http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    with caplog.at_level(logging.WARNING):
+        LiveWebConfig.load(path)
+    assert not [r for r in caplog.records if "http2" in r.getMessage()]
+    path.write_text("http_server_config:\n  http2: true\n")
+    with caplog.at_level(logging.WARNING):
+        LiveWebConfig.load(path)
+    (warning,) = [r.getMessage() for r in caplog.records if "http2" in r.getMessage()]
+    assert str(path) in warning
+    assert "HTTP/1.1 only" in warning

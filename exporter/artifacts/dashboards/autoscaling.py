@@ -31,16 +31,23 @@ DEPLOYMENT_VAR = Variable("deployment", "Deployment", "label_values(kube_deploym
                           'replicas{namespace="$namespace"}, deployment)', multi=False)
 
 
-def _trigger(metric: Metric, title: str) -> Panel:
+NO_POOL = ("No device series of the Deployment's pods: it holds no device exclusively "
+           "(shared devices carry no pod labels)")
+
+
+def _trigger(metric: Metric, title: str, no_value: str = NO_POOL) -> Panel:
     q = gpu_query(metric, POOL)
     return Panel(title, TS, (Query(q.query, metric.value),), "percent",
                  f"The exact `generate keda --metric {metric.value}` query: {q.meaning}. "
-                 "Desired replicas = ceil(replicas x value / target).", width=8, min=0, max=100)
+                 "Desired replicas = ceil(replicas x value / target).", width=8, min=0, max=100,
+                 no_value=no_value)
 
 
 TRIGGERS = Section("KEDA trigger values", (
-    _trigger(Metric.UTIL, "GPU utilisation trigger"),
-    _trigger(Metric.GR_ENGINE, "Graphics engine trigger (MIG)"),
+    _trigger(Metric.UTIL, "GPU utilisation trigger",
+             f"{NO_POOL}, or only MIG instances (NVML reports no utilisation under MIG)"),
+    _trigger(Metric.GR_ENGINE, "Graphics engine trigger",
+             f"{NO_POOL}, or only MIG instances of GPUs before Hopper (no activity)"),
     _trigger(Metric.FB, "Framebuffer pressure trigger"),
     Panel("Inference queue trigger", TS, (Query(queue_query(POOL), "waiting requests"),),
           "short", "Requests waiting in vLLM's queue, summed over the Deployment "

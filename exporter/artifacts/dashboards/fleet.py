@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
     GPU_LEGEND,
+    HOPPER_ONLY,
     HOST,
     HOST_VAR,
     HOSTS,
     INSTANCE_LEGEND,
     JOB,
     JOB_VAR,
+    NO_ACTIVITY,
+    NO_XID,
     Dashboard,
     Kind,
     Panel,
@@ -17,6 +20,7 @@ from exporter.artifacts.dashboards.spec import (
     Section,
     sel,
 )
+from exporter.promql.measures import GR_ENGINE
 
 S = sel(JOB, HOSTS)
 JS = sel(JOB)
@@ -58,17 +62,19 @@ INVENTORY = Section("Inventory", (
 UTILISATION = Section("Utilisation", (
     Panel("GPU utilisation (whole GPUs)", TS, (Query(f"DCGM_FI_DEV_GPU_UTIL{S}", GPU_LEGEND),),
           "percent", "NVML utilisation; not reported on GPUs in MIG mode.", min=0, max=100),
-    Panel("Graphics engine active", TS, (Query(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{S}",
-                                               INSTANCE_LEGEND),),
+    Panel("Graphics engine active", TS, (Query(GR_ENGINE.select(S), INSTANCE_LEGEND),),
           "percentunit", "Share of time the graphics/compute engine was busy, per GPU or "
-          "MIG instance (GPM, Hopper and newer).", min=0, max=1),
+          "MIG instance: from GPM on Hopper and newer, from NVML utilisation / 100 on older "
+          "GPUs (whose MIG instances report none).", min=0, max=1, no_value=NO_ACTIVITY),
     Panel("Mean engine activity by node", TS, (Query(
-        f"avg by ({HOST}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{S})", f"{{{{{HOST}}}}}"),),
-          "percentunit", "Average graphics engine activity of every GPU/MIG instance on a node.",
-          min=0, max=1),
+        f"avg by ({HOST}) ({GR_ENGINE.select(S)})", f"{{{{{HOST}}}}}"),),
+          "percentunit", "Average graphics engine activity of every GPU/MIG instance on a "
+          "node (GPM, or NVML utilisation before Hopper).", min=0, max=1,
+          no_value=NO_ACTIVITY),
     Panel("Tensor pipe active", TS, (Query(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{S}",
                                            INSTANCE_LEGEND),),
-          "percentunit", "Share of cycles the tensor pipe was active.", min=0, max=1),
+          "percentunit", "Share of cycles the tensor pipe was active (GPM: Hopper and "
+          "newer).", min=0, max=1, no_value=HOPPER_ONLY),
 ))
 
 MEMORY = Section("Framebuffer", (
@@ -103,7 +109,7 @@ HEALTH = Section("Health", (
         f"sum by ({HOST}, gpu, xid) (increase(gpu_exporter_xid_errors_total{S}"
         "[$__rate_interval]))", f"{GPU_LEGEND} xid {{{{xid}}}}"),), "short",
           "XID events per code. 79 = fell off the bus, 94 = contained ECC, 48/63/64/92/95 = "
-          "memory errors, 13/31/43 = application faults."),
+          "memory errors, 13/31/43 = application faults.", no_value=NO_XID),
     Panel("Uncorrectable ECC errors (volatile)", TS, (Query(
         f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{S}[$__rate_interval])", GPU_LEGEND),),
           "short", "Double-bit ECC errors since the last driver load."),

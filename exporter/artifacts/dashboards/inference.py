@@ -7,7 +7,9 @@ presets copy (dcgm-exporter's allow-list gives the same names): `llm_d_ai_role`,
 three labels, so role queries first keep only series carrying one, then `label_replace`
 copies it into a `role` label (in `exporter.k8s.inference_labels.ROLE`'s precedence) to
 group by. Role panels read devices a pod holds exclusively, whose own series carry its labels;
-the queue panels also count shared devices through the allocation rows.
+the queue panels also count shared devices through the allocation rows. Engine and
+memory-interface activity are GPM's where a GPU has it, NVML utilisation's before Hopper
+(`exporter.promql.measures`).
 
 Serving metrics (vLLM, Dynamo's frontend) carry the serving pod's `namespace` and `pod` (from
 the scrape), not its labels: they get their role from the GPU series of the same pod. Without
@@ -20,6 +22,7 @@ from __future__ import annotations
 from exporter.artifacts.dashboards.spec import HOST, JOB, Kind, Panel, Query, Section, sel
 from exporter.artifacts.dashboards.workloads import holders
 from exporter.k8s.inference_labels import QUEUE, ROLE
+from exporter.promql.measures import DRAM, GR_ENGINE, Measure, read
 
 TS, TABLE = Kind.TIMESERIES, Kind.TABLE
 NS = 'namespace="$namespace"'
@@ -42,14 +45,13 @@ def with_role(expr: str) -> str:
     return expr
 
 
-def role_holders(metric: str, *matchers: str) -> str:
+def role_holders(metric: str | Measure, *matchers: str) -> str:
     """`metric` on devices held by a pod with an inference role (a series matching several
     role labels is kept once: `or` drops equal label sets)."""
-    alternatives = [metric + sel(*matchers, f'{s.label}=~"{s.values}"') for s in ROLE.sources]
-    return f"({' or '.join(alternatives)})"
+    return read(metric, *(sel(*matchers, f'{s.label}=~"{s.values}"') for s in ROLE.sources))
 
 
-def by_role(aggregation: str, metric: str) -> str:
+def by_role(aggregation: str, metric: str | Measure) -> str:
     return f"{aggregation} by (role) ({with_role(role_holders(metric, JOB, NS))})"
 
 
@@ -62,14 +64,16 @@ POOL_HEADROOM = (f"{by_role('sum', 'DCGM_FI_DEV_FB_FREE')} / "
 
 ROLES = Section("Prefill and decode ($namespace)", (
     Panel("Engine activity by role", TS, (Query(
-        by_role("avg", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"), "{{role}}"),), "percentunit",
+        by_role("avg", GR_ENGINE), "{{role}}"),), "percentunit",
           "Mean graphics-engine activity of the GPUs and MIG instances each role's pods hold: "
           "prefill is compute-bound and runs hot in bursts, decode stays busy longer at lower "
-          "activity.", width=8, min=0, max=1, no_value=NO_ROLE),
+          "activity. GPM on Hopper and newer, NVML utilisation / 100 on older GPUs.",
+          width=8, min=0, max=1, no_value=NO_ROLE),
     Panel("Memory-interface activity by role", TS, (Query(
-        by_role("avg", "DCGM_FI_PROF_DRAM_ACTIVE"), "{{role}}"),), "percentunit",
-          "Mean share of cycles the memory interface was busy: what bounds decoding (the "
-          "decode pool's KEDA trigger).", width=8, min=0, max=1, no_value=NO_ROLE),
+        by_role("avg", DRAM), "{{role}}"),), "percentunit",
+          "Mean share of time the memory interface was busy: what bounds decoding (the "
+          "decode pool's KEDA trigger). GPM on Hopper and newer, NVML memory utilisation / "
+          "100 on older GPUs.", width=8, min=0, max=1, no_value=NO_ROLE),
     Panel("Devices held by role", TS, (Query(
         by_role("count", "DCGM_FI_DEV_FB_USED"), "{{role}}"),), "none",
           "GPUs and MIG instances held by each role's pods: the replicas the autoscaler "
@@ -156,12 +160,12 @@ def hours(share: str) -> str:
             "* $__interval_ms / 3600000")
 
 
-def queue_activity(field: str) -> str:
+def queue_activity(field: str | Measure) -> str:
     """`field` per (device, holder in a queue), exclusive and shared devices alike."""
     keep = f"{DEVICE}, {HOST}, gpu"
     exclusive = (f"max by ({keep}, namespace, pod, container, {QUEUE_LABEL}) "
-                 f"({field}{sel(JOB, IN_A_QUEUE, HELD)})")
-    shared = (f"max by ({keep}) ({field}{sel(JOB, UNHELD)}) "
+                 f"({read(field, sel(JOB, IN_A_QUEUE, HELD))})")
+    shared = (f"max by ({keep}) ({read(field, sel(JOB, UNHELD))}) "
               f"* on ({DEVICE}) group_right ({HOST}, gpu) "
               f"group by ({HOLDER}) ({ALLOCATIONS}{sel(JOB, IN_A_QUEUE)})")
     return f"{exclusive} or {shared}"
@@ -185,9 +189,10 @@ QUEUES = Section("KAI queues (all namespaces)", (
                "evenly): the rate at which the table's hours accrue.", width=8, min=0,
           no_value=NO_QUEUE),
     Panel("Engine activity per queue", TS, (Query(
-        f"avg by ({QUEUE_LABEL}) ({queue_activity('DCGM_FI_PROF_GR_ENGINE_ACTIVE')})",
+        f"avg by ({QUEUE_LABEL}) ({queue_activity(GR_ENGINE)})",
         QUEUE_LEGEND),), "percentunit",
           "Mean graphics-engine activity of the devices each queue holds (a shared device "
-          "counts once per holder): low activity on many GPU-hours is quota to give back.",
+          "counts once per holder): low activity on many GPU-hours is quota to give back. "
+          "GPM on Hopper and newer, NVML utilisation / 100 on older GPUs.",
           width=8, min=0, max=1, no_value=NO_QUEUE),
 ))

@@ -6,11 +6,14 @@ from exporter.artifacts.dashboards.spec import (
     GPU_LEGEND,
     GPU_VAR,
     GPUS,
+    HOPPER_ONLY,
     HOST_VAR,
     HOSTS,
     INSTANCE_LEGEND,
     JOB,
     JOB_VAR,
+    NO_ACTIVITY,
+    NO_XID,
     Dashboard,
     Kind,
     Panel,
@@ -18,10 +21,15 @@ from exporter.artifacts.dashboards.spec import (
     Section,
     sel,
 )
+from exporter.promql.measures import DRAM, GR_ENGINE, NVLINK_BYTES
 
 S = sel(JOB, HOSTS, GPUS)
 TS = Kind.TIMESERIES
-RATE = "[$__rate_interval]"
+WINDOW = "$__rate_interval"
+RATE = f"[{WINDOW}]"
+NO_NVLINK = "No NVLink counters: the selected GPUs have no NVLink (or it is off)"
+NO_PCIE = ("Needs Hopper or newer: older GPUs have no GPM, and NVML's own PCIe throughput is "
+           "not exported (each read blocks for 20 ms)")
 
 
 def _series(*fields: tuple[str, str], legend: str = GPU_LEGEND, fmt: str = "{}") -> tuple[
@@ -32,8 +40,10 @@ def _series(*fields: tuple[str, str], legend: str = GPU_LEGEND, fmt: str = "{}")
 
 
 def _ts(title: str, queries: tuple[Query, ...], unit: str, description: str,
-        min: float | None = None, max: float | None = None) -> Panel:
-    return Panel(title, TS, queries, unit, description, width=8, min=min, max=max)
+        min: float | None = None, max: float | None = None,
+        no_value: str | None = None) -> Panel:
+    return Panel(title, TS, queries, unit, description, width=8, min=min, max=max,
+                 no_value=no_value)
 
 
 ACTIVITY = Section("Activity", (
@@ -44,19 +54,23 @@ ACTIVITY = Section("Activity", (
     _ts("Video engines", _series(("DCGM_FI_DEV_ENC_UTIL", "encoder"),
                                  ("DCGM_FI_DEV_DEC_UTIL", "decoder")),
         "percent", "Encoder and decoder utilisation.", min=0, max=100),
-    _ts("Graphics engine / SM", _series(("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gr engine"),
-                                        ("DCGM_FI_PROF_SM_ACTIVE", "sm active"),
-                                        ("DCGM_FI_PROF_SM_OCCUPANCY", "sm occupancy"),
-                                        legend=INSTANCE_LEGEND),
-        "percentunit", "GPM activity ratios per GPU or MIG instance.", min=0, max=1),
+    _ts("Graphics engine / SM", (
+        Query(GR_ENGINE.select(S), f"{INSTANCE_LEGEND} gr engine"),
+        *_series(("DCGM_FI_PROF_SM_ACTIVE", "sm active"),
+                 ("DCGM_FI_PROF_SM_OCCUPANCY", "sm occupancy"), legend=INSTANCE_LEGEND)),
+        "percentunit", "Activity ratios per GPU or MIG instance. Graphics engine: GPM on "
+        "Hopper and newer, NVML utilisation / 100 on older GPUs. SM active and occupancy are "
+        "GPM only (Hopper and newer).", min=0, max=1, no_value=NO_ACTIVITY),
     _ts("Pipes", _series(("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "tensor"),
                          ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "fp64"),
                          ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "fp32"),
                          ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "fp16"), legend=INSTANCE_LEGEND),
-        "percentunit", "Share of cycles each arithmetic pipe was active.", min=0, max=1),
-    _ts("Memory interface", _series(("DCGM_FI_PROF_DRAM_ACTIVE", "dram"),
-                                    legend=INSTANCE_LEGEND),
-        "percentunit", "Share of cycles the HBM interface was busy.", min=0, max=1),
+        "percentunit", "Share of cycles each arithmetic pipe was active (GPM: Hopper and "
+        "newer).", min=0, max=1, no_value=HOPPER_ONLY),
+    _ts("Memory interface", (Query(DRAM.select(S), f"{INSTANCE_LEGEND} dram"),),
+        "percentunit", "Share of time the memory interface was busy: GPM on Hopper and "
+        "newer, NVML memory utilisation / 100 on older GPUs.", min=0, max=1,
+        no_value=NO_ACTIVITY),
     _ts("Clocks", _series(("DCGM_FI_DEV_SM_CLOCK", "sm"), ("DCGM_FI_DEV_MEM_CLOCK", "memory"),
                           fmt="{} * 1000000"),
         "hertz", "Current SM and memory clocks."),
@@ -97,13 +111,15 @@ POWER = Section("Power and thermals", (
 INTERCONNECT = Section("Interconnect", (
     _ts("PCIe throughput", _series(("DCGM_FI_PROF_PCIE_TX_BYTES", "tx"),
                                    ("DCGM_FI_PROF_PCIE_RX_BYTES", "rx"), legend=INSTANCE_LEGEND),
-        "Bps", "PCIe bytes per second including protocol overhead."),
+        "Bps", "PCIe bytes per second including protocol overhead (GPM: Hopper and newer).",
+        no_value=NO_PCIE),
     _ts("NVLink throughput", (
+        Query(NVLINK_BYTES.select(S, window=WINDOW), f"{INSTANCE_LEGEND} tx+rx"),
         *_series(("DCGM_FI_PROF_NVLINK_TX_BYTES", "tx"), ("DCGM_FI_PROF_NVLINK_RX_BYTES", "rx"),
                  legend=INSTANCE_LEGEND),
-        *_series(("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "tx+rx (counter)"),
-                 fmt="rate({}" + RATE + ") * 1024"),
-    ), "Bps", "NVLink payload bytes per second."),
+    ), "Bps", "NVLink payload bytes per second. Sent plus received from GPM on Hopper and "
+              "newer, from the rate of NVML's NVLink byte counter on older GPUs; each "
+              "direction from GPM only.", no_value=NO_NVLINK),
     _ts("PCIe replays", _series(("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "replays"),
                                 fmt="rate({}" + RATE + ")"),
         "ops", "PCIe link-level retries per second."),
@@ -113,17 +129,19 @@ ERRORS = Section("Errors", (
     _ts("XID events", (Query(
         f"sum by (Hostname, gpu, GPU_I_ID, xid) (increase(gpu_exporter_xid_errors_total{S}{RATE}))",
         f"{GPU_LEGEND} {{{{GPU_I_ID}}}} xid {{{{xid}}}}"),), "short",
-        "XID events per code in each rate window."),
+        "XID events per code in each rate window.", no_value=NO_XID),
     _ts("XID events in the exporter's window", (Query(
         f"DCGM_EXP_XID_ERRORS_COUNT{S}", f"{INSTANCE_LEGEND} xid {{{{xid}}}}"),), "short",
-        "dcgm-exporter compatible count of XIDs per code in a sliding window."),
+        "dcgm-exporter compatible count of XIDs per code in a sliding window.",
+        no_value=NO_XID),
     _ts("NVLink errors", _series(("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "crc flit"),
                                  ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "crc data"),
                                  ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "replay"),
                                  ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "recovery"),
                                  fmt="increase({}" + RATE + ")"),
         "short", "NVLink errors over all links per rate window: CRC errors are retried "
-        "(replay), a recovery retrains a link; XID 74 follows when one breaks."),
+        "(replay), a recovery retrains a link; XID 74 follows when one breaks.",
+        no_value=NO_NVLINK),
     _ts("Last XID code", _series(("DCGM_FI_DEV_XID_ERRORS", "last xid"), legend=INSTANCE_LEGEND),
         "none", "The most recent XID code (a gauge: it never goes back to 0)."),
     _ts("ECC errors", (

@@ -14,6 +14,7 @@ import grafanalib.core as g
 from grafanalib._gen import DashboardEncoder
 
 from exporter.artifacts.dashboards.spec import Dashboard, Kind, Panel, Variable
+from exporter.promql import measures as gpm
 
 SCHEMA_VERSION = 39
 GRAFANA_MIN_VERSION = "10.4.0"
@@ -30,6 +31,10 @@ def _to_json(obj: object) -> Any:
 
 
 def _targets(panel: Panel) -> list[g.Target]:
+    for q in panel.queries:
+        if gpm.unresolved(q.expr):
+            raise ValueError(f"panel {panel.title!r}: a GPM measure was not resolved (render "
+                             "a dashboard restricted to a field set)")
     return [
         g.Target(
             expr=q.expr,

@@ -1,7 +1,9 @@
 """Plain descriptions of the dashboards, independent of any Grafana library.
 
 Content modules describe panels with these types; `render` turns them into Grafana JSON.
-Queries name DCGM fields directly, so a panel whose fields are not all enabled is dropped
+Queries name DCGM fields directly, or a GPM measure through `exporter.promql.measures` (read from
+NVML's counterpart on GPUs before Hopper). A query is kept when its fields are enabled (for a
+measure: any of its sources), read from those only; a panel left without a query is dropped
 (and a section left empty disappears) rather than shipped as "No data".
 """
 
@@ -14,6 +16,13 @@ from exporter.artifacts.fieldset import FieldSet
 
 HOST = "Hostname"
 """The node label dcgm-exporter releases up to 4.8 emit (and this exporter by default)."""
+
+HOPPER_ONLY = "Needs Hopper or newer: older GPUs have no GPM, and NVML nothing in its place"
+"""What a panel over GPM fields with no NVML counterpart says instead of "No data"."""
+NO_ACTIVITY = ("No activity: MIG instances of GPUs before Hopper report none (NVML has no "
+               "utilisation under MIG)")
+"""What a panel over a GPM measure with an NVML fallback says when even that is absent."""
+NO_XID = "No XID events on the selected GPUs"
 
 
 class Kind(Enum):
@@ -46,8 +55,10 @@ class Panel:
     """What the panel says instead of "No data": which source or setting its data needs."""
 
     def restricted_to(self, fields: FieldSet) -> Panel | None:
-        """The panel with only the queries whose fields are all enabled (None if no query is)."""
-        queries = tuple(q for q in self.queries if fields.allows(q.expr))
+        """The panel with only the queries whose fields are enabled, their measures resolved
+        (None if no query is left)."""
+        resolved = ((q, fields.resolve(q.expr)) for q in self.queries)
+        queries = tuple(replace(q, expr=expr) for q, expr in resolved if expr is not None)
         if not queries:
             return None
         return replace(self, queries=queries)

@@ -4,7 +4,8 @@ The exporter labels a device's own series with its pod only when one container h
 exclusively. A shared device (time-slicing replicas, a MIG GPU instance split between pods)
 keeps unlabelled series, and every holder gets a `gpu_exporter_pod_gpu_allocation` row
 instead. Per-workload queries therefore take the labelled series as they are and join the
-unlabelled ones onto the allocation rows.
+unlabelled ones onto the allocation rows. Engine activity is GPM's where a GPU has it and
+NVML utilisation's before Hopper (`exporter.promql.measures`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from exporter.artifacts.dashboards.spec import (
     HOST,
     JOB,
     JOB_VAR,
+    NO_ACTIVITY,
     Dashboard,
     Kind,
     Panel,
@@ -21,6 +23,7 @@ from exporter.artifacts.dashboards.spec import (
     Variable,
     sel,
 )
+from exporter.promql.measures import GR_ENGINE, Measure, read
 
 J = sel(JOB)
 DEVICE = "instance, UUID, GPU_I_ID"
@@ -48,19 +51,19 @@ def holders(*matchers: str) -> str:
             f" or group by ({HOLDER}) (gpu_exporter_pod_gpu_allocation{sel(*matchers)})")
 
 
-def per_container(field: str, *matchers: str) -> str:
-    """A per-device field on every (pod, container) holding the device."""
+def per_container(field: str | Measure, *matchers: str) -> str:
+    """A per-device field (or GPM measure) on every (pod, container) holding the device."""
     keep = f"{DEVICE}, {HOST}, gpu"
     exclusive = (f"max by ({keep}, namespace, pod, container) "
-                 f"({field}{sel(*matchers, LABELLED)})")
-    shared = (f"max by ({keep}) ({field}{sel(JOB, UNLABELLED)}) "
+                 f"({read(field, sel(*matchers, LABELLED))})")
+    shared = (f"max by ({keep}) ({read(field, sel(JOB, UNLABELLED))}) "
               f"* on ({DEVICE}) group_right ({HOST}, gpu) "
               f"group by ({HOLDER}) (gpu_exporter_pod_gpu_allocation{sel(*matchers)})")
     return f"{exclusive} or {shared}"
 
 
 MINE = (JOB, *SELECTED)
-ACTIVITY = per_container("DCGM_FI_PROF_GR_ENGINE_ACTIVE", *MINE)
+ACTIVITY = per_container(GR_ENGINE, *MINE)
 POWER_SHARE = (
     f"(max by (instance, UUID, {HOST}, gpu) (DCGM_FI_DEV_POWER_USAGE{J}) / on (instance, UUID) "
     f"count by (instance, UUID) (group by (instance, UUID, namespace, pod) ({holders(JOB)}))) "
@@ -69,6 +72,7 @@ POWER_SHARE = (
 )
 PODS_PER_SHARED_DEVICE = (f"count by ({DEVICE}) (group by ({DEVICE}, namespace, pod) "
                           f"({ALLOC}))")
+NO_SHARED = "No device is shared between the selected pods (time-slicing, split MIG instances)"
 
 OVERVIEW = Section("Allocation", (
     Panel("Pods holding GPUs", STAT, (Query(
@@ -90,13 +94,15 @@ OVERVIEW = Section("Allocation", (
           "labels, shared holders from the allocation rows.", width=12),
     Panel("Shared device rows", TABLE, (Query(ALLOC, instant=True),), "none",
           "gpu_exporter_pod_gpu_allocation: one row per holder of a shared device; replica "
-          "is the time-slicing replica the pod got.", width=12),
+          "is the time-slicing replica the pod got.", width=12, no_value=NO_SHARED),
 ))
 
 USAGE = Section("Usage per workload", (
     Panel("Engine activity per container", TS, (Query(ACTIVITY, POD_LEGEND),),
           "percentunit", "Graphics-engine activity of the devices each container holds "
-          "(a shared device shows the same value for every holder).", min=0, max=1),
+          "(a shared device shows the same value for every holder): GPM on Hopper and "
+          "newer, NVML utilisation / 100 on older GPUs.", min=0, max=1,
+          no_value=NO_ACTIVITY),
     Panel("GPU utilisation per container", TS, (Query(
         per_container("DCGM_FI_DEV_GPU_UTIL", *MINE), POD_LEGEND),), "percent",
           "NVML utilisation of the whole GPUs each container holds.", min=0, max=100),
@@ -110,9 +116,10 @@ USAGE = Section("Usage per workload", (
           "Each GPU's power divided by the number of pods on it, summed per pod."),
     Panel("Held devices by activity (idle first)", TABLE, (Query(
         f"sort({ACTIVITY})", instant=True),), "percentunit",
-          "Candidates for reclaiming: held devices doing little.", width=12),
+          "Candidates for reclaiming: held devices doing little.", width=12,
+          no_value=NO_ACTIVITY),
     Panel("Pods per shared device", TABLE, (Query(PODS_PER_SHARED_DEVICE, instant=True),),
-          "none", "How many pods share each shared device.", width=12),
+          "none", "How many pods share each shared device.", width=12, no_value=NO_SHARED),
 ))
 
 KUBELET = Section("Attribution health", (

@@ -1,0 +1,188 @@
+"""Library life cycle, system queries, enumeration, identity and MIG layout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+
+from exporter.simulated.node import profiles as P
+from exporter.simulated.node.core import GpuEntry, Handle, MigEntry, SimCore, fail
+
+
+class IdentityCalls(SimCore):
+    """Init/shutdown, system queries, enumeration and the MIG tree."""
+
+    def nvmlInit(self) -> None:
+        self._init("nvmlInit")
+
+    def nvmlInitWithFlags(self, flags: int) -> None:  # noqa: ARG002 (pynvml's signature)
+        self._init("nvmlInitWithFlags")
+
+    def _init(self, name: str) -> None:
+        with self._lock:
+            self.calls[name] += 1
+            t = self.now()
+            if any(w.active(t) for w in self._down):
+                fail(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+            self._initialised(t)
+            self._refcount += 1
+            self._last_init = t
+
+    def nvmlShutdown(self) -> None:
+        with self._lock:
+            self._begin("nvmlShutdown")
+            self._refcount -= 1
+            self._cond.notify_all()
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        with self._lock:
+            self._begin("nvmlSystemGetDriverVersion")
+            return P.DRIVER_VERSION
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        with self._lock:
+            self._begin("nvmlSystemGetNVMLVersion")
+            return P.NVML_VERSION
+
+    # -- enumeration and identity -----------------------------------------------------------
+
+    def nvmlDeviceGetCount(self) -> int:
+        with self._lock:
+            self._begin("nvmlDeviceGetCount")
+            return len(self._gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetHandleByIndex")
+            if not 0 <= index < len(self._gpus):
+                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            gpu = self._gpus[index]
+            if any(w.active(t) for w in gpu.lost):
+                fail(pynvml.NVML_ERROR_GPU_IS_LOST)
+            return self._device_handle(gpu.address)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> Handle:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetHandleByUUID")
+            text = uuid.decode() if isinstance(uuid, bytes) else uuid
+            for device in self._devices.values():
+                if device.uuid == text:
+                    handle = self._device_handle(device.address)
+                    self._resolve(handle, t)
+                    return handle
+            fail(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlDeviceGetIndex(self, handle: Handle) -> int:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetIndex")
+            return self._physical(handle, t).index
+
+    def nvmlDeviceGetUUID(self, handle: Handle) -> str:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetUUID")
+            return self._resolve(handle, t).uuid
+
+    def nvmlDeviceGetName(self, handle: Handle) -> str:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetName")
+            device = self._resolve(handle, t)
+            return device.name if isinstance(device, MigEntry) else device.spec.board.name
+
+    def nvmlDeviceGetMinorNumber(self, handle: Handle) -> int:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetMinorNumber")
+            return self._physical(handle, t).index
+
+    def nvmlDeviceGetPciInfo_v3(self, handle: Handle) -> Any:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetPciInfo_v3")
+            return _pci_info(self._physical(handle, t).spec)
+
+    def nvmlDeviceGetPciInfo(self, handle: Handle) -> Any:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetPciInfo")
+            device = self._resolve(handle, t)
+            return _pci_info((device if isinstance(device, GpuEntry) else device.gpu).spec)
+
+    # -- MIG --------------------------------------------------------------------------------
+
+    def _mig_capable_gpu(self, handle: Handle, t: float) -> GpuEntry:
+        device = self._resolve(handle, t)
+        if isinstance(device, MigEntry):
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if not device.spec.board.mig_capable:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return device
+
+    def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetMigMode")
+            mode = int(self._mig_capable_gpu(handle, t).mig_on)
+            return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetMaxMigDeviceCount")
+            self._mig_capable_gpu(handle, t)
+            return P.MAX_MIG_DEVICES
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetMigDeviceHandleByIndex")
+            gpu = self._mig_capable_gpu(handle, t)
+            if not 0 <= index < P.MAX_MIG_DEVICES:
+                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            mig = self._migs[gpu.index].get(index)
+            if mig is None:
+                fail(pynvml.NVML_ERROR_NOT_FOUND)
+            return self._device_handle(mig.address)
+
+    def nvmlDeviceIsMigDeviceHandle(self, handle: Handle) -> bool:
+        with self._lock:
+            t = self._begin("nvmlDeviceIsMigDeviceHandle")
+            return isinstance(self._resolve(handle, t), MigEntry)
+
+    def nvmlDeviceGetGpuInstanceId(self, mig_handle: Handle) -> int:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetGpuInstanceId")
+            return self._mig_handle(mig_handle, t).gi.gi_id
+
+    def nvmlDeviceGetComputeInstanceId(self, mig_handle: Handle) -> int:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetComputeInstanceId")
+            return self._mig_handle(mig_handle, t).ci.ci_id
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, mig_handle: Handle) -> Handle:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
+            return self._device_handle(self._mig_handle(mig_handle, t).gpu.address)
+
+    def nvmlDeviceGetAttributes_v2(self, handle: Handle) -> Any:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetAttributes_v2")
+            device = self._resolve(handle, t)
+            attrs = pynvml.c_nvmlDeviceAttributes()
+            if isinstance(device, MigEntry):
+                attrs.multiprocessorCount = device.ci.multiprocessors
+                attrs.gpuInstanceSliceCount = device.gi.slices
+                attrs.computeInstanceSliceCount = device.ci.slices
+                attrs.memorySizeMB = device.gi.memory_mib
+            else:
+                attrs.multiprocessorCount = device.spec.board.multiprocessors
+                attrs.gpuInstanceSliceCount = 7 if device.spec.board.mig_capable else 0
+                attrs.computeInstanceSliceCount = attrs.gpuInstanceSliceCount
+                attrs.memorySizeMB = device.spec.board.memory_total_mib
+            return attrs
+
+
+def _pci_info(spec: P.GpuSpec) -> Any:
+    info = pynvml.nvmlPciInfo_t()
+    info.busIdLegacy = spec.bus_id_legacy.encode()
+    info.busId = spec.bus_id.encode()
+    info.domain = 0
+    info.bus = spec.bus
+    info.device = spec.pci_device
+    info.pciDeviceId = spec.board.pci_device_id
+    info.pciSubSystemId = spec.board.pci_subsystem_id
+    return info
