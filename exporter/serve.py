@@ -34,7 +34,7 @@ from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
-from exporter.sampling.worker import DaemonExecutor
+from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor
 from exporter.web.server import WebServer
 
 if TYPE_CHECKING:
@@ -146,7 +146,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
     server = WebServer(web_config, openmetrics=cfg.enable_openmetrics)
     publish = server.publishing(Publisher(cfg.backend, style, jobs,
-                                          LabelLimit(cfg.label_limit)))
+                                          LabelLimit(cfg.label_limit),
+                                          openmetrics=cfg.enable_openmetrics))
     sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
@@ -154,6 +155,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     # What exists now lives as long as the process: keep it out of the collector's
     # generations so scrapes don't pay for re-scanning it.
     gc.freeze()
+    # The poll and render threads hand the interpreter lock back to the event loop sooner.
+    sys.setswitchinterval(LOOP_SWITCH_INTERVAL_S)
     try:
         await server.start(sampler, cfg.listen_host, cfg.listen_port)
     except OSError as exc:

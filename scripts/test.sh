@@ -21,14 +21,15 @@ fi
 
 # podman (with runc), mmdebstrap: tests/image builds the container image from local stand-ins
 # of its Debian 12 bases and runs it; qemu-user-static + binfmt-support: the arm64 image runs
-# under emulation. containers.md-style flags are in scripts/podman.py.
+# under emulation; slirp4netns: a container of tests/chart reaches the test's API server on
+# the host's loopback. The flags podman needs here are in scripts/podman.py.
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 \
     || ! command -v mmdebstrap >/dev/null 2>&1 || ! command -v qemu-aarch64-static >/dev/null 2>&1 \
-    || ! command -v update-binfmts >/dev/null 2>&1; then
+    || ! command -v update-binfmts >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    podman runc mmdebstrap qemu-user-static binfmt-support >/dev/null
+    podman runc mmdebstrap qemu-user-static binfmt-support slirp4netns >/dev/null
 fi
 # The kernel runs aarch64 binaries through qemu once binfmt_misc is mounted and the
 # interpreter enabled (a container's own mount namespace then finds it too).

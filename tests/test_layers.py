@@ -106,7 +106,7 @@ def test_an_import_from_a_lower_layer_into_a_higher_one_fails(tmp_path: Path) ->
     # The field catalog reaching up into the web layer: the kind of shortcut the contract is
     # there to stop.
     (tree / "exporter" / "fields" / "shortcut.py").write_text(
-        "from exporter.web.app import make_app\n\nAPP = make_app\n")
+        "from exporter.web.app import make_handler\n\nAPP = make_handler\n")
     result = _lint(tree)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout

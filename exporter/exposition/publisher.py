@@ -80,6 +80,8 @@ class Publisher:
     hpc_jobs: HpcJobMapping | None = None
     """Read here, once per poll on the render thread, so the event loop never waits on it."""
     label_limit: LabelLimit = field(default_factory=lambda: LabelLimit(0))
+    openmetrics: bool = True
+    """Render the OpenMetrics body too (only when the endpoint may serve it)."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
@@ -93,4 +95,4 @@ class Publisher:
             families = self.label_limit.apply(families)
             families.append(LABEL_LIMIT_TRIMMED_SERIES.single(
                 float(self.label_limit.trimmed_series)))
-        return render(families)
+        return render(families, self.openmetrics)

@@ -44,8 +44,10 @@ class Rendered:
 
     text: bytes
     text_gzip: bytes
-    openmetrics: bytes
-    openmetrics_gzip: bytes
+    openmetrics: bytes | None = None
+    """None when OpenMetrics is not served (`--web.enable-openmetrics` off): a poll then
+    renders and compresses one body, not two."""
+    openmetrics_gzip: bytes | None = None
 
 
 def format_value(value: float) -> str:
@@ -286,13 +288,12 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
     return "".join(out).encode()
 
 
-def render(families: list[Family]) -> Rendered:
+def render(families: list[Family], openmetrics: bool = True) -> Rendered:
+    """Text 0.0.4, and OpenMetrics unless `openmetrics` is False, each also gzipped."""
     label_text: dict[Labels, str] = {}
     text = _render(families, False, label_text)
+    text_gzip = gzip.compress(text, GZIP_LEVEL, mtime=0)
+    if not openmetrics:
+        return Rendered(text, text_gzip)
     om = _render(families, True, label_text)
-    return Rendered(
-        text=text,
-        text_gzip=gzip.compress(text, GZIP_LEVEL, mtime=0),
-        openmetrics=om,
-        openmetrics_gzip=gzip.compress(om, GZIP_LEVEL, mtime=0),
-    )
+    return Rendered(text, text_gzip, om, gzip.compress(om, GZIP_LEVEL, mtime=0))

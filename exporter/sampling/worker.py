@@ -15,6 +15,15 @@ from typing import Any, ParamSpec, TypeVar
 P = ParamSpec("P")
 T = TypeVar("T")
 
+LOOP_SWITCH_INTERVAL_S = 0.0001
+"""The interpreter's switch interval while serving (CPython's default is 5 ms). A worker
+thread running Python (a poll over the simulated library, a render) keeps the interpreter
+lock until another thread has waited this long for it, and the event loop needs the lock
+back after each system call a scrape makes (three or four): with 5 ms, a scrape arriving
+during a poll could wait 15 ms or more, and each wait is at most about this. A forced switch
+costs a few microseconds, paid only while a worker and the loop both want the lock
+(benchmarks/bench_serve.py measures both)."""
+
 _Job = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 

@@ -1,25 +1,25 @@
 """The HTTP surface: /metrics hands out bytes rendered by the last poll, nothing more.
 
 /health answers while the process runs; /ready also checks that data is fresh (dcgm-exporter's
-health check stays green over stale metrics); / lists the devices for a person.
+health check stays green over stale metrics); / is the node page for a person and /api/node
+the same view as JSON (exporter.web.node_page), both from the last poll.
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 
 from exporter.exposition.render import (
     OPENMETRICS_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
     Rendered,
-    visible_entities,
 )
 from exporter.sampling.snapshot import Snapshot
+from exporter.web.node_page import NodePage
 
 
 class Source(Protocol):
@@ -53,87 +53,95 @@ def _accepted(header: str, wanted: str) -> float:
     return 0.0
 
 
+# A scraper sends the same two headers every time: each is parsed once. The caches are
+# bounded, since any client can send any value.
+@functools.lru_cache(maxsize=64)
 def _wants_openmetrics(accept: str) -> bool:
     om = _accepted(accept, "application/openmetrics-text")
     return om > 0 and om >= _accepted(accept, "text/plain")
 
 
+@functools.lru_cache(maxsize=64)
 def _accepts_gzip(accept_encoding: str) -> bool:
     return _accepted(accept_encoding, "gzip") > 0
 
 
-def make_app(source: Source, *, openmetrics: bool = False,
-             middlewares: Sequence[Middleware] = ()) -> web.Application:
-    """The four endpoints, and nothing else; `middlewares` carry the connection limits and
-    the web config's rules (exporter.web.middleware). `openmetrics`: negotiate OpenMetrics
-    by Accept. Off, every scrape gets text 0.0.4, as from dcgm-exporter: Prometheus prefers
-    OpenMetrics when offered, and there the DCGM counters (named without `_total`) can only
-    be typed `unknown`, so Prometheus would record them as untyped."""
+def _response_headers(openmetrics: bool, gz: bool) -> dict[str, str]:
+    headers = {"Content-Type": OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE,
+               "Vary": "Accept, Accept-Encoding"}
+    if gz:
+        headers["Content-Encoding"] = "gzip"
+    return headers
 
-    async def metrics(request: web.Request) -> web.Response:
+
+_RESPONSE_HEADERS = {(om, gz): _response_headers(om, gz)
+                     for om in (False, True) for gz in (False, True)}
+"""Copied by each response (aiohttp takes a copy), never changed."""
+
+
+Endpoint = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+"""What aiohttp's low-level server calls for each request."""
+Guard = Callable[[web.BaseRequest, Endpoint], Awaitable[web.StreamResponse]]
+"""Rules around every request (the web config's: exporter.web.middleware)."""
+
+PATHS = ("/metrics", "/health", "/ready", "/", "/api/node")
+METHODS = ("GET", "HEAD")
+
+
+def make_handler(source: Source, *, openmetrics: bool = False,
+                 guard: Guard | None = None, node_page: NodePage | None = None) -> Endpoint:
+    """The five endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
+    404, other methods 405. aiohttp's low-level server calls the result for each request:
+    no application router, no middleware chain, so a scrape costs what this code does.
+    `guard` wraps every request, 404s included (the web config's rules).
+
+    `openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
+    from dcgm-exporter: Prometheus prefers OpenMetrics when offered, and there the DCGM
+    counters (named without `_total`) can only be typed `unknown`, so Prometheus would
+    record them as untyped."""
+
+    async def metrics(request: web.BaseRequest) -> web.StreamResponse:
         rendered = source.current
         source.scrape_served()
-        om = openmetrics and _wants_openmetrics(request.headers.get("Accept", ""))
         gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
-        if om:
-            body = rendered.openmetrics_gzip if gz else rendered.openmetrics
-            ctype = OPENMETRICS_CONTENT_TYPE
-        else:
-            body = rendered.text_gzip if gz else rendered.text
-            ctype = TEXT_CONTENT_TYPE
-        headers = {"Content-Type": ctype, "Vary": "Accept, Accept-Encoding"}
-        if gz:
-            headers["Content-Encoding"] = "gzip"
-        return web.Response(body=body, headers=headers)
+        om_body = rendered.openmetrics_gzip if gz else rendered.openmetrics
+        if openmetrics and om_body is not None and _wants_openmetrics(
+                request.headers.get("Accept", "")):
+            return web.Response(body=om_body, headers=_RESPONSE_HEADERS[True, gz])
+        body = rendered.text_gzip if gz else rendered.text
+        return web.Response(body=body, headers=_RESPONSE_HEADERS[False, gz])
 
-    async def health(_request: web.Request) -> web.Response:
+    async def health(_request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(text="ok\n")
 
-    async def ready(_request: web.Request) -> web.Response:
+    async def ready(_request: web.BaseRequest) -> web.StreamResponse:
         ok, reason = source.readiness()
         return web.Response(text=reason + "\n", status=200 if ok else 503)
 
-    async def index(_request: web.Request) -> web.Response:
-        return web.Response(text=_index_page(source), content_type="text/html")
+    page = node_page if node_page is not None else NodePage()
 
-    app = web.Application(middlewares=middlewares)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/health", health)
-    app.router.add_get("/ready", ready)
-    app.router.add_get("/", index)
-    return app
+    async def index(_request: web.BaseRequest) -> web.StreamResponse:
+        return page.html(source.readiness())
 
+    async def api_node(_request: web.BaseRequest) -> web.StreamResponse:
+        return page.json(source.readiness())
 
-def _index_page(source: Source) -> str:
-    snapshot = source.snapshot
-    _ok, reason = source.readiness()
-    rows = []
-    if snapshot is not None:
-        owners = snapshot.attribution.owners
-        for e in visible_entities(snapshot):
-            owner = owners.get(e.key)
-            rows.append(
-                "<tr>" + "".join(
-                    f"<td>{html.escape(str(c))}</td>"
-                    for c in (
-                        e.gpu,
-                        e.gpu_instance_profile or "",
-                        "" if e.gpu_instance_id is None else e.gpu_instance_id,
-                        e.model,
-                        e.uuid,
-                        e.pci_bus_id,
-                        f"{owner.namespace}/{owner.pod}/{owner.container}" if owner else "",
-                    )
-                ) + "</tr>"
-            )
-    table = "".join(rows) or '<tr><td colspan="7">no devices</td></tr>'
-    return (
-        "<!doctype html><html><head><title>gpu-exporter</title></head><body>"
-        "<h1>gpu-exporter</h1>"
-        f"<p>{html.escape(reason)}</p>"
-        '<p><a href="/metrics">/metrics</a> · <a href="/ready">/ready</a> · '
-        '<a href="/health">/health</a></p>'
-        "<table border=1 cellpadding=4><tr><th>gpu</th><th>MIG profile</th><th>GPU_I_ID</th>"
-        "<th>model</th><th>UUID</th><th>PCI bus id</th><th>pod</th></tr>"
-        f"{table}</table></body></html>"
-    )
+    endpoints: dict[str, Endpoint] = dict(zip(PATHS, (metrics, health, ready, index, api_node),
+                                             strict=True))
+
+    async def dispatch(request: web.BaseRequest) -> web.StreamResponse:
+        endpoint = endpoints.get(request.path)
+        if endpoint is None:
+            raise web.HTTPNotFound()
+        if request.method not in METHODS:
+            raise web.HTTPMethodNotAllowed(request.method, METHODS)
+        return await endpoint(request)
+
+    if guard is None:
+        return dispatch
+
+    async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+        return await guard(request, dispatch)
+
+    return guarded
+

@@ -1,4 +1,5 @@
-"""Per-request rules: the header deadline's bookkeeping, and the web config's checks.
+"""Per-request rules: the web config's checks, present only when a file is given (the
+connection limits and the header deadline are the listener's, per connection).
 
 `/health` and `/ready` are the probes' endpoints: they say whether the process runs and
 whether its data is fresh, nothing about the GPUs. A kubelet cannot present a client
@@ -13,9 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 
-from exporter.web.listener import Listener
+from exporter.web.app import Endpoint, Guard
 
 if TYPE_CHECKING:  # the web config's code loads only when a file is given
     from exporter.web.reload import LiveWebConfig
@@ -25,30 +25,10 @@ USERS_RECHECK_S = 1.0
 """How often requests look for a changed file (new connections always do)."""
 
 
-def track_requests(listener: Listener) -> Middleware:
-    """Tells the connection when a request head is complete (its header deadline is met)
-    and when it is idle again."""
-
-    @web.middleware
-    async def tracked(request: web.Request, handler: Handler) -> web.StreamResponse:
-        transport = request.transport
-        connection = listener.connections.get(transport) if transport is not None else None
-        if connection is None:
-            return await handler(request)
-        connection.request_started()
-        try:
-            return await handler(request)
-        finally:
-            connection.request_finished()
-
-    return tracked
-
-
-def enforce_web_config(live: LiveWebConfig) -> Middleware:
+def enforce_web_config(live: LiveWebConfig) -> Guard:
     """Rate limit, TLS-only paths, basic auth and the configured response headers."""
 
-    @web.middleware
-    async def enforced(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def enforced(request: web.BaseRequest, handler: Endpoint) -> web.StreamResponse:
         applied = live.current(at_most_every_s=USERS_RECHECK_S)
         headers = applied.config.http.headers
         probe = request.path in PROBE_PATHS

@@ -1,5 +1,5 @@
-"""The HTTP server as `serve` runs it: the app and aiohttp's protocol behind our listener,
-with the web config's rules, and the self-metrics of both."""
+"""The HTTP server as `serve` runs it: our endpoints on aiohttp's low-level server, its
+protocol behind our listener, with the web config's rules, and the self-metrics of both."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from exporter.exposition.publisher import Publisher as ExpositionPublisher
 from exporter.exposition.render import Rendered
 from exporter.sampling.sampler import Publisher
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS
 from exporter.series import Family
-from exporter.web.app import Source, make_app
+from exporter.web.app import Source, make_handler
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
-from exporter.web.middleware import enforce_web_config, track_requests
+from exporter.web.middleware import enforce_web_config
+from exporter.web.node_page import NodePage
 
 if TYPE_CHECKING:  # the web config's code loads only when a file is given
     from exporter.web.reload import LiveWebConfig
@@ -30,14 +32,19 @@ _AIOHTTP_SERVER_LOG = logging.getLogger("aiohttp.server")
 
 @dataclass(frozen=True, slots=True)
 class _WithWebFamilies:
-    """A publisher that adds the endpoint's self-metrics to each exposition."""
+    """A publisher that adds the endpoint's self-metrics to each exposition, and hands each
+    poll to the node page."""
 
     publish: Publisher[Rendered]
     families: Callable[[], list[Family]]
+    node_page: NodePage
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
-        return self.publish(snapshot, stats, [*extra, *self.families()])
+        families = [*extra, *self.families()]
+        rendered = self.publish(snapshot, stats, families)
+        self.node_page.record(snapshot, stats, families)
+        return rendered
 
 
 class WebServer:
@@ -46,11 +53,12 @@ class WebServer:
         self.web_config = web_config
         self.openmetrics = openmetrics
         self.limits = limits or WebLimits()
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._quiet_malformed = OneLinePerInterval()
         current_tls = (lambda: web_config.current().tls) if web_config is not None else None
         self.listener = Listener(self._new_protocol, self.limits,
                                  current_tls or (lambda: None))
+        self.node_page = NodePage(web_config)
 
     @property
     def scheme(self) -> str:
@@ -71,21 +79,24 @@ class WebServer:
         return families
 
     def publishing(self, publish: Publisher[Rendered]) -> Publisher[Rendered]:
-        """`publish`, with the endpoint's self-metrics added to every exposition."""
-        return _WithWebFamilies(publish, self.families)
+        """`publish`, with the endpoint's self-metrics added to every exposition and each
+        poll recorded for the node page (which names the exposition's backend)."""
+        if isinstance(publish, ExpositionPublisher):
+            self.node_page.backend = publish.backend
+        return _WithWebFamilies(publish, self.families, self.node_page)
 
     async def start(self, source: Source, host: str | None, port: int) -> None:
         """Serves `source` on host:port; OSError when the address cannot be bound."""
-        middlewares = [track_requests(self.listener)]
-        if self.web_config is not None:
-            middlewares.append(enforce_web_config(self.web_config))
+        guard = None if self.web_config is None else enforce_web_config(self.web_config)
         _AIOHTTP_SERVER_LOG.addFilter(self._quiet_malformed)
-        self._runner = web.AppRunner(
-            make_app(source, openmetrics=self.openmetrics, middlewares=middlewares),
-            access_log=None, shutdown_timeout=1.0,
-            keepalive_timeout=self.limits.idle_timeout_s,
+        # aiohttp's low-level server: our handler dispatches the five paths itself.
+        server = web.Server(
+            make_handler(source, openmetrics=self.openmetrics, guard=guard,
+                         node_page=self.node_page),
+            access_log=None, keepalive_timeout=self.limits.idle_timeout_s,
             max_line_size=self.limits.max_line_size, max_field_size=self.limits.max_field_size,
             max_headers=self.limits.max_headers)
+        self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await self._runner.setup()
         try:
             await self.listener.start(host, port)

@@ -1,38 +1,58 @@
-"""The chart's rendered exporter container, started on a simulated GPU node.
+"""The chart's rendered exporter container, run from this checkout's image on a simulated GPU
+node, as a kubelet runs it.
 
-`start_release` is the one place that decides how a container runs. Today it runs it as a
-process, exactly as tests/deploy/operator_node.py runs the GPU Operator's container (the
-image's files laid out from the Dockerfile, the entrypoint with the container's args, env and
-volume mounts under a temporary root; the liberties it takes are listed there). Running the
-built image instead (a podman helper in tests/support) replaces the body of `_start_process`
-and nothing else: the release, the node and the checks stay as they are.
+Each case's DaemonSet container runs under podman (tests/support/container.py) from the pod
+spec Helm rendered, translated by tests/support/pod_container.py: its args, env (the
+downward API included), volume mounts (the pod-resources hostPath, ConfigMaps and Secrets
+with their file modes and subPaths, the in-memory /tmp), its securityContext (user, read-only
+root, capabilities), the pod's name as host name, and, where the pod gets one, a
+service-account token. Only the image is swapped: the spec names a registry's, the test runs
+this checkout's (`built_image`).
 
-What stands in for the cluster: the ConfigMaps and Secrets the release renders (plus those a
-values file says exist already), the simulated NVML library and kubelet of operator_node,
-and its fake API server when the pod gets a service-account token. One more liberty than
-the operator's test: the web config names certificate files by container path, so its text
-is re-rooted like the env values and arguments are.
+What stands in for the cluster and the node:
+- the ConfigMaps and Secrets the release renders, plus those a values file says exist;
+- per case, a node (tests/image/node.py): a real kubelet pod-resources gRPC server on the
+  socket under the pod's hostPath, and the simulated libnvidia-ml.so.1 mounted where the
+  NVIDIA toolkit injects the driver's (with NVMLSIM_SCENARIO naming its GPUs);
+- one API server for every case: the fake one of tests/support/apiserver.py with the pods and
+  the DRA ResourceSlice of tests/deploy/operator_node.py, serving HTTPS with a certificate
+  from a CA made here (the pods' ca.crt) and requiring the pods' token. It listens on the
+  host's loopback, which the containers' network reaches at HOST_LOOPBACK, the address of
+  the `kubernetes` Service in their environment.
+
+The containers of a module start together on first use (their start-ups overlap), each
+checked as its probes would be (/health, then /ready), and stay up for the module's tests.
 """
 
 from __future__ import annotations
 
 import base64
+import secrets
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.deploy.operator_node import ContainerProcess, SimNode, start_container, write_scenario
-from tests.deploy.operator_render import DOCKERFILE, read_dockerfile
-from tests.deploy.operator_runs import Run
+from scripts.podman import PodmanError
+from tests.deploy.operator_node import NODE_NAME, start_cluster
+from tests.image.node import ContainerNode
 from tests.support.apiserver import FakeApiServer
-from tests.support.wait import wait_until
+from tests.support.container import HOST_LOOPBACK, RunningContainer, start
+from tests.support.metrics_reader import MetricsReader
+from tests.support.pod_container import ApiAccess, PodSpecError
+from tests.support.requirements import require_module, require_tool
 
 from ._chart import Obj, of_kind, one
 
-WEB_CONFIG_KEY = "web-config.yaml"
-CONTAINER_ETC = "/etc/dcgm-exporter/"
+POD_SUFFIX = "x7k2p"
+"""What the DaemonSet controller appends to the pod's name on the node."""
+HEALTH_BUDGET_S = 180.0
+READY_BUDGET_S = 240.0
+"""From `podman run`, with every case starting at once on a small machine shared with other
+work: a start that is merely slow is not what these tests are about."""
 
 
 @dataclass(frozen=True)
@@ -57,56 +77,77 @@ class Release:
         found.update({name: dict(data) for name, data in self.existing_secrets.items()})
         return found
 
-
-def _rerooted(stores: dict[str, dict[str, str]], root: Path) -> dict[str, dict[str, str]]:
-    """Web config texts with the container paths they name under `root`."""
-    return {name: {key: text.replace(CONTAINER_ETC, f"{root}{CONTAINER_ETC}")
-                   if key == WEB_CONFIG_KEY else text for key, text in data.items()}
-            for name, data in stores.items()}
-
-
-def _start_process(release: Release, root: Path, *, lib_dir: Path,
-                   cluster: FakeApiServer) -> ContainerProcess:
-    return start_container(release.daemonset, read_dockerfile(DOCKERFILE), root,
-                           lib_dir=lib_dir, scenario=write_scenario(root), cluster=cluster,
-                           configmaps=_rerooted(release.configmaps(), root),
-                           secrets=_rerooted(release.secrets(), root))
+    def downward(self) -> dict[str, str]:
+        """What the downward API answers for the DaemonSet's pod on the node."""
+        metadata = self.daemonset["metadata"]
+        return {"spec.nodeName": NODE_NAME, "metadata.name": f"{metadata['name']}-{POD_SUFFIX}",
+                "metadata.namespace": metadata["namespace"]}
 
 
-def _answering(process: ContainerProcess, path: str, budget_s: float) -> None:
-    """Waits until `path` answers 200 over plain HTTP (the probes' way)."""
-    def answered() -> bool:
-        if process.proc.poll() is not None:
-            raise AssertionError(f"the exporter exited with {process.proc.returncode}:\n"
-                                 f"{process.output()}")
-        try:
-            return process.get(path, timeout=2)[0] == 200
-        except OSError:
-            return False
+@dataclass
+class ChartRun(MetricsReader):
+    """One case's container, running."""
 
-    wait_until(answered, timeout=budget_s, interval=0.1, what=f"{path} answering 200")
+    release: Release
+    running: RunningContainer
+
+    @property
+    def container(self) -> Obj:
+        """The container as Helm rendered it."""
+        container: Obj = self.release.daemonset["spec"]["template"]["spec"]["containers"][0]
+        return container
+
+    @property
+    def port(self) -> int:
+        """The host port the container's metrics port is published on."""
+        assert self.running.host_port is not None
+        return self.running.host_port
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        return self.running.get(path, timeout)
+
+
+@dataclass
+class Cluster:
+    """The fake API server as the pods reach it."""
+
+    server: FakeApiServer
+    access: ApiAccess
+
+    @classmethod
+    def start(cls, folder: Path) -> Cluster:
+        require_module("cryptography")
+        from tests.support.certs import Authority
+
+        ca = Authority("cluster CA")
+        cert, key = ca.server("kubernetes", HOST_LOOPBACK).write(folder, "apiserver")
+        token = secrets.token_urlsafe(24)
+        server = start_cluster(tls=(cert, key), token=token)
+        return cls(server, ApiAccess(server.port, token, ca.pem.decode()))
+
+    def stop(self) -> None:
+        self.server.stop()
 
 
 class Releases:
-    """Each case's container, started on its own node on first use, kept for the module."""
+    """Each case's container, all started on first use, kept for the module."""
 
-    def __init__(self, cases: Mapping[str, Callable[[], Release]], lib_dir: Path,
-                 cluster: FakeApiServer) -> None:
+    def __init__(self, cases: Mapping[str, Callable[[], Release]], image: str,
+                 nvml_lib: Path) -> None:
         self._cases = cases
-        self._lib_dir = lib_dir
-        self._cluster = cluster
-        self._runs: dict[str, Run | AssertionError] = {}
+        self._image = image
+        self._nvml_lib = nvml_lib
+        require_tool("slirp4netns", "slirp4netns")  # the network reaching the API server
+        self._folder = Path(tempfile.mkdtemp(prefix="chart-"))
+        self.cluster = Cluster.start(self._folder)
+        self._runs: dict[str, ChartRun | AssertionError] = {}
         self._releases: dict[str, Release] = {}
-        self._processes: list[ContainerProcess] = []
-        self._cleanup: list[Callable[[], None]] = []
+        self._nodes: list[ContainerNode] = []
+        self._containers: list[RunningContainer] = []
 
-    def get(self, case_id: str) -> Run:
-        if case_id not in self._runs:
-            try:
-                self._releases[case_id] = self._cases[case_id]()
-                self._runs[case_id] = self._start(self._releases[case_id])
-            except AssertionError as exc:
-                self._runs[case_id] = exc
+    def get(self, case_id: str) -> ChartRun:
+        if not self._runs:
+            self._start_all()
         run = self._runs[case_id]
         if isinstance(run, AssertionError):
             raise run
@@ -118,23 +159,49 @@ class Releases:
         self.get(case_id)
         return self._releases[case_id]
 
-    def _start(self, release: Release) -> Run:
-        # A short root: the kubelet socket under it must fit a unix socket path.
-        root = Path(tempfile.mkdtemp(prefix="chart-", dir="/tmp"))
-        self._cleanup.append(lambda: shutil.rmtree(root, ignore_errors=True))
-        node = SimNode.start(root)
-        self._cleanup.append(node.stop)
-        process = _start_process(release, root, lib_dir=self._lib_dir, cluster=self._cluster)
-        self._processes.append(process)
-        # Liveness, then readiness (a poll has succeeded): both probes, over plain HTTP.
-        _answering(process, "/health", budget_s=30)
-        _answering(process, "/ready", budget_s=60)
-        return Run(release.daemonset, process, health_after_s=0.0)
+    def _start_all(self) -> None:
+        # Rendering and the nodes here, one at a time; podman and the waits in parallel.
+        started: dict[str, Callable[[], ChartRun]] = {}
+        for case_id, make in self._cases.items():
+            try:
+                self._releases[case_id] = make()
+                started[case_id] = self._starter(self._releases[case_id])
+            except (AssertionError, PodSpecError) as exc:
+                self._runs[case_id] = AssertionError(f"{case_id}: {exc}")
+        with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:
+            futures = {case_id: pool.submit(begin) for case_id, begin in started.items()}
+            for case_id, future in futures.items():
+                try:
+                    self._runs[case_id] = future.result()
+                except (AssertionError, PodmanError, subprocess.TimeoutExpired) as exc:
+                    self._runs[case_id] = AssertionError(f"{case_id}: {exc}")
+
+    def _starter(self, release: Release) -> Callable[[], ChartRun]:
+        """The case's node, started, and what starts its container on it."""
+        node = ContainerNode.start(self._nvml_lib)
+        self._nodes.append(node)
+        pod = release.daemonset["spec"]["template"]["spec"]
+        spec = node.spec(pod, pod["containers"][0], self._image,
+                         configmaps=release.configmaps(), secrets=release.secrets(),
+                         api=self.cluster.access, downward=release.downward())
+
+        def begin() -> ChartRun:
+            running = start(spec)
+            self._containers.append(running)
+            try:
+                # Liveness, then readiness (a poll has succeeded): both probes, plain HTTP.
+                running.answered("/health", budget_s=HEALTH_BUDGET_S)
+                running.answered("/ready", budget_s=READY_BUDGET_S)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{running.logs()}") from exc
+            return ChartRun(release, running)
+
+        return begin
 
     def close(self) -> None:
-        for process in self._processes:  # all at once: each takes a moment to shut down
-            process.terminate()
-        for process in self._processes:
-            process.stop()
-        for step in reversed(self._cleanup):
-            step()
+        with ThreadPoolExecutor(max_workers=max(len(self._containers), 1)) as pool:
+            list(pool.map(RunningContainer.remove, self._containers))
+        for node in self._nodes:
+            node.stop()
+        self.cluster.stop()
+        shutil.rmtree(self._folder, ignore_errors=True)

@@ -1,7 +1,8 @@
-"""The chart's DaemonSet container, as Helm renders it, started on a simulated GPU node
-(tests/chart/runtime.py): over the simulated NVML library and a real pod-resources gRPC
-server on the mounted socket, it serves the fields it is configured with and labels the GPUs
-with the pods holding them and the pod labels it was asked for.
+"""The chart's DaemonSet container, as Helm renders it, run from this checkout's image under
+podman on a simulated GPU node (tests/chart/runtime.py): over the simulated NVML library and
+a real pod-resources gRPC server on the mounted socket, it serves the fields it is configured
+with and labels the GPUs with the pods holding them and the pod labels it was asked for,
+reading them from an API server with the token and CA the kubelet mounted.
 
 Each case renders a values file: the chart's defaults, dcgm-exporter's values.yaml as it is
 (image aside), and the feature values of tests/chart/values. All but dcgm-exporter's own poll
@@ -33,13 +34,24 @@ from tests.deploy.operator_node import (
     NODE_NAME,
     SHARED_PODS,
     pod_uid,
-    start_cluster,
 )
-from tests.deploy.operator_render import under
-from tests.deploy.operator_runs import Run
+from tests.support.container import HOST_LOOPBACK
+from tests.support.pod_container import SERVICE_ACCOUNT_DIR
 
-from ._chart import CHART, Obj, env, exporter, merged, objects, one, upstream_values, values_file
-from .runtime import Release, Releases
+from ._chart import (
+    CHART,
+    Obj,
+    env,
+    exporter,
+    merged,
+    objects,
+    one,
+    upstream_values,
+    values_file,
+)
+from .runtime import ChartRun, Release, Releases
+
+pytestmark = pytest.mark.timeout(1800)  # the first test of a run may build the image
 
 FAST = {"extraEnv": [{"name": "GPU_EXPORTER_COLLECT_INTERVAL", "value": "1s"}]}
 
@@ -64,19 +76,17 @@ SERVING = [c for c in CASES if c not in ("tls", "basic-auth")]
 
 
 @pytest.fixture(scope="module")
-def releases(nvmlsim_lib: Path) -> Iterator[Releases]:
-    cluster = start_cluster()
-    started = Releases(CASES, nvmlsim_lib, cluster)
+def releases(built_image: str, nvmlsim_lib: Path) -> Iterator[Releases]:
+    started = Releases(CASES, built_image, nvmlsim_lib)
     try:
         yield started
     finally:
         started.close()
-        cluster.stop()
 
 
-def _configured_csv(run: Run) -> Path:
+def _configured_csv(run: ChartRun) -> str | None:
     """The CSV the container names: the last -f/--collectors argument, else the collectors
-    variable, else the exporter's built-in list (container paths under the run's root)."""
+    variable; None: the exporter's built-in list."""
     container = run.container
     args = [str(a) for a in container.get("args", [])]
     path: str | None = None
@@ -84,17 +94,25 @@ def _configured_csv(run: Run) -> Path:
         if arg in ("-f", "--collectors") and i + 1 < len(args):
             path = args[i + 1]
     variables = env(container)
-    path = path or variables.get("GPU_EXPORTER_COLLECTORS") or \
+    return path or variables.get("GPU_EXPORTER_COLLECTORS") or \
         variables.get("DCGM_EXPORTER_COLLECTORS")
-    return default_collectors_path() if path is None else under(run.process.root, path)
+
+
+def _configured_text(run: ChartRun) -> str:
+    """The configured CSV as the exporter reads it: through the container's own root (its
+    mounts, else the image's file), or the built-in list of the package the image holds."""
+    path = _configured_csv(run)
+    if path is None:
+        return default_collectors_path().read_text()
+    return run.running.path(path).read_text()
 
 
 # ----------------------------------------------------------------------------- serving
 
 
-def _listed(path: Path) -> dict[str, str]:
+def _listed(text: str) -> dict[str, str]:
     """Field -> help text of the series a CSV asks for (label fields make no series)."""
-    collectors = parse_collectors(path.read_text(), str(path))
+    collectors = parse_collectors(text, "the configured list")
     return {f.spec.name: f.help for f in collectors.fields if f.type is not MetricType.LABEL}
 
 
@@ -104,11 +122,11 @@ DCGM_EXPORTERS_LIST = CHART / "files" / "dcgm-exporter-chart-counters.csv"
 @pytest.mark.parametrize("case_id", SERVING)
 def test_it_serves_the_fields_it_is_configured_with(releases: Releases, case_id: str) -> None:
     run = releases.get(case_id)
-    wanted = _listed(_configured_csv(run))
+    wanted = _listed(_configured_text(run))
     # Each case's node serves every field of dcgm-exporter's chart list; the built-in list
     # also has fields that appear only after an event (an XID, an NVLink error).
-    expected = set(wanted) & set(_listed(DCGM_EXPORTERS_LIST)) if \
-        _configured_csv(run) == default_collectors_path() else set(wanted)
+    expected = set(wanted) & set(_listed(DCGM_EXPORTERS_LIST.read_text())) if \
+        _configured_csv(run) is None else set(wanted)
     text = run.wait_for_metrics(lambda names: expected <= names)
     served = set(re.findall(r"^(DCGM_\w+)[{ ]", text, flags=re.MULTILINE))
     assert expected <= served <= set(wanted)
@@ -119,14 +137,16 @@ def test_it_serves_the_fields_it_is_configured_with(releases: Releases, case_id:
 
 def test_dcgm_exporters_values_serve_the_list_its_chart_mounts(releases: Releases) -> None:
     run = releases.get("upstream")
-    assert _configured_csv(run) == run.process.root / "etc/dcgm-exporter/default-counters.csv"
+    assert _configured_csv(run) == "/etc/dcgm-exporter/default-counters.csv"
     config_map = next(c for c in objects(upstream_values()) if c["kind"] == "ConfigMap")
-    assert _configured_csv(run).read_text() == config_map["data"]["metrics"]
+    # The ConfigMap's file, subPath-mounted over the image's own list of that name.
+    assert _configured_text(run) == config_map["data"]["metrics"]
+    assert "/etc/dcgm-exporter/default-counters.csv" in run.running.mounts()
 
 
 def test_custom_metrics_are_what_is_served(releases: Releases) -> None:
     run = releases.get("custom-metrics")
-    assert _configured_csv(run).read_text() == values_file("custom-metrics")["customMetrics"]
+    assert _configured_text(run) == values_file("custom-metrics")["customMetrics"]
 
 
 @pytest.mark.parametrize("case_id", SERVING)
@@ -175,9 +195,24 @@ def test_a_gpu_claimed_through_dra_is_attributed(releases: Releases) -> None:
                 labels.get("dra_device_name")) == (DRA_CLAIM, DRA_DRIVER, DRA_DEVICE)
 
 
+def test_pods_that_call_the_api_server_use_the_mounted_token(releases: Releases) -> None:
+    """The pod-label and DRA cases reach the API server only through the kubelet's mounts:
+    the Service's address, the token (the server refuses any other) and the CA."""
+    for case_id in ("pod-labels", "presets", "dra"):
+        run = releases.get(case_id)
+        assert run.release.daemonset["spec"]["template"]["spec"][
+            "automountServiceAccountToken"] is True
+        assert SERVICE_ACCOUNT_DIR in run.running.mounts()
+        token = run.running.path(f"{SERVICE_ACCOUNT_DIR}/token").read_text()
+        assert token == releases.cluster.access.token
+        assert run.running.environ()["KUBERNETES_SERVICE_HOST"] == HOST_LOOPBACK
+        assert "KUBECONFIG" not in run.running.environ()
+    assert releases.cluster.server.state.unauthorized == 0
+
+
 def test_without_api_access_the_defaults_copy_no_pod_labels(releases: Releases) -> None:
     run = releases.get("defaults")
-    assert "KUBECONFIG" not in run.process.env  # no token mounted: no API client
+    assert SERVICE_ACCOUNT_DIR not in run.running.mounts()  # no token: no API client
     for labels in run.labelled_gpu_series("0", "pod"):
         assert not {"app", "pod_uid", "llm_d_ai_role"} & labels.keys()
 
@@ -199,22 +234,37 @@ def _https_get(port: int, ca: Path, server_name: str) -> tuple[int, bytes]:
     return int(head.split()[1]), body
 
 
-def test_tls_serves_the_certificate_the_chart_made(releases: Releases) -> None:
+def test_tls_serves_the_certificate_the_chart_made(releases: Releases, tmp_path: Path) -> None:
     run = releases.get("tls")
     objs = releases.release("tls").objects
     endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
     tls_config = endpoint["tlsConfig"]
     secret = one(objs, "Secret")
-    ca = run.process.root / "scraper-ca.crt"
+    ca = tmp_path / "scraper-ca.crt"
     ca.write_bytes(base64.b64decode(secret["data"][tls_config["ca"]["secret"]["key"]]))
-    status, body = _https_get(run.process.port, ca, tls_config["serverName"])
+    status, body = _https_get(run.port, ca, tls_config["serverName"])
     assert status == 200
     assert b"DCGM_FI_DEV_GPU_UTIL{" in body
     # Plain HTTP: the probes' two paths only.
-    assert run.process.get("/health")[0] == 200
-    assert run.process.get("/metrics")[0] == 400
+    assert run.get("/health")[0] == 200
+    assert run.get("/metrics")[0] == 400
     with pytest.raises(ssl.SSLCertVerificationError):
-        _https_get(run.process.port, ca, "someone-else")
+        _https_get(run.port, ca, "someone-else")
+
+
+def test_the_tls_secret_is_mounted_with_its_mode(releases: Releases) -> None:
+    """The key is read from the Secret's volume as the kubelet writes it: mode 0440 (the
+    chart's defaultMode), owned by root, the container's user, which has no capability to
+    read past a file's mode."""
+    run = releases.get("tls")
+    volumes = {v["name"]: v for v in
+               run.release.daemonset["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["defaultMode"] == 0o440
+    (mount,) = [m for m in run.container["volumeMounts"] if m["name"] == "tls"]
+    key = run.running.path(f"{mount['mountPath']}/tls.key")
+    assert key.is_symlink()  # through ..data, as the kubelet's atomic writer lays it out
+    assert oct(key.stat().st_mode & 0o777) == oct(0o440)
+    assert run.running.status()["CapEff"] == "0000000000000000"
 
 
 def _get_with(port: int, auth: tuple[str, str] | None) -> int:
@@ -234,19 +284,34 @@ def test_basic_auth_lets_in_the_users_of_the_values(releases: Releases) -> None:
     run = releases.get("basic-auth")
     users: dict[str, str] = values_file("basic-auth")["basicAuth"]["users"]
     for user, password in users.items():
-        assert _get_with(run.process.port, (user, password)) == 200
-    assert _get_with(run.process.port, ("prometheus", "other-secret")) == 401
-    assert _get_with(run.process.port, None) == 401
-    assert run.process.get("/ready")[0] == 200  # probes need no password
+        assert _get_with(run.port, (user, password)) == 200
+    assert _get_with(run.port, ("prometheus", "other-secret")) == 401
+    assert _get_with(run.port, None) == 401
+    assert run.get("/ready")[0] == 200  # probes need no password
+
+
+CAP_SYS_ADMIN = 21
 
 
 def test_the_container_ran_as_rendered(releases: Releases) -> None:
-    """What was started is the rendered container: its env reached the process (the
-    harness's liberties aside), and its mounts are where the spec says."""
+    """What runs is the rendered container, as the kernel holds its process: the env it
+    was given, its mounts where the spec says, its user, its read-only root and the one
+    capability dcgm-exporter's values add, no privilege escalation, seccomp filtering."""
     run = releases.get("upstream")
     container: Obj = exporter(objects(upstream_values()))
+    environ = run.running.environ()
     for name, value in env(container).items():
-        if not value.startswith("/") and name != "DCGM_EXPORTER_LISTEN":
-            assert run.process.env[name] == value, name
+        assert environ[name] == value, name
+    assert environ["NODE_NAME"] == NODE_NAME
+    mounts = run.running.mounts()
     for mount in container["volumeMounts"]:
-        assert under(run.process.root, mount["mountPath"]).exists(), mount
+        assert mount["mountPath"] in mounts, mount
+        if mount.get("readOnly"):
+            assert mounts[mount["mountPath"]].split(",")[0] == "ro", mount
+    assert mounts["/"].split(",")[0] == "ro"
+    status = run.running.status()
+    assert status["Uid"].split()[:2] == ["0", "0"]
+    assert int(status["CapEff"], 16) == 1 << CAP_SYS_ADMIN
+    assert int(status["CapBnd"], 16) == 1 << CAP_SYS_ADMIN
+    assert status["NoNewPrivs"] == "1"
+    assert status["Seccomp"] == "2"  # a filter: the runtime's default profile

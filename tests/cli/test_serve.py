@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S
 from tests.support.exporter_process import ExporterProcess, answers, free_port
 from tests.support.paths import ROOT
 from tests.support.wait import wait_until
@@ -277,15 +279,15 @@ def test_no_nvml_library_explains_and_points_to_sim(tmp_path: Path) -> None:
     assert "--backend sim" in result.stderr
 
 
-def test_serve_path_never_imports_heavy_libraries(tmp_path: Path) -> None:
+def _serve_then(tmp_path: Path, after: str) -> str:
+    """The output of a child that runs `serve` on the simulated node until it is ready,
+    is stopped by SIGTERM, and then runs `after` (with `rc`, serve's exit code)."""
     port = free_port()
     code = (
         "import sys\n"
         "from exporter.cli import main\n"
         f"rc = main(['serve', '--backend', 'sim', '-a', '127.0.0.1:{port}', '-c', '200ms'])\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'pandas', 'matplotlib', 'grafanalib', 'kubernetes', 'yaml', 'numpy', 'grpc'})\n"
-        "print('HEAVY', heavy, rc)\n"
+        + after
     )
     log = tmp_path / "serve.log"
     with log.open("w") as out:
@@ -302,7 +304,26 @@ def test_serve_path_never_imports_heavy_libraries(tmp_path: Path) -> None:
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    assert "HEAVY [] 0" in log.read_text(), log.read_text()
+    return log.read_text()
+
+
+def test_serve_path_never_imports_heavy_libraries(tmp_path: Path) -> None:
+    output = _serve_then(tmp_path, (
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'pandas', 'matplotlib', 'grafanalib', 'kubernetes', 'yaml', 'numpy', 'grpc'})\n"
+        "print('HEAVY', heavy, rc)\n"))
+    assert "HEAVY [] 0" in output, output
+
+
+def test_serving_hands_the_interpreter_lock_back_to_the_loop_sooner(tmp_path: Path) -> None:
+    """The poll and render threads give way to the event loop within the switch interval,
+    shortened while serving (benchmarks/bench_serve.py measures the loop stalls)."""
+    assert sys.getswitchinterval() > LOOP_SWITCH_INTERVAL_S  # this process: the default
+    output = _serve_then(tmp_path, "print('SWITCH', sys.getswitchinterval(), rc)\n")
+    found = re.search(r"^SWITCH (\S+) 0$", output, re.M)
+    assert found, output
+    # CPython keeps the interval in whole microseconds.
+    assert float(found.group(1)) == pytest.approx(LOOP_SWITCH_INTERVAL_S, abs=1e-6)
 
 
 def test_sighup_reloads_at_once_not_at_the_next_poll(

@@ -122,8 +122,11 @@ def gpu_resource_slice(node: str, devices: dict[str, str]) -> dict[str, Any]:
         for name, uuid in devices.items()], driver=DRA_DRIVER)
 
 
-def start_cluster() -> FakeApiServer:
-    cluster = FakeApiServer().start()
+def start_cluster(*, tls: tuple[Path, Path] | None = None, token: str | None = None
+                  ) -> FakeApiServer:
+    """The fake API server with the pods and the DRA slice above (`tls` and `token` as
+    FakeApiServer takes them)."""
+    cluster = FakeApiServer(tls=tls, token=token).start()
     containers = {(ns, name): c for ns, name, c in (EXCLUSIVE_POD, *SHARED_PODS, DRA_POD)}
     cluster.state.pods = [
         pod_object(ns, name, pod_uid(ns, name), labels, NODE_NAME, containers[ns, name])
@@ -165,14 +168,13 @@ def _env_of(container: Obj) -> dict[str, str]:
 
 
 def _volume_files(source: Obj, data: Mapping[str, str]) -> dict[str, str]:
-    """File name -> text of a ConfigMap or Secret volume (its `items`, else every key)."""
+    """File name -> text of a ConfigMap volume (its `items`, else every key)."""
     paths = {i["key"]: i["path"] for i in source.get("items") or []}
     return {paths.get(k, k): v for k, v in data.items() if not paths or k in paths}
 
 
 def mount_volumes(pod: Obj, container: Obj, root: Path,
-                  configmaps: Mapping[str, Mapping[str, str]],
-                  secrets: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                  configmaps: Mapping[str, Mapping[str, str]]) -> None:
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
     for mount in container.get("volumeMounts") or []:
         volume = volumes[mount["name"]]
@@ -187,18 +189,13 @@ def mount_volumes(pod: Obj, container: Obj, root: Path,
         if "emptyDir" in volume:
             target.mkdir(parents=True, exist_ok=True)
             continue
-        if "configMap" in volume:
-            source, kind, store = volume["configMap"], "ConfigMap", configmaps
-            name = source["name"]
-        elif "secret" in volume:
-            source, kind, store = volume["secret"], "Secret", secrets or {}
-            name = source["secretName"]
-        else:
-            raise RenderError(f"volume {mount['name']}: only hostPath, emptyDir, configMap and "
-                              "secret here")
-        data = store.get(name)
+        if "configMap" not in volume:
+            raise RenderError(f"volume {mount['name']}: only hostPath, emptyDir and configMap "
+                              "here")
+        source = volume["configMap"]
+        data = configmaps.get(source["name"])
         if data is None:
-            raise RenderError(f"{kind} {name} does not exist")
+            raise RenderError(f"ConfigMap {source['name']} does not exist")
         files = _volume_files(source, data)
         if "subPath" in mount:
             # A file mounted into a directory of the image: the directory must be there
@@ -276,13 +273,12 @@ class ContainerProcess:
 
 def start_container(daemonset: Obj, image: ImageSpec, root: Path, *, lib_dir: Path,
                     scenario: Path, cluster: FakeApiServer | None,
-                    configmaps: Mapping[str, Mapping[str, str]],
-                    secrets: Mapping[str, Mapping[str, str]] | None = None) -> ContainerProcess:
+                    configmaps: Mapping[str, Mapping[str, str]]) -> ContainerProcess:
     """The image laid out under `root`, the pod's volumes mounted, and container 0 started."""
     pod = daemonset["spec"]["template"]["spec"]
     container = pod["containers"][0]
     lay_out_image(image, REPO_ROOT, root)
-    mount_volumes(pod, container, root, configmaps, secrets)
+    mount_volumes(pod, container, root, configmaps)
     host_port = free_port()
     container_port = int(container["ports"][0]["containerPort"])
 

@@ -142,7 +142,10 @@ class NoCountersOnLink3(SimNvml):
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Handle, link: int, counter: int) -> int:
         if link == 3:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return super().nvmlDeviceGetNvLinkErrorCounter(handle, link, counter)
+        # The node's own method is made from the call table, out of the type checker's sight.
+        table = getattr(super(), "nvmlDeviceGetNvLinkErrorCounter")  # noqa: B009
+        count: int = table(handle, link, counter)
+        return count
 
 
 def test_a_link_that_does_not_support_a_field_loses_it_alone_also_across_a_reload() -> None:

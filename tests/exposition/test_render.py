@@ -105,6 +105,8 @@ def test_xid_families() -> None:
 
 def test_openmetrics_keeps_dcgm_counter_names_and_ends_with_eof() -> None:
     rendered = render(device_families(snapshot()))
+    assert rendered.openmetrics is not None
+    assert rendered.openmetrics_gzip is not None
     om = rendered.openmetrics.decode()
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION unknown\n" in om
     assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in om
@@ -113,6 +115,17 @@ def test_openmetrics_keeps_dcgm_counter_names_and_ends_with_eof() -> None:
     assert om.endswith("# EOF\n")
     assert gzip.decompress(rendered.openmetrics_gzip) == rendered.openmetrics
     assert gzip.decompress(rendered.text_gzip) == rendered.text
+
+
+def test_openmetrics_is_rendered_only_when_it_may_be_served() -> None:
+    snap, stats = snapshot(), PollStats(collect_interval_s=1.0)
+    both = Publisher("sim")(snap, stats, [])
+    text_only = Publisher("sim", openmetrics=False)(snap, stats, [])
+    assert text_only.openmetrics is None
+    assert text_only.openmetrics_gzip is None
+    assert text_only.text == both.text
+    assert gzip.decompress(text_only.text_gzip) == both.text
+    assert both.openmetrics is not None
 
 
 def test_value_formatting() -> None:

@@ -46,6 +46,7 @@ def test_label_values_round_trip(pod: str, namespace: str, container: str, app: 
                                                         (("label_app", app),))}),
     )
     rendered = render(device_families(snapshot))
+    assert rendered.openmetrics is not None
     expected = {"gpu": "0", "UUID": UUID, "pci_bus_id": "00000000:9B:00.0",
                 "device": "nvidia0", "modelName": model, "Hostname": host,
                 "DCGM_FI_DRIVER_VERSION": "590.48.01", "container": container,

@@ -23,7 +23,7 @@ from exporter.exposition.render import (
 )
 from exporter.sampling.snapshot import Snapshot
 from exporter.series import Family, Sample
-from exporter.web.app import make_app
+from exporter.web.app import make_handler
 
 OM = "application/openmetrics-text"
 TEXT = "text/plain"
@@ -49,10 +49,11 @@ class FixedSource:
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    """The app served by aiohttp from a thread of its own for the module's examples."""
+    """The endpoints served by aiohttp from a thread of its own for the module's examples."""
     loop = asyncio.new_event_loop()
     # OpenMetrics on, so that negotiation is what is tested (off, text is always served).
-    runner = web.AppRunner(make_app(FixedSource(), openmetrics=True), access_log=None)
+    runner = web.ServerRunner(web.Server(make_handler(FixedSource(), openmetrics=True),
+                                         loop=loop, access_log=None))
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())

@@ -1,4 +1,5 @@
-"""A simulated GPU node for containers of the real image, and the GPU Operator's container on it.
+"""A simulated GPU node for containers of the real image (the GPU Operator's, the sidecar's,
+the chart's DaemonSet's), and the GPU Operator's container on it.
 
 The node is a temporary directory standing for its `/`: the kubelet's pod-resources socket
 under `var/lib/kubelet/pod-resources/` (a real gRPC server, tests/deploy/operator_node.py's
@@ -27,7 +28,7 @@ from tests.deploy.operator_node import (
 from tests.deploy.operator_render import Obj, Policy, render_exporter_daemonset, under
 from tests.support.container import ContainerSpec
 from tests.support.nvml_injection import nvml_injection
-from tests.support.pod_container import container_spec
+from tests.support.pod_container import ApiAccess, Stores, container_spec
 
 DOWNWARD = {"spec.nodeName": NODE_NAME, "metadata.name": POD_NAME,
             "metadata.namespace": POD_NAMESPACE}
@@ -55,15 +56,18 @@ class ContainerNode:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def spec(self, pod: Obj, container: Obj, image: str, *,
-             configmaps: Mapping[str, Mapping[str, str]] | None = None,
-             downward: Mapping[str, str] = DOWNWARD, nvml: bool = True) -> ContainerSpec:
+             configmaps: Stores | None = None, secrets: Stores | None = None,
+             api: ApiAccess | None = None, downward: Mapping[str, str] = DOWNWARD,
+             nvml: bool = True) -> ContainerSpec:
         """`container` of `pod` on this node, from `image`, the NVIDIA toolkit's injection
-        included unless `nvml` is False (a node without the NVIDIA runtime)."""
+        included unless `nvml` is False (a node without the NVIDIA runtime); `api`: the
+        cluster's API server, None for a node whose pods reach none
+        (tests/support/pod_container.py)."""
         binds, env = nvml_injection(self.nvml_lib, SCENARIO, self.root) if nvml else ((), {})
         return container_spec(pod, container, image=image, node_root=self.root,
                               files=Path(tempfile.mkdtemp(dir=self.root)),
-                              downward=downward, configmaps=configmaps,
-                              extra_env=env, extra_binds=binds)
+                              downward=downward, configmaps=configmaps, secrets=secrets,
+                              api=api, extra_env=env, extra_binds=binds)
 
 
 def operator_container(node: ContainerNode, policy: Policy, image: str, *,

@@ -1,11 +1,13 @@
-"""Builds the simulated NVML library (`libnvidia-ml.so.1`) from the C sources next to this file.
+"""Builds the simulated NVML library (`libnvidia-ml.so.1`) from the C sources next to this file
+and the entry points generated from the call table (`generate.py`, into `<out>/generated/`).
 
 The sources compile against NVIDIA's real `nvml.h`, which carries a proprietary license and is
 never committed: it is taken from the `nvidia-nvml-dev` wheel in the active environment, or else
 downloaded with pip into `<project>/.cache/nvml-dev/` (git-ignored) and unpacked from there.
 
-A rebuild happens only when the sources, the header or the compiler flags change (a stamp file
-beside the library records their digest), and concurrent builders serialise on a lock file.
+A rebuild happens only when the sources, the generated entry points, the header or the compiler
+flags change (a stamp file beside the library records their digest), and concurrent builders
+serialise on a lock file.
 
 Run as `python -m tests.nvmlsim.build` or `python tests/nvmlsim/build.py`; prints the directory.
 """
@@ -20,7 +22,15 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: the project root holds `exporter` and `tests`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from exporter.simulated.node.call_shapes import SimCall
+from exporter.simulated.node.call_table import CALLS
+from tests.nvmlsim.generate import GenerateError, generate
 
 HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parent.parent
@@ -28,7 +38,7 @@ DEFAULT_OUT = HERE / "build"
 CACHE_DIR = PROJECT_ROOT / ".cache" / "nvml-dev"
 LIBRARY_NAME = "libnvidia-ml.so.1"
 SOURCES = ("nvmlsim.c", "sim_scenario.c", "sim_control.c", "sim_json.c", "sim_calls.c",
-           "sim_health.c", "sim_prm.c")
+           "sim_prm.c")
 HEADERS = ("sim_state.h", "sim_json.h")
 # Header locations inside the wheel: the cu13 flavour, then the cu12 one.
 HEADER_SUFFIXES = ("nvidia/cu13/include/nvml.h", "nvidia/nvml_dev/include/nvml.h")
@@ -125,32 +135,45 @@ def _extra_cflags() -> list[str]:
     return os.environ.get("NVMLSIM_EXTRA_CFLAGS", "").split()
 
 
-def _digest(header: Path, cc: str) -> str:
+def _digest(header: Path, cc: str, generated: tuple[str, str]) -> str:
     h = hashlib.sha256()
     for name in SOURCES + HEADERS:
         h.update(name.encode())
         h.update((HERE / name).read_bytes())
+    for text in generated:
+        h.update(text.encode())
     h.update(header.read_bytes())
     h.update(" ".join((cc, *CFLAGS, *_extra_cflags(), *LDFLAGS)).encode())
     return h.hexdigest()
 
 
-def build_library(out_dir: Path | None = None) -> Path:
-    """Builds (when stale) and returns the directory that holds `libnvidia-ml.so.1`."""
+def build_library(out_dir: Path | None = None, calls: Iterable[SimCall] | None = None) -> Path:
+    """Builds (when stale) and returns the directory that holds `libnvidia-ml.so.1`; `calls`:
+    the call table to generate entry points from (default: the package's)."""
     out = Path(out_dir) if out_dir is not None else DEFAULT_OUT
     out.mkdir(parents=True, exist_ok=True)
     header = find_header()
     cc = _compiler()
-    digest = _digest(header, cc)
+    try:
+        generated = generate(CALLS if calls is None else calls,
+                             header.read_text(encoding="utf-8", errors="replace"))
+    except GenerateError as exc:
+        raise BuildError(f"generating the call table's entry points: {exc}") from None
+    digest = _digest(header, cc, generated)
     library = out / LIBRARY_NAME
     stamp = out / (LIBRARY_NAME + ".sha256")
     with open(out / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if library.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
             return out
+        tables = out / "generated"
+        tables.mkdir(exist_ok=True)
+        (tables / "sim_table.c").write_text(generated[0])
+        (tables / "sim_table.h").write_text(generated[1])
         tmp = out / (LIBRARY_NAME + f".tmp{os.getpid()}")
-        cmd = [cc, *CFLAGS, *_extra_cflags(), f"-I{header.parent}", f"-I{HERE}", "-o", str(tmp),
-               *(str(HERE / s) for s in SOURCES), *LDFLAGS]
+        cmd = [cc, *CFLAGS, *_extra_cflags(), f"-I{header.parent}", f"-I{HERE}", f"-I{tables}",
+               "-o", str(tmp), *(str(HERE / s) for s in SOURCES), str(tables / "sim_table.c"),
+               *LDFLAGS]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
         if proc.returncode != 0:
             tmp.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ import pytest
 
 from exporter.fields.catalog import CATALOG, Convert, FieldSpec, MetricType
 from exporter.fields.dcgm_names import dcgm_names
+from exporter.simulated.node.call_table import CALLS_BY_NAME
 from tests.nvmlsim.dcgm_sources import Row, Source, per_link, reference_rows, source
 
 LINKS = 18
@@ -215,6 +216,9 @@ def build() -> Scenario:
         row = rows[spec.name]
         for link in links_of(row):
             _set(device, source(row, link), _raw_for(spec, row, n + 7 * (link or 0)))
+    for key in list(device["calls"]):  # what no field reads but its call needs: 0
+        for sibling in _needed_with(key):
+            device["calls"].setdefault(sibling, 0)
     for spec in specs:
         row = rows[spec.name]
         for link in links_of(row):
@@ -244,16 +248,15 @@ def wrong_values(scenario: Scenario, result: dict[str, Any]) -> dict[str, Any]:
     return wrong
 
 
-# Struct members and list entries the simulated call fills together: all set, or the call
-# answers NOT_SUPPORTED.
-_SIBLINGS = {
-    "nvmlDeviceGetBAR1MemoryInfo()": [".bar1Total", ".bar1Used", ".bar1Free"],
-    "nvmlDeviceGetRowRemapperHistogram()": [".max", ".high", ".partial", ".low", ".none"],
-    "nvmlDeviceGetPowerManagementLimitConstraints()": ["[0]", "[1]"],
-    "nvmlDeviceGetAutoBoostedClocksEnabled()": ["[0]", "[1]"],
-    "nvmlDeviceGetCpuAffinity(4)": ["[0]", "[1]", "[2]", "[3]"],
-    "nvmlDeviceGetMemoryAffinity(4,0)": ["[0]", "[1]", "[2]", "[3]"],
-}
+def _needed_with(key: str) -> tuple[str, ...]:
+    """The keys the simulated call answering `key` needs besides it, by the simulators' call
+    table (a struct's needed members, a list's entries, a set's words): all set, or the call
+    answers NOT_SUPPORTED."""
+    function, _, rest = key.partition("(")
+    call = CALLS_BY_NAME.get(function)
+    if call is None:
+        return ()
+    return call.needed_keys(tuple(int(a) for a in rest.split(")")[0].split(",") if a))
 
 
 def _set(device: dict[str, Any], where: Source | None, raw: Any) -> None:
@@ -263,10 +266,6 @@ def _set(device: dict[str, Any], where: Source | None, raw: Any) -> None:
     values = list(raw) if isinstance(raw, tuple) else [raw] + [0] * (len(keys) - 1)
     for key, value in zip(keys, values, strict=True):
         device[table].setdefault(key, value)
-        for call, members in _SIBLINGS.items():
-            if key.startswith(call):
-                for member in members:
-                    device[table].setdefault(call + member, 0)
 
 
 def _stored(device: dict[str, Any], where: Source | None) -> Any:

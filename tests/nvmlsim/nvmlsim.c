@@ -699,7 +699,7 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
         else if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) *clock = g->sm_clock;
         else if (type == NVML_CLOCK_MEM) *clock = g->mem_clock;
         else if (type == NVML_CLOCK_VIDEO) {
-            double v;
+            sim_number v;
             if (sim_value_get(g, "call:nvmlDeviceGetClockInfo(3)", &v)) r = NVML_ERROR_NOT_SUPPORTED;
             else *clock = (unsigned)v;
         }
@@ -906,14 +906,15 @@ static long long wall_us(void) {
  * answer as unsigned (signed when negative) long long, others as double. */
 static int fill_generic_field(const sim_gpu *g, nvmlFieldValue_t *v) {
     char key[SIM_VALUE_KEY];
-    double value;
+    sim_number value;
     snprintf(key, sizeof key, "fi:%u@%u", v->fieldId, v->scopeId);
     if (sim_value_get(g, key, &value)) {
         snprintf(key, sizeof key, "fi:%u", v->fieldId);
         if (sim_value_get(g, key, &value)) return 0;
     }
     v->nvmlReturn = NVML_SUCCESS;
-    if (value == floor(value) && fabs(value) < 9.2e18) {
+    if (value == floorl(value) && value >= -9223372036854775808.0L &&
+        value < 18446744073709551616.0L) {
         if (value >= 0) {
             v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
             v->value.ullVal = (unsigned long long)value;
@@ -923,7 +924,7 @@ static int fill_generic_field(const sim_gpu *g, nvmlFieldValue_t *v) {
         }
     } else {
         v->valueType = NVML_VALUE_TYPE_DOUBLE;
-        v->value.dVal = value;
+        v->value.dVal = (double)value;
     }
     return 1;
 }

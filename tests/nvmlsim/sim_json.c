@@ -169,6 +169,7 @@ static sj_node *parse_number(sj_reader *r) {
         while (isdigit((unsigned char)*q)) q++;
     }
     n->num = strtod(start, NULL);
+    n->wide = strtold(start, NULL);
     while (r->p < q) advance(r);
     return n;
 }

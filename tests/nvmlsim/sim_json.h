@@ -13,6 +13,7 @@ typedef struct sj_node {
     sj_type type;
     int line, col;
     double num;             /* SJ_NUM; SJ_BOOL as 0/1 */
+    long double wide;       /* SJ_NUM at long double precision: every bit of a 64-bit integer */
     char *str;              /* SJ_STR */
     char *key;              /* the member name when this node sits in an object */
     struct sj_node *child;  /* first element or member */

@@ -82,7 +82,7 @@ nvmlReturn_t nvmlDeviceReadWritePRM_v1(nvmlDevice_t device, nvmlPRMTLV_v1_t *buf
         return sim_finish(NVML_SUCCESS);
     }
     if (!link_usable(g, link)) return sim_finish(NVML_ERROR_NOT_SUPPORTED);
-    double values[8];
+    sim_number values[8];
     int any = 0;
     for (int i = 0; i < 8 && l->members[i].name; i++) {
         char key[SIM_VALUE_KEY];
@@ -113,7 +113,7 @@ nvmlReturn_t nvmlDeviceReadPRMCounters_v1(nvmlDevice_t device,
         unsigned port = c->inData.localPort;
         unsigned link = c->counterId == 201 ? port : port - 1;
         char key[SIM_VALUE_KEY];
-        double v;
+        sim_number v;
         snprintf(key, sizeof key, "call:nvmlDeviceReadPRMCounters_v1(%u,%u)", link,
                  c->counterId);
         memset(&c->counterValue, 0, sizeof c->counterValue);
@@ -142,7 +142,7 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
         return sim_finish(NVML_ERROR_INVALID_ARGUMENT);
     if (sim_peer_lost(&g_sim.gpus[device2->gpu])) return sim_finish(NVML_ERROR_GPU_IS_LOST);
     char key[SIM_VALUE_KEY];
-    double v;
+    sim_number v;
     snprintf(key, sizeof key, "call:nvmlDeviceGetP2PStatus(%d,%d)", device2->gpu, (int)p2pIndex);
     if (sim_value_get(g, key, &v)) return sim_finish(NVML_ERROR_NOT_SUPPORTED);
     *p2pStatus = (nvmlGpuP2PStatus_t)v;

@@ -98,7 +98,7 @@ int sim_gpm_set(sim_gpm_scope *scope, unsigned id, double value) {
     return 0;
 }
 
-int sim_value_get(const sim_gpu *g, const char *key, double *out) {
+int sim_value_get(const sim_gpu *g, const char *key, sim_number *out) {
     for (unsigned i = 0; i < g->nvalues; i++)
         if (strcmp(g->values[i].key, key) == 0) {
             *out = g->values[i].value;
@@ -107,7 +107,7 @@ int sim_value_get(const sim_gpu *g, const char *key, double *out) {
     return -1;
 }
 
-int sim_value_set(sim_gpu *g, const char *key, double value) {
+int sim_value_set(sim_gpu *g, const char *key, sim_number value) {
     if (strlen(key) >= SIM_VALUE_KEY) return -1;
     for (unsigned i = 0; i < g->nvalues; i++)
         if (strcmp(g->values[i].key, key) == 0) {
@@ -689,7 +689,11 @@ static int apply_values(const ctx_t *c, const sj_node *obj, sim_gpu *g, const ch
     for (const sj_node *m = obj->child; m; m = m->next) {
         char key[SIM_VALUE_KEY];
         double v;
-        if (get_number(c, m, -9.2e18, 1.8e19, &v)) return -1;
+        /* the full 64-bit range, kept exactly (sim_number) */
+        if (get_number(c, m, -9.3e18, 1.8446744073709552e19, &v)) return -1;
+        sim_number exact = m->type == SJ_NUM ? m->wide : (sim_number)v;
+        if (exact >= 18446744073709551616.0L)
+            return err_at(c, m, "\"%s\" is above the unsigned 64-bit range", m->key);
         if (snprintf(key, sizeof key, "%s%s", prefix, m->key) >= (int)sizeof key)
             return err_at(c, m, "key \"%s\" is longer than %d characters", m->key,
                           SIM_VALUE_KEY - 6);
@@ -700,7 +704,7 @@ static int apply_values(const ctx_t *c, const sj_node *obj, sim_gpu *g, const ch
                 sscanf(m->key, "%u%c", &id, &extra) != 1)
                 return err_at(c, m, "field key \"%s\" is not <id> or <id>@<scope id>", m->key);
         }
-        if (sim_value_set(g, key, v)) return err_at(c, m, "more than %d values", SIM_MAX_VALUES);
+        if (sim_value_set(g, key, exact)) return err_at(c, m, "more than %d values", SIM_MAX_VALUES);
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <nvml.h>
 
 #include "sim_json.h"
+#include "sim_table.h" /* generated at build time: the call table's entry points */
 
 #define SIM_INTERNAL __attribute__((visibility("hidden")))
 
@@ -33,7 +34,9 @@
 #define SIM_NO_ID 0xFFFFFFFFu
 
 /* Every exported NVML entry point, in one list: drives call counting, return-code overrides
- * and the name lookup the control functions use. */
+ * and the name lookup the control functions use. The entry points answered from "calls" and
+ * "strings" values are the call table's (exporter/simulated/node/call_table.py), generated
+ * into sim_table.c and listed by sim_table.h at build time (tests/nvmlsim/generate.py). */
 #define SIM_FUNCTIONS(X)                                   \
     X(nvmlInitWithFlags)                                   \
     X(nvmlInit_v2)                                         \
@@ -94,50 +97,10 @@
     X(nvmlDeviceGetComputeRunningProcesses_v3)             \
     X(nvmlDeviceGetMPSComputeRunningProcesses_v3)          \
     X(nvmlDeviceGetProcessUtilization)                     \
-    X(nvmlSystemGetCudaDriverVersion_v2)                   \
-    X(nvmlSystemGetConfComputeState)                       \
-    X(nvmlDeviceGetMaxClockInfo)                           \
-    X(nvmlDeviceGetApplicationsClock)                      \
-    X(nvmlDeviceGetAutoBoostedClocksEnabled)               \
-    X(nvmlDeviceGetFanSpeed)                               \
-    X(nvmlDeviceGetPerformanceState)                       \
-    X(nvmlDeviceGetTemperatureThreshold)                   \
-    X(nvmlDeviceGetMarginTemperature)                      \
-    X(nvmlDeviceGetPowerManagementLimitConstraints)        \
-    X(nvmlDeviceGetPowerManagementDefaultLimit)            \
-    X(nvmlDeviceGetEnforcedPowerLimit)                     \
-    X(nvmlDeviceGetMaxPcieLinkGeneration)                  \
-    X(nvmlDeviceGetCurrPcieLinkGeneration)                 \
-    X(nvmlDeviceGetMaxPcieLinkWidth)                       \
-    X(nvmlDeviceGetCurrPcieLinkWidth)                      \
-    X(nvmlDeviceGetBAR1MemoryInfo)                         \
-    X(nvmlDeviceGetComputeMode)                            \
-    X(nvmlDeviceGetPersistenceMode)                        \
-    X(nvmlDeviceGetVirtualizationMode)                     \
-    X(nvmlDeviceGetCudaComputeCapability)                  \
-    X(nvmlDeviceGetInforomConfigurationChecksum)           \
-    X(nvmlDeviceGetRowRemapperHistogram)                   \
-    X(nvmlDeviceGetMemoryErrorCounter)                     \
-    X(nvmlDeviceGetCpuAffinity)                            \
-    X(nvmlDeviceGetMemoryAffinity)                         \
-    X(nvmlDeviceGetNvLinkState)                            \
-    X(nvmlDeviceGetNvLinkErrorCounter)                     \
-    X(nvmlDeviceGetSerial)                                 \
-    X(nvmlDeviceGetVbiosVersion)                           \
-    X(nvmlDeviceGetInforomVersion)                         \
-    X(nvmlDeviceGetInforomImageVersion)                    \
-    X(nvmlDeviceGetGpuFabricInfoV)                         \
-    X(nvmlDeviceGetBrand)                                  \
-    X(nvmlDeviceGetSramEccErrorStatus)                     \
-    X(nvmlDeviceGetUnrepairableMemoryFlag_v1)              \
-    X(nvmlDeviceValidateInforom)                           \
-    X(nvmlDeviceGetPlatformInfo)                           \
-    X(nvmlDeviceGetGridLicensableFeatures_v4)              \
-    X(nvmlDeviceGetGpuInstanceProfileInfoV)                \
-    X(nvmlDeviceGetGpuInstanceProfileInfo)                 \
     X(nvmlDeviceReadWritePRM_v1)                           \
     X(nvmlDeviceReadPRMCounters_v1)                        \
-    X(nvmlDeviceGetP2PStatus)
+    X(nvmlDeviceGetP2PStatus)                              \
+    SIM_TABLE_FUNCTIONS(X)
 
 enum {
 #define SIM_FN_ENUM(name) FN_##name,
@@ -178,11 +141,15 @@ typedef struct {
     sim_gpm_scope gpm;
 } sim_ci;
 
+/* A "fields" or "calls" value: a long double, so that a 64-bit counter or mask word keeps
+ * every bit (its mantissa has 64 bits on x86-64, 113 on arm64). */
+typedef long double sim_number;
+
 /* A value answered by the generic lookups of sim_calls.c: "fi:<field id>[@<scope id>]" for
  * nvmlDeviceGetFieldValues, "call:<function>(<args>)<pick>" for the other calls. */
 typedef struct {
     char key[SIM_VALUE_KEY];
-    double value;
+    sim_number value;
 } sim_value;
 
 typedef struct {
@@ -325,16 +292,24 @@ SIM_INTERNAL int sim_gpm_set(sim_gpm_scope *scope, unsigned id, double value);
 SIM_INTERNAL int sim_add_hang(const char *function, int gpu, double at, double for_s);
 
 /* Generic values (sim_scenario.c): 0 and the value, or -1 when the key is not set. */
-SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, double *out);
-SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, double value);
+SIM_INTERNAL int sim_value_get(const sim_gpu *g, const char *key, sim_number *out);
+SIM_INTERNAL int sim_value_set(sim_gpu *g, const char *key, sim_number value);
 /* Generic strings ("strings": the call's key as for "calls"): NULL when not set. */
 SIM_INTERNAL const char *sim_string_get(const sim_gpu *g, const char *key);
 /* A "calls" value by its key without the "call:" prefix, built from `fmt`; NOT_SUPPORTED
  * when the scenario set none (sim_calls.c). */
-SIM_INTERNAL nvmlReturn_t sim_call_value(const sim_gpu *g, double *out, const char *fmt, ...)
+SIM_INTERNAL nvmlReturn_t sim_call_value(const sim_gpu *g, sim_number *out, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A "strings" value by its key built from `fmt`; NULL when the scenario set none. */
+SIM_INTERNAL const char *sim_call_string(const sim_gpu *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Struct members the generated entry points fill: a number's bytes (least significant
+ * first), a string's bytes (the rest 0; NULL: all `fill`), hex digits (NULL: zeros). */
+SIM_INTERNAL void sim_put_number(unsigned char *out, size_t size, sim_number value);
+SIM_INTERNAL void sim_put_text(unsigned char *out, size_t size, const char *text, int fill);
+SIM_INTERNAL void sim_put_hex(unsigned char *out, size_t size, const char *text);
 
-/* nvmlsim.c: the call prologue the entry points in sim_calls.c share */
+/* nvmlsim.c: the call prologue the entry points of sim_calls.c and sim_table.c share */
 SIM_INTERNAL nvmlReturn_t sim_begin_call(int fn);
 /* physical: MIG device handles answer NOT_SUPPORTED. */
 SIM_INTERNAL nvmlReturn_t sim_begin_device(int fn, nvmlDevice_t d, int physical, sim_gpu **g,

@@ -1,11 +1,16 @@
 """A small HTTP server speaking the few Kubernetes API paths the exporter uses: list pods (all
 namespaces with a field selector, or one namespace) and watch them; list and watch
-ResourceSlices (`resource.k8s.io/v1`); get, list and watch ConfigMaps of a namespace."""
+ResourceSlices (`resource.k8s.io/v1`); get, list and watch ConfigMaps of a namespace.
+
+Plain HTTP on loopback by default. For a client that uses in-cluster credentials (a pod's
+service-account token and the cluster's CA), it serves HTTPS with a given certificate and
+answers 401 to a request without the expected bearer token, as the API server does."""
 
 from __future__ import annotations
 
 import json
 import queue
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,6 +85,10 @@ class ApiState:
     resource_version: int = 100
     stopping: threading.Event = field(default_factory=threading.Event)
     watch_idle_s: float = 1.0
+    token: str | None = None
+    """The bearer token every request must carry; None: any request is let in."""
+    unauthorized: int = 0
+    """Requests answered 401."""
 
     def push(self, kind: str, obj: dict[str, Any], resource: str = PODS) -> None:
         """An event on the watch of `resource`; slices and ConfigMaps also update the list
@@ -152,6 +161,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlparse(self.path)
         query = parse_qs(url.query)
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if self.state.token is not None and \
+                (scheme.lower() != "bearer" or token != self.state.token):  # any case
+            self.state.unauthorized += 1
+            self._json(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                             "reason": "Unauthorized", "code": 401, "message": "Unauthorized"})
+            return
         self.state.requests.append((url.path, query))
         route = _route(url.path)
         if route is None:
@@ -210,19 +226,34 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class FakeApiServer:
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, tls: tuple[Path, Path] | None = None,
+                 token: str | None = None) -> None:
         """`port` 0: any free one; a given port lets a test start it where a client already
-        points."""
-        self.state = ApiState()
+        points. `tls`: (certificate, key) files to serve HTTPS with; `token`: the bearer
+        token required of every request."""
+        self.state = ApiState(token=token)
         handler = type("Handler", (_Handler,), {"state": self.state})
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
+        self._scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            # The handshake happens in the request's thread, at its first read: a client
+            # that connects and stalls never holds up the accepting loop.
+            self._server.socket = context.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False)
+            self._scheme = "https"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
+    def port(self) -> int:
+        port: int = self._server.server_address[1]
+        return port
+
+    @property
     def url(self) -> str:
-        port = self._server.server_address[1]
-        return f"http://127.0.0.1:{port}"
+        return f"{self._scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> FakeApiServer:
         self._thread.start()
@@ -239,7 +270,7 @@ class FakeApiServer:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "local", "cluster": {"server": self.url}}],
-            "users": [{"name": "exporter", "user": {"token": "test-token"}}],
+            "users": [{"name": "exporter", "user": {"token": self.state.token or "test-token"}}],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": "exporter"}}],
             "current-context": "local",
         }

@@ -61,9 +61,13 @@ class Authority:
         path.write_bytes(self.pem)
         return path
 
-    def server(self, common_name: str = "localhost") -> Issued:
+    def server(self, common_name: str = "localhost", *more_ips: str) -> Issued:
+        """A server certificate for localhost and 127.0.0.1, and `more_ips` (the address a
+        container reaches a server of the host at)."""
+        ips = ("127.0.0.1", *more_ips)
         return self._issue(common_name, [x509.DNSName("localhost"),
-                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+                                         *(x509.IPAddress(ipaddress.ip_address(ip))
+                                           for ip in ips)],
                            ExtendedKeyUsageOID.SERVER_AUTH)
 
     def client(self, *dns_names: str) -> Issued:

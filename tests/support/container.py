@@ -3,9 +3,15 @@
 `ContainerSpec` holds what a pod spec says about one container (image, entrypoint override,
 args, env, mounts, user, read-only root, capabilities); `start` runs it detached on its own
 network namespace with its port published on a free loopback port, and returns a
-`RunningContainer`: its URL, logs, exit code, signals, host PID and memory. `run_once` runs a
-container to its end (a command such as `doctor`) and returns its exit code and output.
-tests/support/pod_container.py turns a Kubernetes pod spec into a `ContainerSpec`.
+`RunningContainer`: its URL, logs, exit code, signals, and what the host sees of its main
+process (PID, memory, environment, mounts, credentials, files through its root). `run_once`
+runs a container to its end (a command such as `doctor`) and returns its exit code and
+output. tests/support/pod_container.py turns a Kubernetes pod spec into a `ContainerSpec`.
+
+A container's own network is podman's bridge, from which the host's loopback cannot be
+reached. One that must reach a server of the test (the fake API server listens on loopback
+only) gets slirp4netns's user-mode network instead, where the host's loopback answers at
+HOST_LOOPBACK, as a cluster's Service address would.
 """
 
 from __future__ import annotations
@@ -23,9 +29,15 @@ from pathlib import Path
 
 from scripts.podman import ULIMIT_FLAGS, PodmanError, podman
 from tests.support.exporter_process import free_port
+from tests.support.requirements import require_tool
 from tests.support.wait import wait_until
 
 _names = itertools.count()
+
+HOST_LOOPBACK = "10.0.2.2"
+"""The host's 127.0.0.1 as a container with `reaches_host_loopback` sees it (slirp4netns's
+gateway with allow_host_loopback)."""
+LOOPBACK_NETWORK = "slirp4netns:allow_host_loopback=true"
 
 
 @dataclass(frozen=True)
@@ -56,16 +68,24 @@ class ContainerSpec:
     privileged: bool = False
     port: int | None = 9400
     """Container port published on a free 127.0.0.1 port; None: no network at all."""
+    reaches_host_loopback: bool = False
+    """The container's network reaches the host's loopback at HOST_LOOPBACK."""
+    hostname: str | None = None
+    """None: podman's (the container's ID)."""
     arch: str | None = None
     """Run an image of another architecture (under qemu-user emulation)."""
 
     def run_argv(self, name: str, host_port: int | None) -> list[str]:
         """`podman run` flags, before the image and its arguments."""
         argv = [*ULIMIT_FLAGS, "--name", name]
-        if self.port is None:
+        if self.reaches_host_loopback:
+            argv += ["--network", LOOPBACK_NETWORK]
+        elif self.port is None:
             argv += ["--network", "none"]
-        elif host_port is not None:
+        if self.port is not None and host_port is not None:
             argv += ["--publish", f"127.0.0.1:{host_port}:{self.port}"]
+        if self.hostname is not None:
+            argv += ["--hostname", self.hostname]
         if self.entrypoint is not None:
             argv += ["--entrypoint", self.entrypoint[0]]
         for key, value in self.env.items():
@@ -146,10 +166,32 @@ class RunningContainer:
 
     def rss_kib(self) -> int:
         """Resident memory of the container's main process, read on the host."""
-        for line in Path(f"/proc/{self.host_pid()}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise AssertionError("no VmRSS line")
+        return int(self.status()["VmRSS"].split()[0])
+
+    def status(self) -> dict[str, str]:
+        """/proc/PID/status of the container's main process: `Uid`, `CapEff`, `NoNewPrivs`,
+        `Seccomp`, ... as the kernel holds them."""
+        lines = Path(f"/proc/{self.host_pid()}/status").read_text().splitlines()
+        return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+    def environ(self) -> dict[str, str]:
+        """The environment the container's main process was started with."""
+        raw = Path(f"/proc/{self.host_pid()}/environ").read_bytes().decode()
+        return {name: value for name, eq, value in
+                (item.partition("=") for item in raw.split("\0")) if eq}
+
+    def mounts(self) -> dict[str, str]:
+        """Mount point -> mount options, as the container's main process sees them."""
+        found = {}
+        for line in Path(f"/proc/{self.host_pid()}/mountinfo").read_text().splitlines():
+            fields = line.split()
+            found[fields[4].replace("\\040", " ")] = fields[5]
+        return found
+
+    def path(self, container_path: str) -> Path:
+        """A path inside the container, seen through its main process's root: its image,
+        mounts included (the host reads it as root)."""
+        return Path(f"/proc/{self.host_pid()}/root") / container_path.lstrip("/")
 
     def signal(self, name: str = "TERM") -> None:
         podman("kill", "--signal", name, self.name)
@@ -182,6 +224,8 @@ def _name() -> str:
 
 def start(spec: ContainerSpec) -> RunningContainer:
     """The container, started detached (`podman run -d`)."""
+    if spec.reaches_host_loopback:
+        require_tool("slirp4netns", "slirp4netns")
     name = _name()
     host_port = free_port() if spec.port is not None else None
     started = time.monotonic()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import http.client
 import logging
+import re
+import select
 import socket
 import ssl
 import threading
@@ -14,18 +16,20 @@ from contextlib import contextmanager
 
 import pytest
 
-from exporter.web.app import make_app
+from exporter.web.app import METHODS, PATHS
 from exporter.web.limits import WebLimits
 from exporter.web.reload import LiveWebConfig
 from tests.support.pki import Pki
 from tests.support.wait import wait_until
-from tests.web.conftest import REFUSED, Client, FixedSource, Response, ServedInThread
+from tests.web.conftest import REFUSED, Client, Response, ServedInThread
 
 FAST = WebLimits(header_timeout_s=0.5)
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
     """Whether the server has closed this connection (EOF or reset); never blocks."""
+    if not select.select([sock], [], [], 0)[0]:
+        return False
     try:
         return sock.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b""
     except BlockingIOError:
@@ -174,20 +178,28 @@ def test_malformed_requests_log_one_line_per_interval(
     assert _scrape_ok(served.port)
 
 
-def test_only_the_four_endpoints_exist(serve: type[ServedInThread]) -> None:
-    app = make_app(FixedSource())
-    paths = {resource.canonical for resource in app.router.resources()}
-    assert paths == {"/metrics", "/health", "/ready", "/"}
-    methods = {route.method for route in app.router.routes()}
-    assert methods == {"GET", "HEAD"}
+def test_only_the_five_endpoints_exist(serve: type[ServedInThread]) -> None:
+    assert PATHS == ("/metrics", "/health", "/ready", "/", "/api/node")
     served = serve(None)
-    for path in ("/debug/pprof/", "/metrics/", "/static/x", "/..%2fetc/passwd"):
+    for path in PATHS:
+        for method in METHODS:
+            raw = _raw_exchange(served.port, f"{method} {path} HTTP/1.1\r\nHost: x\r\n"
+                                "Connection: close\r\n\r\n".encode())
+            assert raw.startswith(b"HTTP/1.1 200"), (method, path, raw[:100])
+            # HEAD answers the headers a GET would, and no body.
+            body = raw.split(b"\r\n\r\n", 1)[1]
+            assert (body == b"") == (method == "HEAD"), (method, path)
+    for path in ("/debug/pprof/", "/metrics/", "/static/x", "/..%2fetc/passwd", "/Metrics",
+                 "//metrics"):
         answer = Client(served.port).get(path)
         assert isinstance(answer, Response), path
         assert answer.status == 404, path
-    assert _raw_exchange(served.port, b"POST /metrics HTTP/1.1\r\nHost: x\r\n"
-                         b"Content-Length: 0\r\nConnection: close\r\n\r\n").startswith(
-        b"HTTP/1.1 405")
+    for verb in (b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH"):
+        raw = _raw_exchange(served.port, verb + b" /metrics HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        assert raw.startswith(b"HTTP/1.1 405"), (verb, raw[:100])
+        assert b"\r\nAllow: GET,HEAD\r\n" in raw, raw[:300]
+    assert _scrape_ok(served.port)
 
 
 @pytest.mark.parametrize("tls", [False, True])
@@ -220,3 +232,55 @@ def test_a_kept_alive_connection_outlives_the_header_timeout(
     finally:
         conn.close()
     assert served.refused("header_timeout") == 0
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    """One response with a Content-Length body, read from a kept-alive connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"\r\nContent-Length: (\d+)", head, re.I).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def test_a_head_split_anywhere_is_served_and_the_connection_kept(
+        serve: type[ServedInThread]) -> None:
+    """The deadline ends with the head, however its bytes arrive: here the blank line that
+    ends it comes in two sends, then the connection idles past the deadline and is used
+    again."""
+    served = serve(None, FAST)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r")
+        time.sleep(0.1)  # the client's pace: two reads on the server's side
+        sock.sendall(b"\n")
+        assert _read_response(sock).startswith(b"HTTP/1.1 200")
+        time.sleep(3 * FAST.header_timeout_s)  # idle, as between two scrapes
+        assert not _closed_by_server(sock)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _read_response(sock).startswith(b"HTTP/1.1 200")
+    assert served.refused("header_timeout") == 0
+
+
+@pytest.mark.parametrize(("sent", "answers"), [
+    # A complete request and the start of the next, in one send (pipelined).
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHo", 1),
+    # Empty lines: no request begins, whatever their number.
+    (b"\r\n\r\n\r\n\r\n", 0),
+    # A request body (no endpoint reads one) is bytes of no complete head.
+    (b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 1),
+])
+def test_bytes_that_begin_no_complete_head_are_cut_at_the_deadline(
+        sent: bytes, answers: int, serve: type[ServedInThread]) -> None:
+    served = serve(None, FAST)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(sent)
+        for _ in range(answers):
+            assert _read_response(sock).split(b" ", 2)[1] in (b"200", b"405")
+        opened = time.monotonic()
+        wait_until(lambda: _closed_by_server(sock), 10.0, what="the connection cut")
+        assert time.monotonic() - opened < 9 * FAST.header_timeout_s
+    wait_until(lambda: served.refused("header_timeout") == 1, 10.0, what="counted")
+    assert _scrape_ok(served.port)

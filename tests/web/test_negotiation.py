@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp import web
+from aiohttp.test_utils import RawTestServer, TestClient
 
 from exporter.exposition.render import Rendered
 from exporter.sampling.snapshot import Snapshot
-from exporter.web.app import _accepts_gzip, _wants_openmetrics, make_app
+from exporter.web.app import _accepts_gzip, _wants_openmetrics, make_handler
 
 # The Accept headers Prometheus sends with its default scrape_protocols.
 PROMETHEUS_2_48 = (  # before scrape_protocols existed (<= 2.48)
@@ -62,10 +63,11 @@ class _Published:
         pass
 
 
-async def _scrape(openmetrics: bool, accept: str, encoding: str = "") -> tuple[str, bytes]:
+async def _scrape(openmetrics: bool, accept: str, encoding: str = "",
+                  published: _Published | None = None) -> tuple[str, bytes]:
     """(Content-Type, body as received) of one GET /metrics."""
-    client = TestClient(TestServer(make_app(_Published(), openmetrics=openmetrics)),
-                        auto_decompress=False)
+    server = RawTestServer(make_handler(published or _Published(), openmetrics=openmetrics))
+    client: TestClient[web.BaseRequest, None] = TestClient(server, auto_decompress=False)
     await client.start_server()
     try:
         response = await client.get(
@@ -99,3 +101,14 @@ async def test_enabled_openmetrics_still_gives_text_to_others() -> None:
     ctype, body = await _scrape(True, "text/plain;version=0.0.4")
     assert ctype.startswith("text/plain; version=0.0.4")
     assert body == TEXT
+
+
+async def test_a_poll_rendered_without_openmetrics_serves_text_to_everyone() -> None:
+    """With OpenMetrics off, polls render text only; the endpoint never serves a body it
+    does not have, even if asked to negotiate."""
+    text_only = _Published()
+    text_only.current = Rendered(TEXT, gzip.compress(TEXT))
+    for encoding in ("", "gzip"):
+        ctype, body = await _scrape(True, PROMETHEUS_3, encoding, text_only)
+        assert ctype.startswith("text/plain; version=0.0.4")
+        assert (gzip.decompress(body) if encoding else body) == TEXT

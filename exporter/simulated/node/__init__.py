@@ -3,6 +3,8 @@
 `SimNvml` stands in for the `pynvml` module below the real NVML backend, so the demo and most
 tests drive exactly the code a GPU node runs. Profiles model real boards (figures from
 nvidia-smi captures), `--sim.fault` specs inject XIDs, lost GPUs, a missing driver and more.
+`call_table` describes every call a simulated GPU answers from plain values once, for this
+node and for the simulated `libnvidia-ml.so.1` the tests build (tests/nvmlsim).
 """
 
 from exporter.simulated.node.faults import (

@@ -45,22 +45,6 @@ class IdentityCalls(SimCore):
             self._begin("nvmlSystemGetNVMLVersion")
             return P.NVML_VERSION
 
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
-        with self._lock:
-            self._begin("nvmlSystemGetCudaDriverVersion")
-            return P.CUDA_DRIVER_VERSION
-
-    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
-        with self._lock:
-            self._begin("nvmlSystemGetCudaDriverVersion_v2")
-            return P.CUDA_DRIVER_VERSION
-
-    def nvmlSystemGetConfComputeState(self) -> Any:
-        """Confidential computing off, as in every capture."""
-        with self._lock:
-            self._begin("nvmlSystemGetConfComputeState")
-            return pynvml.c_nvmlConfComputeSystemState_t()
-
     # -- enumeration and identity -----------------------------------------------------------
 
     def nvmlDeviceGetCount(self) -> int:
@@ -105,20 +89,21 @@ class IdentityCalls(SimCore):
             device = self._resolve(handle, t)
             return device.name if isinstance(device, MigEntry) else device.spec.board.name
 
+    def nvmlDeviceGetMinorNumber(self, handle: Handle) -> int:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetMinorNumber")
+            return self._physical(handle, t).index
+
+    def nvmlDeviceGetPciInfo_v3(self, handle: Handle) -> Any:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetPciInfo_v3")
+            return _pci_info(self._physical(handle, t).spec)
+
     def nvmlDeviceGetPciInfo(self, handle: Handle) -> Any:
         with self._lock:
             t = self._begin("nvmlDeviceGetPciInfo")
             device = self._resolve(handle, t)
-            spec = (device if isinstance(device, GpuEntry) else device.gpu).spec
-            info = pynvml.nvmlPciInfo_t()
-            info.busIdLegacy = spec.bus_id_legacy
-            info.busId = spec.bus_id
-            info.domain = 0
-            info.bus = spec.bus
-            info.device = spec.pci_device
-            info.pciDeviceId = spec.board.pci_device_id
-            info.pciSubSystemId = spec.board.pci_subsystem_id
-            return info
+            return _pci_info((device if isinstance(device, GpuEntry) else device.gpu).spec)
 
     # -- MIG --------------------------------------------------------------------------------
 
@@ -190,3 +175,14 @@ class IdentityCalls(SimCore):
                 attrs.memorySizeMB = device.spec.board.memory_total_mib
             return attrs
 
+
+def _pci_info(spec: P.GpuSpec) -> Any:
+    info = pynvml.nvmlPciInfo_t()
+    info.busIdLegacy = spec.bus_id_legacy.encode()
+    info.busId = spec.bus_id.encode()
+    info.domain = 0
+    info.bus = spec.bus
+    info.device = spec.pci_device
+    info.pciDeviceId = spec.board.pci_device_id
+    info.pciSubSystemId = spec.board.pci_subsystem_id
+    return info

@@ -1,5 +1,6 @@
 """NVLink port registers through PRM (`nvmlDeviceReadWritePRM_v1` PPCNT groups and
-`nvmlDeviceReadPRMCounters_v1`), consistent with the link's other counters.
+`nvmlDeviceReadPRMCounters_v1`), consistent with the link's other counters, and the NVLink
+P2P status towards a peer GPU.
 
 A healthy link has had no link-down events; its recoveries are the DL recovery count of
 `nvmlDeviceGetNvLinkErrorCounter`, its PLR receive errors the CRC flit errors and its retried
@@ -17,8 +18,7 @@ from typing import Any
 import pynvml
 
 from exporter.devices.prm import PPCNT_GROUPS, local_port
-from exporter.simulated.node.api_board import BoardCalls
-from exporter.simulated.node.core import GpuEntry, Handle
+from exporter.simulated.node.core import GpuEntry, Handle, SimCore, fail
 
 _BAD_TLV = 3
 _CODES_PER_KIB = 4
@@ -36,7 +36,7 @@ def _is_ppcnt_query(words: tuple[int, ...], size: int, register_size: int) -> bo
             and words[5] & ~(0xFF << 16 | 0x3F) == 0 and words[6] == 0)
 
 
-class PrmCalls(BoardCalls):
+class PrmCalls(SimCore):
     def _ppcnt(self, gpu: GpuEntry, t: float, link: int) -> dict[str, int]:
         dyn = gpu.dyn
         links = gpu.spec.board.nvlink_links
@@ -67,8 +67,8 @@ class PrmCalls(BoardCalls):
                 self._physical(handle, self._begin("nvmlDeviceReadWritePRM_v1"))
                 tlv.data[2] = _BAD_TLV
                 return
-            gpu = self._link(handle, "nvmlDeviceReadWritePRM_v1", port - 1)
-            t = self.now()
+            t = self._begin("nvmlDeviceReadWritePRM_v1")
+            gpu = self._link(handle, t, port - 1)
             values = self._ppcnt(gpu, t, port - 1)
             tlv.data[6] |= 0x80  # a response
             for name, (offset, width) in PPCNT_GROUPS[group][1].items():
@@ -80,8 +80,8 @@ class PrmCalls(BoardCalls):
                 counter = counters.counters[i]
                 link = next((n for n in range(64)
                              if local_port(n, counter.counterId) == counter.localPort), -1)
-                gpu = self._link(handle, "nvmlDeviceReadPRMCounters_v1", link)
-                t = self.now()
+                t = self._begin("nvmlDeviceReadPRMCounters_v1")
+                gpu = self._link(handle, t, link)
                 if counter.counterId not in (_PPRM_OPER_RECOVERY, _PORT_XMIT_WAIT):
                     counter.status = pynvml.NVML_ERROR_NOT_SUPPORTED
                     continue
@@ -90,3 +90,16 @@ class PrmCalls(BoardCalls):
                 counter.outputValue.ullVal = 0 if counter.counterId == _PPRM_OPER_RECOVERY \
                     else int(gpu.dyn.activity_integral(0.0, t) * 1000)
 
+    def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
+        """NVLink P2P is OK between two NVLink GPUs without MIG (the NVSwitch fabric joins
+        every pair); a PCIe board or a MIG-enabled GPU has none (NOT_SUPPORTED, 5)."""
+        with self._lock:
+            t = self._begin("nvmlDeviceGetP2PStatus")
+            gpus = (self._physical(handle, t), self._physical(peer, t))
+            if gpus[0].index == gpus[1].index:
+                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            if caps_index != pynvml.NVML_P2P_CAPS_INDEX_NVLINK:
+                fail(pynvml.NVML_ERROR_NOT_SUPPORTED)  # only the NVLink index is simulated
+            if all(g.spec.board.nvlink_links and not g.mig_on for g in gpus):
+                return int(pynvml.NVML_P2P_STATUS_OK)
+            return int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import pynvml
 
 from exporter.simulated.node import profiles as P
+from exporter.simulated.node.boards import BOARD_FIGURES, BoardFigures
 from exporter.simulated.node.dynamics import GpuDynamics, Scope
 from exporter.simulated.node.faults import (
     Fault,
@@ -95,6 +96,29 @@ class MigEntry:
     uuid: str
     name: str
     address: int
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a figure of the call table (`call_table`) sees: the GPU asked, the MIG device
+    asked through (calls that take one), simulated time. A call without a device sees GPU 0,
+    as the test library answers such calls from GPU 0's values."""
+
+    gpu: GpuEntry
+    mig: MigEntry | None
+    t: float
+
+    @property
+    def board(self) -> P.Board:
+        return self.gpu.spec.board
+
+    @property
+    def figures(self) -> BoardFigures:
+        return BOARD_FIGURES[self.gpu.spec.board.name]
+
+    @property
+    def dyn(self) -> GpuDynamics:
+        return self.gpu.dyn
 
 
 @dataclass(slots=True)
@@ -240,6 +264,16 @@ class SimCore:
         gpu = self._physical(handle, t)
         if gpu.mig_on:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return gpu
+
+    def _link(self, handle: Handle, t: float, link: int) -> GpuEntry:
+        """An NVLink query: refused under MIG and without links ("Nvlink queries are not
+        supported for Devices in MIG mode"); a link past the last is invalid."""
+        gpu = self._physical(handle, t)
+        if not gpu.spec.board.nvlink_links or gpu.mig_on:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < gpu.spec.board.nvlink_links:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return gpu
 
     def _mig_handle(self, handle: Handle, t: float) -> MigEntry:
