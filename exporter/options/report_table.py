@@ -119,7 +119,8 @@ class GroupBy(Value[str]):
 PROMETHEUS: Option[str | None] = Option(
     "prometheus_url", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
     flags=("--prometheus",), env=("GPU_EXPORTER_PROMETHEUS_URL",), metavar="URL",
-    help="Prometheus, Thanos or Mimir query URL (Mimir: up to `/prometheus`); required")
+    help="Prometheus, VictoriaMetrics, Thanos or Mimir query URL (Mimir: up to "
+         "`/prometheus`); required")
 BEARER_TOKEN: Option[str | None] = Option(
     "bearer_token", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
     flags=("--bearer-token",), env=("GPU_EXPORTER_PROMETHEUS_TOKEN",), metavar="TOKEN",

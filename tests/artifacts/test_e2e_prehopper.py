@@ -230,11 +230,20 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                        what=f"every exclusively held GPU labelled with its pod ({server.engine})")
             wait_until(partial(server.query, "min(count_over_time(up[15s])) >= 12"), 60.0, 0.5,
                        what=f"15s of samples of every target ({server.engine})")
+            wait_until(partial(_attribution_settled, server), 60.0, 0.5,
+                       what=f"no series relabelled within a rate window ({server.engine})")
         yield s
 
 
 def _labelled_gpus(stack: Stack, held: int) -> bool:
     return len(stack.query('DCGM_FI_DEV_FB_USED{pod!=""}')) == held
+
+
+def _attribution_settled(stack: Stack) -> bool:
+    """No device series gave way to another over the last 15 s (a pod's labels arriving
+    after its first polls): a rate panel would draw both, one legend twice."""
+    return (len(stack.query("last_over_time(DCGM_FI_DEV_FB_USED[15s])"))
+            == len(stack.query("DCGM_FI_DEV_FB_USED")))
 
 
 def test_no_profiling_series_before_hopper(stack: Stack) -> None:
