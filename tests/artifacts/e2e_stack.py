@@ -26,6 +26,7 @@ from exporter.simulated.node import SimNvml
 from tests.artifacts.serving_target import ServingTarget
 from tests.support.exporter_process import ExporterProcess, answers, free_port, http_get
 from tests.support.paths import ROOT
+from tests.support.processes import stop_process
 from tests.support.requirements import require_tool
 from tests.support.victoriametrics import AlertSink, VictoriaMetricsProcess, VmalertProcess
 from tests.support.wait import wait_until
@@ -169,12 +170,7 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
             victoria.stop()
         sink.stop()
         if prometheus is not None:
-            prometheus.terminate()
-            try:
-                prometheus.wait(15)
-            except subprocess.TimeoutExpired:
-                prometheus.kill()
-                prometheus.wait()
+            stop_process(prometheus)
         for e in exporters:
             e.stop()
         serving.stop()

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tests.support.exporter_process import answers, free_port, http_get
+from tests.support.processes import stop_process
 from tests.support.prometheus import QueryApi
 from tests.support.requirements import require_tool
 from tests.support.wait import wait_until
@@ -47,13 +48,7 @@ class _Process:
         wait_until(ready, timeout, 0.2, what=f"{self.name} ready")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
 
