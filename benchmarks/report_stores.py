@@ -126,22 +126,42 @@ class Run:
     """The machine's 1-minute load average when it ended."""
 
 
+# The report's own peak. wait4's ru_maxrss would not do: Linux carries the parent's
+# high-water mark across fork and exec into the child's, and this process holds the whole
+# synthetic history. VmHWM belongs to the address space exec made, the report's alone.
+_MEASURED_REPORT = """
+import atexit, os, runpy, sys
+def _peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            os.write(int(os.environ["BENCH_PEAK_FD"]), line.split()[1].encode())
+atexit.register(_peak)
+sys.argv[0] = "gpu-exporter"
+runpy.run_module("exporter", run_name="__main__", alter_sys=True)
+"""
+
+
 def report(url: str, start: float, end: float, *args: str) -> Run:
-    """`gpu-exporter report` as a user runs it: its JSON, wall time and peak RSS (wait4)."""
+    """`gpu-exporter report` as a user runs it: its JSON, wall time and peak RSS (VmHWM)."""
     begin = time.monotonic()
+    read_fd, write_fd = os.pipe()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "report", "--prometheus", url, "--start",
-             f"{start}", "--end", f"{end}", "--timeout", "10m", "--format", "json",
-             "--progress", "off", *args], cwd=ROOT, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
+            [sys.executable, "-c", _MEASURED_REPORT, "report", "--prometheus", url,
+             "--start", f"{start}", "--end", f"{end}", "--timeout", "10m", "--format", "json",
+             "--progress", "off", *args], cwd=ROOT, stdout=out, stderr=err, text=True,
+            pass_fds=(write_fd,), env={**os.environ, "BENCH_PEAK_FD": str(write_fd)})
+        os.close(write_fd)
+        code = proc.wait()
         wall = time.monotonic() - begin
+        with os.fdopen(read_fd, "rb") as peak:
+            peak_kib = peak.read()
         out.seek(0)
         err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
+        if code != 0 or not peak_kib:
             raise SystemExit(f"report failed ({url} {' '.join(args)}):\n{err.read()}")
         document: dict[str, Any] = json.load(out)
-    return Run(wall, usage.ru_maxrss / 1024, document, os.getloadavg()[0])
+    return Run(wall, int(peak_kib) / 1024, document, os.getloadavg()[0])
 
 
 def best(runs: list[Run]) -> Run:
