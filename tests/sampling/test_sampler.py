@@ -103,6 +103,10 @@ async def test_close_returns_promptly_with_a_stuck_poll() -> None:
     # Bounded by its budget, not by the 30 s the driver is stuck for.
     await asyncio.wait_for(sampler.close(budget_s=1.0), 10)
     backend.release.set()
+    # The released poll finishes (and logs) on its own thread: not after this test's end.
+    for thread in threading.enumerate():
+        if thread.name in backend.polled_on:
+            await asyncio.to_thread(thread.join, 10)
 
 
 async def test_polls_run_on_the_poll_worker_it_is_given() -> None:
