@@ -78,11 +78,10 @@ class WebServer:
                 for r in ("success", "failure")))
         return families
 
-    def publishing(self, publish: Publisher[Rendered]) -> Publisher[Rendered]:
+    def publishing(self, publish: ExpositionPublisher) -> Publisher[Rendered]:
         """`publish`, with the endpoint's self-metrics added to every exposition and each
         poll recorded for the node page (which names the exposition's backend)."""
-        if isinstance(publish, ExpositionPublisher):
-            self.node_page.backend = publish.backend
+        self.node_page.backend = publish.backend
         return _WithWebFamilies(publish, self.families, self.node_page)
 
     async def start(self, source: Source, host: str | None, port: int) -> None:

@@ -24,10 +24,9 @@ from exporter.devices.filter import ALL_DEVICES
 from exporter.simulated.kubelet import plan_allocations
 from exporter.simulated.node import SimNvml
 from tests.artifacts.serving_target import ServingTarget
-from tests.support.exporter_process import ExporterProcess, answers, free_port, http_get
+from tests.support.exporter_process import ExporterProcess, http_get
 from tests.support.paths import ROOT
-from tests.support.processes import stop_process
-from tests.support.requirements import require_tool
+from tests.support.prometheus import PrometheusProcess
 from tests.support.victoriametrics import AlertSink, VictoriaMetricsProcess, VmalertProcess
 from tests.support.wait import wait_until
 
@@ -107,15 +106,13 @@ def _usage_rules(tmp: Path) -> Path:
 @contextlib.contextmanager
 def running_stack(tmp: Path) -> Iterator[Stack]:
     """The stack of the module's docstring, stopped on exit."""
-    prometheus_bin = require_tool("prometheus", "prometheus")
     status = subprocess.run([sys.executable, "-m", "exporter", "serve", "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, f"the exporter CLI does not start:\n{status.stderr}"
     common = ["--backend", "sim", "--sim.profile", "h200-mig", "-c", "1s", "--sim.kubelet",
               "--kubernetes.pod-labels", "inference"]
     exporters: list[ExporterProcess] = []
-    prometheus: subprocess.Popen[str] | None = None
-    prometheus_log = (tmp / "prometheus.log").open("w")
+    prometheus: PrometheusProcess | None = None
     serving = ServingTarget(_model_server_pods()).start()
     victoria: VictoriaMetricsProcess | None = None
     vmalert: VmalertProcess | None = None
@@ -127,7 +124,6 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
         exporters.append(ExporterProcess(common, env={"NODE_NAME": "gpu-node-b"}))
         for e in exporters:
             e.wait_ready()
-        port = free_port()
         scrape_configs: list[dict[str, Any]] = [
             {"job_name": "gpu-exporter", "static_configs": [
                 {"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]},
@@ -145,17 +141,10 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
         vmalert = VmalertProcess(tmp / "vmalert", [_test_rules(tmp), _usage_rules(tmp)],
                                  victoria.url, remote_write=victoria.url,
                                  notifier=sink.url).wait_ready()
-        (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-        prometheus = subprocess.Popen(
-            [prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=prometheus_log, text=True)
-        s = Stack(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}",
+        prometheus = PrometheusProcess(tmp / "prometheus", config).wait_ready()
+        s = Stack(prometheus.url, prometheus.url,
                   f"127.0.0.1:{exporters[0].port}", f"127.0.0.1:{exporters[1].port}",
                   victoria, vmalert)
-
-        wait_until(lambda: answers(f"{s.prometheus}/-/ready"), 60.0,
-                   what="Prometheus to start")
         # Enough samples for rate windows: both targets up for a while.
         wait_until(lambda: len(s.query("up == 1")) == 3, WAIT_S, POLL_S,
                    what="both exporters and the serving target scraped")
@@ -170,11 +159,10 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
             victoria.stop()
         sink.stop()
         if prometheus is not None:
-            stop_process(prometheus)
+            prometheus.stop()
         for e in exporters:
             e.stop()
         serving.stop()
-        prometheus_log.close()
 
 
 def _model_server_pods() -> list[tuple[str, str]]:

@@ -42,7 +42,8 @@ from exporter.k8s.proto import PodResources, pb
 from exporter.simulated.kubelet import SimKubeletHandle, pod_resources, serve_pod_resources
 from tests.support.apiserver import FakeApiServer, pod, resource_slice
 from tests.support.exporter_process import free_port
-from tests.support.wait import wait_until
+from tests.support.pod_container import container_env
+from tests.support.wait import first_200
 
 from .operator_render import (
     REPO_ROOT,
@@ -153,18 +154,8 @@ def _publish_port(address: str, container_port: int, host_port: int) -> str:
 
 
 def _env_of(container: Obj) -> dict[str, str]:
-    downward = {"spec.nodeName": NODE_NAME, "metadata.name": POD_NAME,
-                "metadata.namespace": POD_NAMESPACE}
-    env: dict[str, str] = {}
-    for item in container.get("env") or []:
-        if "value" in item:
-            env[item["name"]] = str(item["value"])
-            continue
-        path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-        if path not in downward:
-            raise RenderError(f"env {item['name']}: cannot fill {item.get('valueFrom')}")
-        env[item["name"]] = downward[path]
-    return env
+    return container_env(container, {"spec.nodeName": NODE_NAME, "metadata.name": POD_NAME,
+                                     "metadata.namespace": POD_NAMESPACE})
 
 
 def _volume_files(source: Obj, data: Mapping[str, str]) -> dict[str, str]:
@@ -241,20 +232,11 @@ class ContainerProcess:
     def first_probe_success(self, path: str, budget_s: float, timeout_s: float) -> float:
         """Seconds from process start until `path` answered 200 within `timeout_s`, as the
         kubelet's HTTP probe counts it; fails once the budget is spent or the process exits."""
-        def answered() -> float | None:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"the exporter exited with {self.proc.returncode}:\n"
-                                     f"{self.output()}")
-            try:
-                if self.get(path, timeout=timeout_s)[0] == 200:
-                    return time.monotonic() - self.started
-            except OSError:
-                pass
-            return None
+        def exited() -> str | None:
+            code = self.proc.poll()
+            return None if code is None else f"the exporter exited with {code}:\n{self.output()}"
 
-        remaining = budget_s - (time.monotonic() - self.started)
-        return wait_until(answered, timeout=max(remaining, 0.0), interval=0.05,
-                          what=f"{path} answering 200 within {budget_s}s")
+        return first_200(self.get, exited, self.started, path, budget_s, timeout_s)
 
     def terminate(self) -> None:
         if self.proc.poll() is None:

@@ -9,7 +9,6 @@ line, and the exit status is not 0.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,6 @@ pytestmark = pytest.mark.timeout(1800)  # the first test may build the image
 
 POLICY = helm_default_policy().with_our_image()
 CONFIGMAP = "team-dcgm-metrics"
-
-
-@pytest.fixture(scope="module")
-def node(nvmlsim_lib: Path) -> Iterator[ContainerNode]:
-    started = ContainerNode.start(nvmlsim_lib)
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def one_line(spec: ContainerSpec) -> tuple[int, str]:

@@ -7,7 +7,6 @@ commits (its generator tests keep those current), given the repository's collect
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ pytestmark = pytest.mark.timeout(1800)  # the first test may build the image
 
 GENERATED_DIRS = ("dashboards", "alerts", "deploy/keda")
 """Every JSON and YAML file in these is generated (deploy/keda/README.md is not)."""
-
-
-@pytest.fixture(scope="module")
-def node(nvmlsim_lib: Path) -> Iterator[ContainerNode]:
-    started = ContainerNode.start(nvmlsim_lib)
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def test_doctor_on_the_operators_node_finds_nothing_wrong(node: ContainerNode,

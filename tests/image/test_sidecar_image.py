@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +43,6 @@ def sidecar_pod() -> tuple[dict[str, Any], dict[str, Any]]:
     pod = deployment["spec"]["template"]["spec"]
     (sidecar,) = [c for c in pod["initContainers"] if c["name"] == "gpu-exporter"]
     return pod, sidecar
-
-
-@pytest.fixture(scope="module")
-def node(nvmlsim_lib: Path) -> Iterator[ContainerNode]:
-    started = ContainerNode.start(nvmlsim_lib)
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def sidecar_spec(node: ContainerNode, image: str, **security: Any) -> ContainerSpec:

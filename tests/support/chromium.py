@@ -79,26 +79,35 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-async def _drive(port: int, url: str, screenshot: Path, width: int, height: int
-                 ) -> RenderedPage:
+@contextlib.asynccontextmanager
+async def _first_tab(port: int, domains: Sequence[str], width: int, height: int
+                     ) -> AsyncIterator[_DevTools]:
+    """DevTools on the first tab of the chromium on `port`, with `domains` enabled and the
+    viewport at this size."""
     async with aiohttp.ClientSession() as session:
         async with session.get(f"http://127.0.0.1:{port}/json/list") as answer:
             targets = await answer.json()
         page = next(t for t in targets if t.get("type") == "page")
         async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as socket:
             tools = _DevTools(socket)
-            for domain in ("Runtime", "Log", "Page"):
+            for domain in domains:
                 await tools.call(f"{domain}.enable")
             await tools.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
                              deviceScaleFactor=1, mobile=False)
-            await tools.call("Page.navigate", url=url)
-            await tools.until_event("Page.loadEventFired")
-            sizes = await tools.call("Runtime.evaluate", expression=CHART_SIZES_JS,
-                                     returnByValue=True)
-            shot = await tools.call("Page.captureScreenshot", format="png",
-                                    captureBeyondViewport=True)
-            await asyncio.to_thread(screenshot.write_bytes, base64.b64decode(shot["data"]))
-            return RenderedPage(_errors(tools.events), json.loads(sizes["result"]["value"]))
+            yield tools
+
+
+async def _drive(port: int, url: str, screenshot: Path, width: int, height: int
+                 ) -> RenderedPage:
+    async with _first_tab(port, ("Runtime", "Log", "Page"), width, height) as tools:
+        await tools.call("Page.navigate", url=url)
+        await tools.until_event("Page.loadEventFired")
+        sizes = await tools.call("Runtime.evaluate", expression=CHART_SIZES_JS,
+                                 returnByValue=True)
+        shot = await tools.call("Page.captureScreenshot", format="png",
+                                captureBeyondViewport=True)
+        await asyncio.to_thread(screenshot.write_bytes, base64.b64decode(shot["data"]))
+        return RenderedPage(_errors(tools.events), json.loads(sizes["result"]["value"]))
 
 
 @contextlib.contextmanager
@@ -217,18 +226,9 @@ async def browser_page(port: int, *, width: int = 1400, height: int = 900,
     """The first tab of the chromium on `port`, at this viewport size; `headers` go with
     every request it makes (e.g. Authorization); `javascript` False: the page's scripts do
     not run (DevTools' own queries still do)."""
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"http://127.0.0.1:{port}/json/list") as answer:
-            targets = await answer.json()
-        page = next(t for t in targets if t.get("type") == "page")
-        async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as socket:
-            tools = _DevTools(socket)
-            for domain in ("Runtime", "Log", "Page", "Network"):
-                await tools.call(f"{domain}.enable")
-            await tools.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                             deviceScaleFactor=1, mobile=False)
-            if headers:
-                await tools.call("Network.setExtraHTTPHeaders", headers=dict(headers))
-            if not javascript:
-                await tools.call("Emulation.setScriptExecutionDisabled", value=True)
-            yield BrowserTab(tools)
+    async with _first_tab(port, ("Runtime", "Log", "Page", "Network"), width, height) as tools:
+        if headers:
+            await tools.call("Network.setExtraHTTPHeaders", headers=dict(headers))
+        if not javascript:
+            await tools.call("Emulation.setScriptExecutionDisabled", value=True)
+        yield BrowserTab(tools)

@@ -30,7 +30,7 @@ from pathlib import Path
 from scripts.podman import ULIMIT_FLAGS, PodmanError, podman
 from tests.support.exporter_process import free_port
 from tests.support.requirements import require_tool
-from tests.support.wait import wait_until
+from tests.support.wait import first_200, wait_until
 
 _names = itertools.count()
 
@@ -199,20 +199,11 @@ class RunningContainer:
     def answered(self, path: str, budget_s: float, timeout_s: float = 1.0) -> float:
         """Seconds from `podman run` until `path` first answered 200 within `timeout_s` (a
         kubelet HTTP probe); fails when the container exits or the budget is spent."""
-        def answered_now() -> float | None:
-            if self.exit_code() is not None:
-                raise AssertionError(f"{self.name} exited with {self.exit_code()}:\n"
-                                     f"{self.logs()}")
-            try:
-                if self.get(path, timeout=timeout_s)[0] == 200:
-                    return time.monotonic() - self.started
-            except OSError:
-                pass
-            return None
+        def exited() -> str | None:
+            code = self.exit_code()
+            return None if code is None else f"{self.name} exited with {code}:\n{self.logs()}"
 
-        remaining = budget_s - (time.monotonic() - self.started)
-        return wait_until(answered_now, timeout=max(remaining, 0.0), interval=0.05,
-                          what=f"{path} answering 200 within {budget_s}s")
+        return first_200(self.get, exited, self.started, path, budget_s, timeout_s)
 
     def remove(self) -> None:
         podman("rm", "--force", "--time", "0", self.name, check=False)

@@ -63,7 +63,9 @@ class ApiAccess:
     ca_pem: str
 
 
-def _env(container: Obj, downward: Mapping[str, str]) -> dict[str, str]:
+def container_env(container: Obj, downward: Mapping[str, str]) -> dict[str, str]:
+    """A container's `env` as the kubelet fills it: values, and downward-API fields from
+    `downward` (fieldPath -> value); PodSpecError for anything else."""
     if container.get("envFrom"):
         raise PodSpecError("envFrom is not carried out")
     env: dict[str, str] = {}
@@ -259,7 +261,7 @@ def container_spec(pod: Obj, container: Obj, *, image: str, node_root: Path, fil
         args=tuple(str(a) for a in container.get("args") or []),
         entrypoint=tuple(command) if command else None,
         # The Service's variables first: the container's own env may override them.
-        env={**service, **_env(container, downward), **(extra_env or {})},
+        env={**service, **container_env(container, downward), **(extra_env or {})},
         binds=(*binds, *extra_binds),
         tmpfs=tmpfs,
         user=_user(security),

@@ -25,3 +25,24 @@ def wait_until(condition: Callable[[], T | None], timeout: float = 20.0, interva
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what} not met within {timeout}s; last value: {value!r}")
         time.sleep(interval)
+
+
+def first_200(get: Callable[[str, float], tuple[int, str]], exited: Callable[[], str | None],
+              started: float, path: str, budget_s: float, timeout_s: float) -> float:
+    """Seconds from `started` (time.monotonic) until `get(path, timeout_s)` first answered
+    200, as a kubelet HTTP probe counts them; fails with what `exited` says once it says
+    something (the server is gone), or once `budget_s` is spent."""
+    def answered() -> float | None:
+        account = exited()
+        if account is not None:
+            raise AssertionError(account)
+        try:
+            if get(path, timeout_s)[0] == 200:
+                return time.monotonic() - started
+        except OSError:
+            pass
+        return None
+
+    remaining = budget_s - (time.monotonic() - started)
+    return wait_until(answered, timeout=max(remaining, 0.0), interval=0.05,
+                      what=f"{path} answering 200 within {budget_s}s")
