@@ -53,6 +53,8 @@ from tests.support.prometheus import QueryApi  # noqa: E402
 DAY = 86400.0
 REFERENCE_RULES = Path(__file__).parent / "reference" / "usage-rules-per-step.yml"
 TARGET_GPUS = 10_000
+RULER_REPEAT = 3
+"""Evaluations of each rule; the quickest is kept (a busy machine only ever adds time)."""
 
 
 @dataclass
@@ -81,8 +83,12 @@ def _reference_exprs() -> list[str]:
 
 def _ruler(server: QueryApi, at: float, name: str, size: Size, reference: bool) -> None:
     tier1, tier2 = _rule_exprs()
-    size.ruler_s[f"{name} per pod"] = evaluation_s(server, tier1, at)
-    size.ruler_s[f"{name} per group"] = evaluation_s(server, tier2, at)
+    # One pass untimed first: a ruler evaluates the same rules every hour on a server whose
+    # index and chunks they read are already mapped in; the first query after loading a
+    # store pays for faulting them in, once.
+    evaluation_s(server, tier1 + tier2, at, 1)
+    size.ruler_s[f"{name} per pod"] = evaluation_s(server, tier1, at, RULER_REPEAT)
+    size.ruler_s[f"{name} per group"] = evaluation_s(server, tier2, at, RULER_REPEAT)
     if reference:
         size.ruler_s[f"{name} per step"] = evaluation_s(server, _reference_exprs(), at, 1)
         # The same per-pod figures recorded every minute over that minute, 60 an hour: what

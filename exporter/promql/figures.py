@@ -80,17 +80,13 @@ def _allocated(s: Sampling) -> str:
 def _active(s: Sampling) -> str:
     exclusive = h.rows_win(h.shared_by_slices(
         lambda selector: h.labelled_activity("sum_over_time", s, selector)), s)
-    per_step = (f"{h.row_fraction()}\n* on({h.DEVICE}) group_left({h.ACTIVITY_SOURCE})\n"
-                f"{h.shared_activity()}")
-    rows = h.shared(f"sum_over_time((\n{per_step}\n){s.steps()})", s)
+    rows = h.slice_share(h.rows_activity("sum_over_time", s))
     return _per_pod(_either(exclusive, rows)) + f" * {s.step_hours}"
 
 
 def _activity_max(s: Sampling) -> str:
     exclusive = h.rows_win(h.labelled_activity("max_over_time", s), s)
-    per_step = (f"{h.row_fraction()} * 0\n+ on({h.DEVICE}) group_left({h.ACTIVITY_SOURCE})\n"
-                f"{h.shared_activity()}")
-    rows = h.carried(f"max_over_time((\n{per_step}\n){s.steps()})", s)
+    rows = h.rows_activity("max_over_time", s, part=False)
     return _per_pod(_either(exclusive, rows), "max", drop=(h.ACTIVITY_SOURCE,))
 
 
@@ -104,9 +100,7 @@ def _energy(s: Sampling) -> str:
 
 def _framebuffer(fn: str, s: Sampling) -> str:
     exclusive = h.rows_win(h.labelled(fn, h.FRAMEBUFFER, s), s)
-    per_step = (f"{h.row_fraction()}\n* on({h.DEVICE}) group_left\n"
-                f"{h.shared_framebuffer_mib()}")
-    return _either(exclusive, h.carried(f"{fn}((\n{per_step}\n){s.steps()})", s))
+    return _either(exclusive, h.rows_over(fn, h.FRAMEBUFFER + h.UNLABELLED, s))
 
 
 def _held(s: Sampling) -> str:

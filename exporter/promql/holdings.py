@@ -5,7 +5,7 @@ Where the holders are found:
 - A device held by one container alone (a whole GPU or a MIG GPU instance) is *exclusive*:
   its device series carry `pod`/`namespace` (*labelled* series). Each labelled series is one
   holding, present exactly while it is held, so a figure over a window is a range function
-  of that series alone: `count_over_time(FB_USED{pod!=""}[1h:1m])` counts the steps it was
+  of that series alone: `count_over_time(FB_USED{namespace!=""}[1h:1m])` counts the steps it was
   held, with no join at each step. `DCGM_FI_DEV_FB_USED` marks the devices: it exists for
   every whole GPU and MIG instance.
 - A shared device (time-sliced replicas, a MIG instance split between containers, DRA share
@@ -50,11 +50,16 @@ HOLDER = "namespace, pod"
 CARRIED = "modelName, Hostname, hostname"
 """Device labels an allocation row lacks and borrows from its device's series, so shared
 holdings can be grouped by model and node like exclusive ones."""
-LABELLED = '{pod!=""}'
-UNLABELLED = '{pod=""}'
-WHOLE_GPUS = '{pod!="", GPU_I_ID=""}'
+LABELLED = '{namespace!=""}'
+"""Series of a device attributed to a pod. The attribution sets `namespace` and `pod`
+together; the matcher names `namespace` because the server resolves `label!=""` (and
+`label=""`) by merging the index entries of every value the label has in the range, and a
+fleet has tens of namespaces where it has thousands of pods an hour: a tenth of the rules'
+cost at 1,000 GPUs (`benchmarks/bench_report.py`)."""
+UNLABELLED = '{namespace=""}'
+WHOLE_GPUS = '{namespace!="", GPU_I_ID=""}'
 """Labelled whole GPUs: a share of 1, whatever the model."""
-INSTANCES = '{pod!="", GPU_I_ID!=""}'
+INSTANCES = '{namespace!="", GPU_I_ID!=""}'
 """Labelled MIG instances: a share by their slices."""
 
 ACTIVITY_SOURCE = "activity_source"
@@ -243,22 +248,35 @@ def carried(expr: str, sampling: Sampling) -> str:
             f"({shared_devices(sampling)} > bool 0)")
 
 
-def _of_rows(selector: str) -> str:
-    """The unlabelled series of devices that have rows (the device's own values)."""
-    return f"({selector} and on({DEVICE}) {ALLOCATION})"
+BORROWED = f"{CARRIED}, GPU_I_PROFILE"
+"""What a row borrows from its device's series at each step of a per-step join: the device
+labels, and the profile its share follows from (`slice_share`)."""
 
 
-def shared_activity() -> str:
-    """Per device with rows, at one step: its activity (0-1) and `activity_source`."""
-    sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, UNLABELLED,
-                                     wrap=_of_rows)
-    assert sources is not None
-    return f"max by ({DEVICE}, {ACTIVITY_SOURCE}) (\n  " + sources.replace("\n", "\n  ") + "\n)"
+def rows_over(fn: str, series: str, sampling: Sampling, part: bool = True) -> str:
+    """Per allocation row: `fn` (a range function) over the window's steps of its device's
+    value in `series` (a selector of the devices' unlabelled series), times the row's part
+    of the device where `part`, as it is otherwise (a peak of activity); with the labels the
+    row borrows (`BORROWED`).
+
+    The join runs at every step, over the rows and the devices they name. The labels come
+    with the value, so no second pass over the devices' series is needed for them, and a
+    choice between two fields (profiling or utilisation) is made after it, once a window,
+    as for labelled holdings."""
+    rows = row_fraction() if part else f"{ALLOCATION} * 0"
+    join = "*" if part else "+"
+    device = f"max by ({DEVICE}, {BORROWED}) ({series} and on({DEVICE}) {ALLOCATION})"
+    return (f"{fn}((\n{rows}\n{join} on({DEVICE}) group_left({BORROWED})\n{device}\n)"
+            f"{sampling.steps()})")
 
 
-def shared_framebuffer_mib() -> str:
-    """Per device with rows, at one step: its framebuffer in use (MiB)."""
-    return f"max by ({DEVICE}) {_of_rows(FRAMEBUFFER + UNLABELLED)}"
+def rows_activity(fn: str, sampling: Sampling, part: bool = True) -> str:
+    """`rows_over` of each row's device activity (0-1), with its `activity_source`."""
+    sources = gpm.GR_ENGINE.labelled(
+        ACTIVITY_SOURCE, PROFILING, UTILISATION, UNLABELLED,
+        wrap=lambda series: rows_over(fn, series, sampling, part))
+    assert sources is not None  # every source is enabled here
+    return sources
 
 
 MIG_HOLDINGS = FRAMEBUFFER + INSTANCES
