@@ -54,8 +54,8 @@ LABELLED = '{namespace!=""}'
 """Series of a device attributed to a pod. The attribution sets `namespace` and `pod`
 together; the matcher names `namespace` because the server resolves `label!=""` (and
 `label=""`) by merging the index entries of every value the label has in the range, and a
-fleet has tens of namespaces where it has thousands of pods an hour: a tenth of the rules'
-cost at 1,000 GPUs (`benchmarks/bench_report.py`)."""
+fleet has tens of namespaces where it has thousands of pods an hour (on a 1,024-GPU store,
+a tenth of the rules' cost)."""
 UNLABELLED = '{namespace=""}'
 WHOLE_GPUS = '{namespace!="", GPU_I_ID=""}'
 """Labelled whole GPUs: a share of 1, whatever the model."""
@@ -192,14 +192,20 @@ def slice_share(expr: str) -> str:
     return f"{out}\n* on({SLICES}, {GPU_SLICES}) group_left()\n  {_slice_shares()}"
 
 
-def labelled_activity(fn: str, sampling: Sampling, selector: str = LABELLED) -> str:
-    """`fn` of each labelled holding's activity (0-1) over the window, with its
-    `activity_source`: profiling where the GPU has it, else utilisation / 100."""
-    steps = sampling.steps()
+def _activity(selector: str, wrap: Callable[[str], str]) -> str:
+    """`wrap` (a figure over the window) of each source's series matching `selector`, with
+    its `activity_source`: profiling where the GPU has it, else utilisation / 100; the
+    choice made once per GPU and window."""
     sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, selector,
-                                     wrap=lambda series: f"{fn}({series}{steps})")
+                                     wrap=wrap)
     assert sources is not None  # every source is enabled here
     return sources
+
+
+def labelled_activity(fn: str, sampling: Sampling, selector: str = LABELLED) -> str:
+    """`fn` of each labelled holding's activity (0-1) over the window (`_activity`)."""
+    steps = sampling.steps()
+    return _activity(selector, lambda series: f"{fn}({series}{steps})")
 
 
 def labelled_energy_mj(sampling: Sampling) -> str:
@@ -271,12 +277,8 @@ def rows_over(fn: str, series: str, sampling: Sampling, part: bool = True) -> st
 
 
 def rows_activity(fn: str, sampling: Sampling, part: bool = True) -> str:
-    """`rows_over` of each row's device activity (0-1), with its `activity_source`."""
-    sources = gpm.GR_ENGINE.labelled(
-        ACTIVITY_SOURCE, PROFILING, UTILISATION, UNLABELLED,
-        wrap=lambda series: rows_over(fn, series, sampling, part))
-    assert sources is not None  # every source is enabled here
-    return sources
+    """`rows_over` of each row's device activity (0-1) (`_activity`)."""
+    return _activity(UNLABELLED, lambda series: rows_over(fn, series, sampling, part))
 
 
 MIG_HOLDINGS = FRAMEBUFFER + INSTANCES

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.support.paths import ROOT
 
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
@@ -77,3 +79,11 @@ def retargeted_keda_queries(obj: dict[str, Any], namespace: str, deployment: str
     return [query.replace(f'namespace="{old_ns}"', f'namespace="{namespace}"')
             .replace(f'pod=~"{old_dep}-', f'pod=~"{deployment}-')
             for query in keda_queries(obj)]
+
+
+def committed_keda_queries(namespace: str, deployment: str) -> list[tuple[str, str]]:
+    """(file name, query) for every query of every committed KEDA example, pointed at
+    `deployment` in `namespace`."""
+    return [(path.name, query) for path in KEDA_EXAMPLES
+            for query in retargeted_keda_queries(yaml.safe_load(path.read_text()), namespace,
+                                                 deployment)]

@@ -36,11 +36,10 @@ from exporter.promql.measures import DRAM, GR_ENGINE, NVLINK_BYTES, Enabled, Mea
 from tests.artifacts.committed import (
     DASHBOARDS,
     EXTERNAL,
-    KEDA_EXAMPLES,
+    committed_keda_queries,
     dashboard_targets,
     keda_queries,
     legends,
-    retargeted_keda_queries,
     variable_queries,
 )
 from tests.artifacts.conftest import run_generate
@@ -150,11 +149,9 @@ def test_generated_role_pool_queries_return_one_series(stack: Stack, role: str,
 def test_example_keda_queries_return_at_most_one_series(stack: Stack, engine: str) -> None:
     """The committed examples, pointed at the simulated Deployment."""
     stack = stack.on(engine)
-    for path in KEDA_EXAMPLES:
-        obj = yaml.safe_load(path.read_text())
-        for query in retargeted_keda_queries(obj, NAMESPACE, DEPLOYMENT):
-            series = stack.query(query)
-            assert len(series) == 1, (path.name, query, series)
+    for name, query in committed_keda_queries(NAMESPACE, DEPLOYMENT):
+        series = stack.query(query)
+        assert len(series) == 1, (name, query, series)
 
 
 def _alerts_of(stack: Stack, instance: str) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ from tests.artifacts.committed import (
     DASHBOARDS,
     EXTERNAL,
     KEDA_EXAMPLES,
+    committed_keda_queries,
     dashboard_panels,
     legends,
     retargeted_keda_queries,
@@ -312,12 +313,10 @@ def _pool(stack: Stack, role: str | None) -> list[tuple[NodePlan, int]]:
 
 def test_every_keda_example_returns_one_series(stack: Stack, engine: str) -> None:
     stack = stack.on(engine)
-    for path in KEDA_EXAMPLES:
-        obj = yaml.safe_load(path.read_text())
-        for query in retargeted_keda_queries(obj, NAMESPACE, DEPLOYMENT):
-            series = stack.query(query)
-            assert len(series) == 1, (path.name, query, series)
-            assert float(series[0]["value"][1]) >= 0, (path.name, series)
+    for name, query in committed_keda_queries(NAMESPACE, DEPLOYMENT):
+        series = stack.query(query)
+        assert len(series) == 1, (name, query, series)
+        assert float(series[0]["value"][1]) >= 0, (name, series)
 
 
 def test_generated_keda_queries_return_one_series(stack: Stack, engine: str) -> None:
