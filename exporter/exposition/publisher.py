@@ -82,6 +82,9 @@ class Publisher:
     label_limit: LabelLimit = field(default_factory=lambda: LabelLimit(0))
     openmetrics: bool = True
     """Render the OpenMetrics body too (only when the endpoint may serve it)."""
+    appendable: bool = False
+    """Render the gzipped bodies so that scrapes can append to them
+    (`--enable-exporter-metrics`: `Rendered.text_open`)."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
@@ -95,4 +98,4 @@ class Publisher:
             families = self.label_limit.apply(families)
             families.append(LABEL_LIMIT_TRIMMED_SERIES.single(
                 float(self.label_limit.trimmed_series)))
-        return render(families, self.openmetrics)
+        return render(families, self.openmetrics, self.appendable)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,6 +39,24 @@ GZIP_LEVEL = 1
 """Scrape bodies are small and re-compressed every poll: speed matters more than ratio."""
 
 
+class OpenGzip:
+    """A body compressed as the start of one gzip member, flushed but not finished, so that
+    a scrape can append a few lines of its own (`finish`) without compressing the body
+    again: the copy of the compressor's state and the tail are all it pays for."""
+
+    __slots__ = ("_state", "head")
+
+    def __init__(self, body: bytes) -> None:
+        state = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        self.head = state.compress(body) + state.flush(zlib.Z_SYNC_FLUSH)
+        self._state = state
+
+    def finish(self, tail: bytes) -> bytes:
+        """The gzip member of the body followed by `tail` (thread-safe: a copy is used)."""
+        state = self._state.copy()
+        return self.head + state.compress(tail) + state.flush()
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """One poll's exposition in every form a scrape may ask for."""
@@ -48,6 +67,11 @@ class Rendered:
     """None when OpenMetrics is not served (`--web.enable-openmetrics` off): a poll then
     renders and compresses one body, not two."""
     openmetrics_gzip: bytes | None = None
+    text_open: OpenGzip | None = None
+    """With `appendable`: the text body as an unfinished gzip member, for scrapes that add
+    families of their own after it (`--enable-exporter-metrics`)."""
+    openmetrics_open: OpenGzip | None = None
+    """The same for the OpenMetrics body without its `# EOF` line."""
 
 
 def format_value(value: float) -> str:
@@ -288,12 +312,25 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
     return "".join(out).encode()
 
 
-def render(families: list[Family], openmetrics: bool = True) -> Rendered:
-    """Text 0.0.4, and OpenMetrics unless `openmetrics` is False, each also gzipped."""
+OPENMETRICS_EOF = b"# EOF\n"
+
+
+def render(families: list[Family], openmetrics: bool = True, appendable: bool = False
+           ) -> Rendered:
+    """Text 0.0.4, and OpenMetrics unless `openmetrics` is False, each also gzipped.
+    `appendable`: also as unfinished gzip members (`Rendered.text_open`), the gzipped bodies
+    then being those members finished (one compression each, as without)."""
     label_text: dict[Labels, str] = {}
     text = _render(families, False, label_text)
-    text_gzip = gzip.compress(text, GZIP_LEVEL, mtime=0)
+    if appendable:
+        text_open = OpenGzip(text)
+        text_gzip = text_open.finish(b"")
+    else:
+        text_open, text_gzip = None, gzip.compress(text, GZIP_LEVEL, mtime=0)
     if not openmetrics:
-        return Rendered(text, text_gzip)
+        return Rendered(text, text_gzip, text_open=text_open)
     om = _render(families, True, label_text)
-    return Rendered(text, text_gzip, om, gzip.compress(om, GZIP_LEVEL, mtime=0))
+    if not appendable:
+        return Rendered(text, text_gzip, om, gzip.compress(om, GZIP_LEVEL, mtime=0))
+    om_open = OpenGzip(om[:-len(OPENMETRICS_EOF)])
+    return Rendered(text, text_gzip, om, om_open.finish(OPENMETRICS_EOF), text_open, om_open)

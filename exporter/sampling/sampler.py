@@ -105,6 +105,8 @@ class Sampler(Generic[Published]):
         self._inflight: asyncio.Future[_DeviceResult] | None = None
         self._refreshing: asyncio.Future[Attribution] | None = None
         self._reload_requested = False
+        self.reloading = False
+        """A reload of the collectors is under way (/health stays green through it)."""
         self._wake = asyncio.Event()
         self._csv_mtime = self._mtime()
         self.stats = PollStats(collect_interval_s=settings.interval_s)
@@ -152,8 +154,15 @@ class Sampler(Generic[Published]):
             return
         self._reload_requested = False
         self._csv_mtime = mtime
+        self.reloading = True
         try:
-            collectors = await asyncio.to_thread(load_collectors, self._settings.collectors_path)
+            await self._reload(self._settings.collectors_path)
+        finally:
+            self.reloading = False
+
+    async def _reload(self, path: Path) -> None:
+        try:
+            collectors = await asyncio.to_thread(load_collectors, path)
         except CollectorsError as exc:
             self.stats.reloads["failure"] += 1
             log.error("reload failed, keeping the running configuration: %s", exc)

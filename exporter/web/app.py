@@ -1,25 +1,34 @@
 """The HTTP surface: /metrics hands out bytes rendered by the last poll, nothing more.
 
-/health answers while the process runs; /ready also checks that data is fresh (dcgm-exporter's
-health check stays green over stale metrics); / is the node page for a person and /api/node
-the same view as JSON (exporter.web.node_page), both from the last poll.
+/health answers while the process runs (with `--health-require-gpus`, 503 while no GPU is
+served); /ready also checks that data is fresh (dcgm-exporter's health check stays green over
+stale metrics); / is the node page for a person and /api/node the same view as JSON
+(exporter.web.node_page), both from the last poll.
 """
 
 from __future__ import annotations
 
 import functools
+import gzip
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
 
 from exporter.exposition.render import (
+    GZIP_LEVEL,
     OPENMETRICS_CONTENT_TYPE,
+    OPENMETRICS_EOF,
     TEXT_CONTENT_TYPE,
     Rendered,
+    visible_entities,
 )
 from exporter.sampling.snapshot import Snapshot
 from exporter.web.node_page import NodePage
+from exporter.web.scrapes import AdmittedResponse, ScrapeSlots
+
+DEFAULT_MAX_CONCURRENT_SCRAPES = 16
+NO_GPU_BODY = "not ok: no GPU collector registered (no GPU is served)\n"
 
 
 class Source(Protocol):
@@ -29,6 +38,8 @@ class Source(Protocol):
     def current(self) -> Rendered: ...
     @property
     def snapshot(self) -> Snapshot | None: ...
+    @property
+    def reloading(self) -> bool: ...
     def readiness(self) -> tuple[bool, str]: ...
     def scrape_served(self) -> None: ...
 
@@ -88,8 +99,70 @@ PATHS = ("/metrics", "/health", "/ready", "/", "/api/node")
 METHODS = ("GET", "HEAD")
 
 
+def _gpus_served(snapshot: Snapshot | None) -> int:
+    if snapshot is None:
+        return 0
+    return sum(1 for e in visible_entities(snapshot) if not e.is_mig)
+
+
+def _with_tail(rendered: Rendered, om: bool, gz: bool, tail: bytes) -> bytes:
+    """The poll's body with `tail` (families of this scrape) after its other families."""
+    if om:
+        assert rendered.openmetrics is not None
+        if gz:
+            if rendered.openmetrics_open is not None:
+                return rendered.openmetrics_open.finish(tail + OPENMETRICS_EOF)
+            return gzip.compress(rendered.openmetrics[:-len(OPENMETRICS_EOF)] + tail +
+                                 OPENMETRICS_EOF, GZIP_LEVEL, mtime=0)
+        return rendered.openmetrics[:-len(OPENMETRICS_EOF)] + tail + OPENMETRICS_EOF
+    if gz:
+        if rendered.text_open is not None:
+            return rendered.text_open.finish(tail)
+        return gzip.compress(rendered.text + tail, GZIP_LEVEL, mtime=0)
+    return rendered.text + tail
+
+
+def _metrics_endpoint(source: Source, openmetrics: bool, admitted: ScrapeSlots,
+                      exporter_metrics: bool) -> Endpoint:
+    async def metrics(request: web.BaseRequest) -> web.StreamResponse:
+        if not admitted.take():
+            return admitted.refusal()
+        rendered = source.current
+        source.scrape_served()
+        gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
+        om_body = rendered.openmetrics_gzip if gz else rendered.openmetrics
+        om = openmetrics and om_body is not None and _wants_openmetrics(
+            request.headers.get("Accept", ""))
+        if exporter_metrics:
+            body = _with_tail(rendered, om, gz, admitted.promhttp(om))
+        elif om:
+            body = om_body  # type: ignore[assignment]  # not None when om
+        else:
+            body = rendered.text_gzip if gz else rendered.text
+        return AdmittedResponse(admitted, body=body, headers=_RESPONSE_HEADERS[om, gz])
+
+    return metrics
+
+
+def _health_endpoint(source: Source, require_gpus: bool) -> Endpoint:
+    async def health(_request: web.BaseRequest) -> web.StreamResponse:
+        return web.Response(text="ok\n")
+
+    async def health_of_gpus(_request: web.BaseRequest) -> web.StreamResponse:
+        gpus = _gpus_served(source.snapshot)
+        # dcgm-exporter counts its GPU collectors: one, registered while it has a GPU.
+        headers = {"X-GPU-Collectors": "1" if gpus else "0"}
+        if gpus or source.reloading:
+            return web.Response(text="ok\n", headers=headers)
+        return web.Response(text=NO_GPU_BODY, status=503, headers=headers)
+
+    return health_of_gpus if require_gpus else health
+
+
 def make_handler(source: Source, *, openmetrics: bool = False,
-                 guard: Guard | None = None, node_page: NodePage | None = None) -> Endpoint:
+                 guard: Guard | None = None, node_page: NodePage | None = None,
+                 slots: ScrapeSlots | None = None, exporter_metrics: bool = False,
+                 health_require_gpus: bool = False) -> Endpoint:
     """The five endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
     404, other methods 405. aiohttp's low-level server calls the result for each request:
     no application router, no middleware chain, so a scrape costs what this code does.
@@ -98,21 +171,15 @@ def make_handler(source: Source, *, openmetrics: bool = False,
     `openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
     from dcgm-exporter: Prometheus prefers OpenMetrics when offered, and there the DCGM
     counters (named without `_total`) can only be typed `unknown`, so Prometheus would
-    record them as untyped."""
+    record them as untyped.
 
-    async def metrics(request: web.BaseRequest) -> web.StreamResponse:
-        rendered = source.current
-        source.scrape_served()
-        gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
-        om_body = rendered.openmetrics_gzip if gz else rendered.openmetrics
-        if openmetrics and om_body is not None and _wants_openmetrics(
-                request.headers.get("Accept", "")):
-            return web.Response(body=om_body, headers=_RESPONSE_HEADERS[True, gz])
-        body = rendered.text_gzip if gz else rendered.text
-        return web.Response(body=body, headers=_RESPONSE_HEADERS[False, gz])
-
-    async def health(_request: web.BaseRequest) -> web.StreamResponse:
-        return web.Response(text="ok\n")
+    `slots`: the scrapes admitted at once (`--max-concurrent-scrapes`, default 16); more
+    are answered 503. `exporter_metrics`: promhttp's families of this scrape after the
+    poll's (the poll renders the process's own). `health_require_gpus`: /health answers 503
+    while no GPU is served, except during a reload."""
+    admitted = slots if slots is not None else ScrapeSlots(DEFAULT_MAX_CONCURRENT_SCRAPES)
+    metrics = _metrics_endpoint(source, openmetrics, admitted, exporter_metrics)
+    health = _health_endpoint(source, health_require_gpus)
 
     async def ready(_request: web.BaseRequest) -> web.StreamResponse:
         ok, reason = source.readiness()

@@ -16,7 +16,12 @@ from aiohttp.http_exceptions import HttpProcessingError
 class WebLimits:
     header_timeout_s: float = 10.0
     """From accepting a connection (or the first byte of a later request on it) to the end of
-    the request's headers, TLS handshake included. Slow or silent clients are cut then."""
+    the request's headers, TLS handshake included. Slow or silent clients are cut then
+    (`--web-read-timeout`, Go's `ReadTimeout`: no endpoint reads a body)."""
+    write_timeout_s: float = 30.0
+    """From the end of a request's headers to the last byte of its response handed to the
+    kernel (`--web-write-timeout`, Go's `WriteTimeout`): a client that stops reading a
+    response is cut then. Also the longest a graceful shutdown waits for responses."""
     idle_timeout_s: float = 120.0
     """A kept-alive connection with no request in flight is closed after this long: longer
     than a one-minute scrape interval, so scrapers keep their connection."""

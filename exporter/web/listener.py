@@ -11,6 +11,8 @@ Each accepted connection takes a slot (at most `max_connections`), then:
 3. aiohttp's protocol serves requests; `_Connection` wraps it to cut a client that has not
    sent a complete request head `header_timeout_s` after the connection opened (or after the
    first byte of a later request). The whole of 1-3 shares that one deadline.
+4. A response must be handed to the kernel within `write_timeout_s` of the end of its
+   request head (Go's `WriteTimeout`), or the connection is cut.
 
 The deadline is kept here, on the bytes as they arrive, not per request in the app (where
 its bookkeeping cost a fifth of the scrape throughput): a request head ends at its first
@@ -19,6 +21,11 @@ alone whether a head is unfinished; a scrape's read, one whole head, costs it on
 `bytes.endswith`. Bytes after a head's end begin the next head. No endpoint reads a request
 body: one that a client sends anyway counts as the start of the next head, so a connection
 left idle after it is cut at the deadline rather than at the idle timeout.
+
+The write deadline costs a scrape nothing either: a response that fits the transport's
+buffer never pauses writing, and only a pause (the client reads slower than we write) arms
+a timer, at the end of that request's head plus `write_timeout_s`. When it fires with bytes
+still unsent, the client has not taken the response in time.
 
 Public asyncio APIs only: the listening sockets are ours, and each accepted socket is handed
 to `loop.connect_accepted_socket`, with or without TLS.
@@ -45,9 +52,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TLS_HANDSHAKE_RECORD = b"\x16"
-RefusalReason = Literal["connection_limit", "header_timeout", "tls_handshake", "client_san"]
+RefusalReason = Literal["connection_limit", "header_timeout", "tls_handshake", "client_san",
+                        "write_timeout"]
 REFUSAL_REASONS: tuple[RefusalReason, ...] = (
-    "connection_limit", "header_timeout", "tls_handshake", "client_san")
+    "connection_limit", "header_timeout", "tls_handshake", "client_san", "write_timeout")
 
 
 @dataclass
@@ -138,6 +146,10 @@ class _Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._heads = HeadWatch()
         self._started = False
+        self._head_end_at = deadline
+        """When the last complete request head arrived: its response's write deadline
+        counts from there."""
+        self._write_timer: asyncio.TimerHandle | None = None
 
     # --- asyncio's calls ----------------------------------------------------------------
 
@@ -157,6 +169,13 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         heads = self._heads
         ended = heads.feed(data)
+        if ended:
+            self._head_end_at = asyncio.get_running_loop().time()
+            if self._write_timer is not None and self._transport is not None and \
+                    not self._transport.get_write_buffer_size():
+                # The last response was handed over: the next one has its own deadline.
+                self._write_timer.cancel()
+                self._write_timer = None
         if not heads.open:
             if self._timer is not None:  # heads complete: aiohttp's idle timeout applies
                 self._disarm()
@@ -172,11 +191,17 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         self._slot.release()
         if self._started:
             self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
+        if self._write_timer is None:
+            self._write_timer = asyncio.get_running_loop().call_at(
+                self._head_end_at + self._listener.limits.write_timeout_s, self._write_expire)
         self._inner.pause_writing()
 
     def resume_writing(self) -> None:
@@ -197,6 +222,15 @@ class _Connection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _write_expire(self) -> None:
+        self._write_timer = None
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if transport.get_write_buffer_size() > 0:
+            self._listener.refuse("write_timeout", transport.get_extra_info("peername"))
+            transport.abort()
 
     def _expire(self) -> None:
         self._timer = None

@@ -17,11 +17,12 @@ from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS
 from exporter.series import Family
-from exporter.web.app import Source, make_handler
+from exporter.web.app import DEFAULT_MAX_CONCURRENT_SCRAPES, Source, make_handler
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
 from exporter.web.middleware import enforce_web_config
 from exporter.web.node_page import NodePage
+from exporter.web.scrapes import ScrapeSlots
 
 if TYPE_CHECKING:  # the web config's code loads only when a file is given
     from exporter.web.reload import LiveWebConfig
@@ -38,10 +39,15 @@ class _WithWebFamilies:
     publish: Publisher[Rendered]
     families: Callable[[], list[Family]]
     node_page: NodePage
+    process_families: Callable[[], list[Family]] | None = None
+    """`--enable-exporter-metrics`: the process's own families, read here on the render
+    thread, after every other family."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
         families = [*extra, *self.families()]
+        if self.process_families is not None:
+            families += self.process_families()
         rendered = self.publish(snapshot, stats, families)
         self.node_page.record(snapshot, stats, families)
         return rendered
@@ -49,10 +55,18 @@ class _WithWebFamilies:
 
 class WebServer:
     def __init__(self, web_config: LiveWebConfig | None = None,
-                 limits: WebLimits | None = None, *, openmetrics: bool = False) -> None:
+                 limits: WebLimits | None = None, *, openmetrics: bool = False,
+                 max_concurrent_scrapes: int = DEFAULT_MAX_CONCURRENT_SCRAPES,
+                 exporter_metrics: bool = False, health_require_gpus: bool = False) -> None:
+        """`exporter_metrics`: the publisher must render appendable bodies
+        (`Publisher.appendable`)."""
         self.web_config = web_config
         self.openmetrics = openmetrics
         self.limits = limits or WebLimits()
+        self.scrapes = ScrapeSlots(max_concurrent_scrapes)
+        """Kept for the server's life: promhttp's counters survive reloads."""
+        self.exporter_metrics = exporter_metrics
+        self.health_require_gpus = health_require_gpus
         self._runner: web.ServerRunner | None = None
         self._quiet_malformed = OneLinePerInterval()
         current_tls = (lambda: web_config.current().tls) if web_config is not None else None
@@ -82,7 +96,12 @@ class WebServer:
         """`publish`, with the endpoint's self-metrics added to every exposition and each
         poll recorded for the node page (which names the exposition's backend)."""
         self.node_page.backend = publish.backend
-        return _WithWebFamilies(publish, self.families, self.node_page)
+        process_families = None
+        if self.exporter_metrics:
+            from exporter.web.exporter_metrics import ProcessFamilies  # the option's only
+
+            process_families = ProcessFamilies()
+        return _WithWebFamilies(publish, self.families, self.node_page, process_families)
 
     async def start(self, source: Source, host: str | None, port: int) -> None:
         """Serves `source` on host:port; OSError when the address cannot be bound."""
@@ -91,11 +110,15 @@ class WebServer:
         # aiohttp's low-level server: our handler dispatches the five paths itself.
         server = web.Server(
             make_handler(source, openmetrics=self.openmetrics, guard=guard,
-                         node_page=self.node_page),
+                         node_page=self.node_page, slots=self.scrapes,
+                         exporter_metrics=self.exporter_metrics,
+                         health_require_gpus=self.health_require_gpus),
             access_log=None, keepalive_timeout=self.limits.idle_timeout_s,
             max_line_size=self.limits.max_line_size, max_field_size=self.limits.max_field_size,
             max_headers=self.limits.max_headers)
-        self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
+        # A graceful shutdown waits for responses being written, at most the write timeout
+        # (which also cuts each of them).
+        self._runner = web.ServerRunner(server, shutdown_timeout=self.limits.write_timeout_s)
         await self._runner.setup()
         try:
             await self.listener.start(host, port)

@@ -39,6 +39,7 @@ class FixedSource:
                    (Sample((("gpu", "0"),), 41.0),)),
         ])
         self.snapshot: Snapshot | None = None
+        self.reloading = False
 
     def readiness(self) -> tuple[bool, str]:
         return True, "ok"

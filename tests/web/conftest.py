@@ -34,6 +34,7 @@ class FixedSource:
         self.current: Rendered = render([Family("DCGM_FI_DEV_GPU_TEMP", "gauge", "temp",
                                                 (Sample((("gpu", "0"),), 40.0),))])
         self.snapshot: Snapshot | None = None
+        self.reloading = False
         self.scrapes = 0
 
     def readiness(self) -> tuple[bool, str]:

@@ -55,6 +55,7 @@ class _Published:
 
     current = Rendered(TEXT, gzip.compress(TEXT), OPENMETRICS, gzip.compress(OPENMETRICS))
     snapshot: Snapshot | None = None
+    reloading: bool = False
 
     def readiness(self) -> tuple[bool, str]:
         return True, "ok"

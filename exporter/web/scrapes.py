@@ -1,0 +1,95 @@
+"""Scrapes in flight: the admission limit (`--max-concurrent-scrapes`) and, with
+`--enable-exporter-metrics`, promhttp's two families about them.
+
+A scrape holds its slot from admission until aiohttp has handed the response's last byte to
+the transport (or failed to): a client that does not read keeps its slot until the write
+timeout cuts it. A scrape that finds every slot taken is answered 503 at once, never queued.
+dcgm-exporter 4.8.4 also coalesces admitted scrapes onto one gather-and-render; here every
+scrape is handed the bytes the last poll rendered, so concurrent scrapes share one render by
+construction and the limit only bounds the connections writing at once.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+
+LIMIT_STATUS = 503
+LIMIT_BODY = b"scrape concurrency limit reached\n"
+"""As Go's `http.Error` writes dcgm-exporter's message: the text and a newline."""
+LIMIT_HEADERS = {"Content-Type": "text/plain; charset=utf-8",
+                 "X-Content-Type-Options": "nosniff"}
+
+PROMHTTP_CODES = (200, 500, 503)
+"""Codes promhttp's counter starts with, at 0 (promhttp.InstrumentMetricHandler)."""
+
+
+class ScrapeSlots:
+    """Admitted scrapes now, and scrapes finished by status code (on the event loop only)."""
+
+    __slots__ = ("finished", "in_flight", "limit")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"the scrape limit must be at least 1, not {limit}")
+        self.limit = limit
+        self.in_flight = 0
+        self.finished: dict[int, int] = dict.fromkeys(PROMHTTP_CODES, 0)
+
+    def take(self) -> bool:
+        """Admit one scrape, or count its refusal (False)."""
+        if self.in_flight >= self.limit:
+            self.finished[LIMIT_STATUS] += 1
+            return False
+        self.in_flight += 1
+        return True
+
+    def give_back(self, status: int) -> None:
+        self.in_flight -= 1
+        self.finished[status] = self.finished.get(status, 0) + 1
+
+    def refusal(self) -> web.Response:
+        return web.Response(body=LIMIT_BODY, status=LIMIT_STATUS, headers=LIMIT_HEADERS)
+
+    def promhttp(self, openmetrics: bool) -> bytes:
+        """promhttp_metric_handler_requests_in_flight and _total as they stand (this scrape
+        in flight, not yet counted), in the order Go's registry sorts them."""
+        counter = "promhttp_metric_handler_requests"
+        counter_head = counter if openmetrics else counter + "_total"
+        lines = [
+            "# HELP promhttp_metric_handler_requests_in_flight Current number of scrapes "
+            "being served.\n",
+            "# TYPE promhttp_metric_handler_requests_in_flight gauge\n",
+            f"promhttp_metric_handler_requests_in_flight {self.in_flight}\n",
+            f"# HELP {counter_head} Total number of scrapes by HTTP status code.\n",
+            f"# TYPE {counter_head} counter\n",
+        ]
+        lines += [f'{counter}_total{{code="{code}"}} {n}\n'
+                  for code, n in sorted(self.finished.items())]
+        return "".join(lines).encode()
+
+
+class AdmittedResponse(web.Response):
+    """A scrape's response, which gives its slot back once written (or failed)."""
+
+    def __init__(self, slots: ScrapeSlots, *, body: bytes, headers: dict[str, str]) -> None:
+        super().__init__(body=body, headers=headers)
+        self._slots: ScrapeSlots | None = slots
+
+    def _give_back(self) -> None:
+        if self._slots is not None:
+            self._slots.give_back(self.status)
+            self._slots = None
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        try:
+            return await super().prepare(request)
+        except BaseException:  # write_eof will not be called
+            self._give_back()
+            raise
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        try:
+            await super().write_eof(data)
+        finally:
+            self._give_back()
