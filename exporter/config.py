@@ -18,10 +18,11 @@ from pathlib import Path
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import PodLabelSelection
-from exporter.options import ConfigError, Resolution, parse_command_line, parse_duration
+from exporter.options import ConfigError, Option, Resolution, parse_command_line, parse_duration
 from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
 from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
+from exporter.options.values import lenient_warning
 
 __all__ = ["ConfigError", "ServeConfig", "kubernetes_config", "parse_duration",
            "parse_serve_args", "serve_config"]
@@ -36,6 +37,8 @@ class ServeConfig:
     sim_faults: tuple[str, ...] = ()
     sim_kubelet: bool = False
     """Serve simulated pod allocations on a pod-resources socket (simulated node only)."""
+    config_file: Path | None = None
+    """dcgm-exporter's YAML config file, already applied to the fields below."""
     collectors: Path | None = None
     """The collectors CSV; None: the built-in default set."""
     collect_interval_s: float = 15.0
@@ -46,6 +49,16 @@ class ServeConfig:
     """Negotiate OpenMetrics by Accept; off: text 0.0.4 whatever the scraper asks for."""
     web_config_file: Path | None = None
     """exporter-toolkit's web config (TLS, basic auth); None: plain HTTP."""
+    web_read_timeout_s: float = 10.0
+    """Longest time to read a request."""
+    web_write_timeout_s: float = 30.0
+    """Longest time to write a response, and to finish serving at shutdown."""
+    max_concurrent_scrapes: int = 16
+    """Scrapes served at once; more are answered 503. Always > 0."""
+    enable_exporter_metrics: bool = False
+    """Also serve metrics about the exporter's own process and HTTP handler."""
+    health_require_gpus: bool = False
+    """`/health` answers 503 while no GPU is exported."""
     devices: DeviceFilter = ALL_DEVICES
     hostname_label: HostnameLabel | None = "Hostname"
     hostname: str = ""
@@ -56,6 +69,14 @@ class ServeConfig:
     replace_blanks_in_model_name: bool = False
     hpc_job_mapping_dir: Path | None = None
     """Files naming the HPC jobs on each GPU; None: no `hpc_job` label."""
+    container_labels: bool = False
+    """A `container` label from a container runtime's API (only outside Kubernetes: with
+    Kubernetes on, this is False and a start-up warning says so)."""
+    container_runtime_socket: Path | None = None
+    """That runtime API's Unix socket; set whenever container_labels is True."""
+    watch_max_keep_age_s: float = 600.0
+    watch_max_keep_samples: int = 0
+    """dcgm-exporter's DCGM watch retention: checked as it checks them, used for nothing."""
     label_limit: int = 0
     """At most this many labels per series, the name counted; copied pod labels beyond it
     are left off. 0: no limit."""
@@ -90,6 +111,41 @@ def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
     )
 
 
+def _timeout(r: Resolution, option: Option[float | None], warnings: list[str]) -> float:
+    """The timeout's seconds; a value that stood for the default adds a warning."""
+    setting = r.setting(option)
+    default = option.default
+    assert default is not None  # the table gives every timeout a default
+    if setting.value is not None:
+        return setting.value
+    assert setting.source is not None  # only a given value can fail to parse
+    warnings.append(lenient_warning(setting.source, setting.text, default))
+    return default
+
+
+def check_watch_retention(age_s: float, samples: int, where: str) -> None:
+    """dcgm-exporter's WatchRetention.Validate: no limit at all is refused (the ranges of
+    each are checked where it is read)."""
+    if age_s == 0 and samples == 0:
+        raise ConfigError(f"{where}: max keep age and max keep samples cannot both be 0 (one "
+                          "of them must limit what a DCGM watch keeps)")
+
+
+def _container_labels(r: Resolution, *, kubernetes: bool, warnings: list[str]) -> bool:
+    """dcgm-exporter's checks: ignored (with a warning) in Kubernetes mode, else a socket is
+    required."""
+    if not r[dcgm.CONTAINER_LABELS]:
+        return False
+    if kubernetes:
+        warnings.append(f"{r.setting(dcgm.CONTAINER_LABELS).source}: container runtime labels "
+                        "are ignored when Kubernetes mode (-k) is on")
+        return False
+    if r[dcgm.CONTAINER_RUNTIME_SOCKET] is None:
+        raise ConfigError("--container-labels requires --container-runtime-socket or "
+                          "$DCGM_CONTAINER_RUNTIME_SOCKET")
+    return True
+
+
 def serve_config(r: Resolution) -> ServeConfig:
     k8s_enabled = r[opt.KUBERNETES] or r[opt.SIM_KUBELET]
     if r[opt.SCOPE] == "pod":
@@ -99,18 +155,27 @@ def serve_config(r: Resolution) -> ServeConfig:
                 "API: fieldRef metadata.name / metadata.namespace)")
         k8s_enabled = True
     host, port = r[opt.LISTEN_ADDRESS]
+    warnings = r.warnings()
+    check_watch_retention(r[dcgm.WATCH_MAX_KEEP_AGE], r[dcgm.WATCH_MAX_KEEP_SAMPLES],
+                          "--watch-max-keep-age/--watch-max-keep-samples")
     return ServeConfig(
         backend=r[opt.BACKEND],
         sim_profile=r[opt.SIM_PROFILE],
         sim_seed=r[opt.SIM_SEED],
         sim_faults=r[opt.SIM_FAULTS],
         sim_kubelet=r[opt.SIM_KUBELET],
+        config_file=r[opt.CONFIG_FILE],
         collectors=r[opt.COLLECTORS],
         collect_interval_s=r[opt.COLLECT_INTERVAL],
         listen_host=host,
         listen_port=port,
         enable_openmetrics=r[opt.WEB_ENABLE_OPENMETRICS],
         web_config_file=r[opt.WEB_CONFIG_FILE],
+        web_read_timeout_s=_timeout(r, opt.WEB_READ_TIMEOUT, warnings),
+        web_write_timeout_s=_timeout(r, opt.WEB_WRITE_TIMEOUT, warnings),
+        max_concurrent_scrapes=r[opt.MAX_CONCURRENT_SCRAPES],
+        enable_exporter_metrics=r[opt.ENABLE_EXPORTER_METRICS],
+        health_require_gpus=r[opt.HEALTH_REQUIRE_GPUS],
         devices=r[opt.DEVICES],
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
         hostname=r[opt.NODE_NAME] or socket.gethostname(),
@@ -119,11 +184,15 @@ def serve_config(r: Resolution) -> ServeConfig:
         use_old_namespace=r[dcgm.USE_OLD_NAMESPACE],
         replace_blanks_in_model_name=r[dcgm.REPLACE_BLANKS_IN_MODEL_NAME],
         hpc_job_mapping_dir=r[dcgm.HPC_JOB_MAPPING_DIR],
+        container_labels=_container_labels(r, kubernetes=k8s_enabled, warnings=warnings),
+        container_runtime_socket=r[dcgm.CONTAINER_RUNTIME_SOCKET],
+        watch_max_keep_age_s=r[dcgm.WATCH_MAX_KEEP_AGE],
+        watch_max_keep_samples=r[dcgm.WATCH_MAX_KEEP_SAMPLES],
         label_limit=r[opt.LABEL_LIMIT],
         log_format=r[opt.LOG_FORMAT],
         log_level=r[opt.LOG_LEVEL],
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),
-        startup_warnings=tuple(r.warnings()),
+        startup_warnings=tuple(warnings),
     )
 
 

@@ -20,6 +20,8 @@ from exporter.options.values import (
     ConfigMapRef,
     Duration,
     FilePath,
+    GoDuration,
+    Integer,
     RegexList,
     Switch,
     Text,
@@ -109,6 +111,21 @@ CONFIGMAP_DATA: Option[ConfigMapName | None] = Option(
     help="read the collectors CSV from key `metrics` of this ConfigMap, falling back to the "
          "collectors file (needs API access)")
 
+CONTAINER_LABELS: Option[bool] = Option(
+    "container_labels", Switch(), False, commands=SERVE,
+    flags=("--container-labels",),
+    env=("GPU_EXPORTER_CONTAINER_LABELS", "DCGM_EXPORTER_CONTAINER_LABELS"),
+    help="outside Kubernetes, a `container` label from a Docker-compatible runtime API "
+         "(needs `--container-runtime-socket`; with `-k` it is ignored, with a warning)")
+CONTAINER_RUNTIME_SOCKET: Option[Path | None] = Option(
+    "container_runtime_socket", FilePath(), None, commands=SERVE,
+    flags=("--container-runtime-socket",),
+    env=("GPU_EXPORTER_CONTAINER_RUNTIME_SOCKET", "DCGM_CONTAINER_RUNTIME_SOCKET"),
+    metavar="PATH", help="the Unix socket of that runtime API")
+
+MAX_KEEP_SAMPLES = 2**31 - 1
+"""DCGM keeps a watch's sample count in an int32."""
+
 _NO_DUMPS = "this exporter writes no debug dumps"
 _NO_DCGM_LOG = "there is no DCGM library to log; `--log-level` sets this exporter's logging"
 _REENUMERATED = ("GPUs that come or go are found by re-enumeration (every minute, and at "
@@ -180,14 +197,29 @@ GPU_BIND_UNBIND_POLL_INTERVAL = _ignored_text(
     "DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL", "poll interval of that watch",
     _REENUMERATED, "DURATION")
 
+_NO_WATCHES = ("NVML is read directly at each poll; there are no DCGM field watches "
+                "whose samples to keep")
+WATCH_MAX_KEEP_AGE: Option[float] = Option(
+    "watch_max_keep_age", GoDuration(), 600.0, commands=SERVE, group=IGNORED_GROUP,
+    flags=("--watch-max-keep-age",), env=("DCGM_EXPORTER_WATCH_MAX_KEEP_AGE",),
+    default_text="`10m0s`", ignored=_NO_WATCHES,
+    help="how long DCGM keeps a watched field's samples, a Go duration (`0s`: no age limit, "
+         "if there is a sample limit)")
+WATCH_MAX_KEEP_SAMPLES: Option[int] = Option(
+    "watch_max_keep_samples", Integer(minimum=0, maximum=MAX_KEEP_SAMPLES), 0,
+    commands=SERVE, group=IGNORED_GROUP, flags=("--watch-max-keep-samples",),
+    env=("DCGM_EXPORTER_WATCH_MAX_KEEP_SAMPLES",), ignored=_NO_WATCHES,
+    help="how many samples of a watched field DCGM keeps (`0`: no count limit, if there is "
+         "an age limit)")
+
 DCGM_OPTIONS: tuple[Option[object], ...] = (
     USE_OLD_NAMESPACE, REPLACE_BLANKS_IN_MODEL_NAME, CLOCK_EVENTS_COUNT_WINDOW,
-    HPC_JOB_MAPPING_DIR,
+    HPC_JOB_MAPPING_DIR, CONTAINER_LABELS, CONTAINER_RUNTIME_SOCKET,
     GPU_ID_TYPE, ENABLE_POD_LABELS, ENABLE_POD_UID, POD_LABEL_ALLOWLIST, VIRTUAL_GPUS, DRA,
     CONFIGMAP_DATA,
     REMOTE_HOSTENGINE_INFO, SWITCH_DEVICES, CPU_DEVICES, WEB_SYSTEMD_SOCKET,
     ENABLE_PPROF, FAKE_GPUS, ENABLE_DCGM_LOG, DCGM_LOG_LEVEL, DUMP_ENABLED, DUMP_DIRECTORY,
     DUMP_RETENTION, DUMP_COMPRESSION, DISABLE_STARTUP_VALIDATE, ENABLE_GPU_BIND_UNBIND_WATCH,
-    GPU_BIND_UNBIND_POLL_INTERVAL,
+    GPU_BIND_UNBIND_POLL_INTERVAL, WATCH_MAX_KEEP_AGE, WATCH_MAX_KEEP_SAMPLES,
 )
 GROUP_DESCRIPTIONS = {IGNORED_GROUP: IGNORED_GROUP_DESCRIPTION}

@@ -20,6 +20,7 @@ from exporter.options.values import (
     Duration,
     FilePath,
     Integer,
+    LenientGoDuration,
     Listen,
     ListenAddress,
     PodLabels,
@@ -73,6 +74,11 @@ SIM_KUBELET: Option[bool] = Option(
     "sim_kubelet", Switch(), False, commands=SERVE, group=SIM_GROUP,
     flags=("--sim.kubelet",), env=("GPU_EXPORTER_SIM_KUBELET",),
     help="also serve simulated pod allocations on a pod-resources socket (implies `-k`)")
+CONFIG_FILE: Option[Path | None] = Option(
+    "config_file", FilePath(), None, commands=SERVE,
+    flags=("--config-file",), env=("GPU_EXPORTER_CONFIG_FILE", "DCGM_EXPORTER_CONFIG_FILE"),
+    help="dcgm-exporter's YAML config file (versions 1 and 2; see Config file), read once at "
+         "start-up; a flag or variable that is set beats the file")
 COLLECTORS: Option[Path | None] = Option(
     "collectors", FilePath(), None, commands=SERVE_AND_GENERATE,
     flags=("-f", "--collectors"), env=("GPU_EXPORTER_COLLECTORS", "DCGM_EXPORTER_COLLECTORS"),
@@ -101,6 +107,35 @@ WEB_CONFIG_FILE: Option[Path | None] = Option(
     env=("GPU_EXPORTER_WEB_CONFIG_FILE", "DCGM_EXPORTER_WEB_CONFIG_FILE"),
     help="TLS, client certificates and basic auth: a YAML file in the Prometheus "
          "exporter-toolkit's web config format (see Securing the endpoint)")
+WEB_READ_TIMEOUT: Option[float | None] = Option(
+    "web_read_timeout", LenientGoDuration(), 10.0, commands=SERVE,
+    flags=("--web-read-timeout",),
+    env=("GPU_EXPORTER_WEB_READ_TIMEOUT", "DCGM_EXPORTER_WEB_READ_TIMEOUT"),
+    default_text="`10s`",
+    help="longest time to read a request, a Go duration; one that does not parse or is not "
+         "above zero logs a warning and stands for the default")
+WEB_WRITE_TIMEOUT: Option[float | None] = Option(
+    "web_write_timeout", LenientGoDuration(), 30.0, commands=SERVE,
+    flags=("--web-write-timeout",),
+    env=("GPU_EXPORTER_WEB_WRITE_TIMEOUT", "DCGM_EXPORTER_WEB_WRITE_TIMEOUT"),
+    default_text="`30s`",
+    help="longest time to write a response, and to finish at shutdown, a Go duration; one "
+         "that does not parse or is not above zero logs a warning and stands for the default")
+MAX_CONCURRENT_SCRAPES: Option[int] = Option(
+    "max_concurrent_scrapes", Integer(minimum=1), 16, commands=SERVE,
+    flags=("--max-concurrent-scrapes",),
+    env=("GPU_EXPORTER_MAX_CONCURRENT_SCRAPES", "DCGM_EXPORTER_MAX_CONCURRENT_SCRAPES"),
+    help="scrapes served at once; more get HTTP 503 (at least 1)")
+ENABLE_EXPORTER_METRICS: Option[bool] = Option(
+    "enable_exporter_metrics", Switch(), False, commands=SERVE,
+    flags=("--enable-exporter-metrics",),
+    env=("GPU_EXPORTER_ENABLE_EXPORTER_METRICS", "DCGM_EXPORTER_ENABLE_EXPORTER_METRICS"),
+    help="also serve metrics about the exporter's own process and HTTP handler")
+HEALTH_REQUIRE_GPUS: Option[bool] = Option(
+    "health_require_gpus", Switch(), False, commands=SERVE,
+    flags=("--health-require-gpus",),
+    env=("GPU_EXPORTER_HEALTH_REQUIRE_GPUS", "DCGM_EXPORTER_HEALTH_REQUIRE_GPUS"),
+    help="`/health` answers 503 while no GPU is being exported")
 DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
@@ -197,8 +232,10 @@ SKIP_KUBERNETES: Option[bool] = Option(
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
     BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
-    COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, WEB_CONFIG_FILE,
-    DEVICES, HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    CONFIG_FILE, COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS,
+    WEB_CONFIG_FILE, WEB_READ_TIMEOUT, WEB_WRITE_TIMEOUT, MAX_CONCURRENT_SCRAPES,
+    ENABLE_EXPORTER_METRICS, HEALTH_REQUIRE_GPUS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
+    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION,
     LABEL_LIMIT, SCOPE,
     POD_NAME, POD_NAMESPACE,

@@ -17,6 +17,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 from exporter import durations
 from exporter.devices.filter import DeviceFilter, parse_device_filter
 from exporter.k8s.inference_labels import PodLabelSelection, parse_presets
+from exporter.options.go_duration import go_seconds, go_text
 
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
@@ -139,6 +140,7 @@ class SwitchTo(Value[L]):
 @dataclass(frozen=True, slots=True)
 class Integer(Value[int]):
     minimum: int | None = None
+    maximum: int | None = None
     metavar = "N"
 
     def parse(self, text: str, where: str) -> int:
@@ -148,6 +150,8 @@ class Integer(Value[int]):
             raise ConfigError(f"{where}: {durations.shown(text)} is not an integer") from None
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(f"{where}: {text!r} is below {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(f"{where}: {text!r} is above {self.maximum}")
         return value
 
     def samples(self) -> tuple[str, ...]:
@@ -196,6 +200,52 @@ class Duration(Value[float]):
 
     def samples(self) -> tuple[str, ...]:
         return ("250ms", "2s", "3m")
+
+
+@dataclass(frozen=True, slots=True)
+class GoDuration(Value[float]):
+    """Seconds from Go's duration syntax (`10m0s`, `90s`; see go_duration), as dcgm-exporter's
+    duration flags take it; zero is allowed, a negative duration is refused."""
+
+    metavar = "DURATION"
+
+    def parse(self, text: str, where: str) -> float:
+        try:
+            seconds = go_seconds(text.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc} (expected a Go duration such as 10m0s, 30s "
+                              "or 500ms)") from None
+        if seconds < 0:
+            raise ConfigError(f"{where}: {durations.shown(text)} must not be negative")
+        return seconds
+
+    def samples(self) -> tuple[str, ...]:
+        return ("5m0s", "90s", "1h")
+
+
+@dataclass(frozen=True, slots=True)
+class LenientGoDuration(Value[float | None]):
+    """A Go duration that is never an error, as dcgm-exporter reads its web timeouts: text
+    that does not parse, or is not above zero, gives None, which stands for the option's
+    default (and a start-up warning; see `lenient_warning`)."""
+
+    metavar = "DURATION"
+
+    def parse(self, text: str, where: str) -> float | None:  # noqa: ARG002 (never fails)
+        try:
+            seconds = go_seconds(text.strip())
+        except ValueError:
+            return None
+        return seconds if seconds > 0 else None
+
+    def samples(self) -> tuple[str, ...]:
+        return ("5s", "1m30s", "250ms")
+
+
+def lenient_warning(source: str, text: str, default_s: float) -> str:
+    """The start-up line for a LenientGoDuration value that stood for the default."""
+    return (f"{source}={text}: not a Go duration above zero (such as 10s or 1m30s); using "
+            f"the default {go_text(default_s)}")
 
 
 @dataclass(frozen=True, slots=True)
