@@ -35,6 +35,7 @@ from exporter.logs import setup_logging
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor
+from exporter.web.limits import WebLimits
 from exporter.web.server import WebServer
 
 if TYPE_CHECKING:
@@ -137,6 +138,11 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
                               process_reads=ProcessReader(lib).on_thread(poll_worker),
                               metadata=None if sim is None else sim.metadata,
                               proc_root="/proc" if sim is None else sim.proc_root)
+    elif cfg.container_labels:
+        assert cfg.container_runtime_socket is not None  # the config's checks say so
+        from exporter.k8s.container_runtime import ContainerRuntimeSource
+
+        source = ContainerRuntimeSource(cfg.container_runtime_socket, cfg.collect_interval_s)
     settings = SamplerSettings(
         interval_s=cfg.collect_interval_s,
         host=HostLabel(cfg.hostname_label, cfg.hostname),
@@ -144,10 +150,16 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     )
     style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
-    server = WebServer(web_config, openmetrics=cfg.enable_openmetrics)
+    server = WebServer(web_config, WebLimits(header_timeout_s=cfg.web_read_timeout_s,
+                                             write_timeout_s=cfg.web_write_timeout_s),
+                       openmetrics=cfg.enable_openmetrics,
+                       max_concurrent_scrapes=cfg.max_concurrent_scrapes,
+                       exporter_metrics=cfg.enable_exporter_metrics,
+                       health_require_gpus=cfg.health_require_gpus)
     publish = server.publishing(Publisher(cfg.backend, style, jobs,
                                           LabelLimit(cfg.label_limit),
-                                          openmetrics=cfg.enable_openmetrics))
+                                          openmetrics=cfg.enable_openmetrics,
+                                          appendable=cfg.enable_exporter_metrics))
     sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
@@ -175,7 +187,9 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     finally:
         log.info("shutting down")
         try:
-            await asyncio.wait_for(server.stop(), SHUTDOWN_BUDGET_S / 2)
+            # Responses being written get up to the write timeout (which cuts them anyway).
+            await asyncio.wait_for(server.stop(),
+                                   max(SHUTDOWN_BUDGET_S / 2, cfg.web_write_timeout_s + 0.5))
         except TimeoutError:
             log.warning("HTTP shutdown did not finish in time")
         await sampler.close(SHUTDOWN_BUDGET_S / 2)

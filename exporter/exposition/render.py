@@ -189,6 +189,7 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
     host = snapshot.host
     sharers = snapshot.attribution.sharers
     split = snapshot.attribution.split
+    containers = snapshot.attribution.containers
     labels: SeriesLabels = {}
     unheld: SeriesLabels = {}
     for e in visible_entities(snapshot):
@@ -197,6 +198,10 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
         labels[e.key] = tuple(series for ref in refs
                               for series in _per_job(base + pod_labels(ref, style),
                                                      jobs.get(e.key, ())))
+        if e.key in containers:  # the runtime's containers: a copy each, the original kept
+            labels[e.key] += tuple(series for name in containers[e.key]
+                                   for series in _per_job((*base, (names.CONTAINER, name)),
+                                                          jobs.get(e.key, ())))
         if e.key in split and e.key in sharers:
             unheld[e.key] = _per_job(base, jobs.get(e.key, ()))
     visible = snapshot.attribution.visible

@@ -41,6 +41,10 @@ class Attribution:
     (`exporter.k8s.virtual_gpus`). Such a field is shown once with the device's own value
     and no pod labels, then once per sharer with its part; a field not named here shows the
     device's value on every copy."""
+    containers: Mapping[EntityKey, tuple[str, ...]] = field(default_factory=dict)
+    """Outside Kubernetes (`--container-labels`): the runtime's containers holding each
+    entity, by their `container` label. Each entity's series are kept as they are and
+    repeated once per container with `container` added."""
 
 
 NO_ATTRIBUTION = Attribution()

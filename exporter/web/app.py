@@ -100,9 +100,12 @@ METHODS = ("GET", "HEAD")
 
 
 def _gpus_served(snapshot: Snapshot | None) -> int:
+    """GPUs and MIG instances whose series the last poll exported (a device filter that
+    selects none, or every GPU lost, leaves none)."""
     if snapshot is None:
         return 0
-    return sum(1 for e in visible_entities(snapshot) if not e.is_mig)
+    values = snapshot.readings.values
+    return sum(1 for e in visible_entities(snapshot) if values.get(e.key))
 
 
 def _with_tail(rendered: Rendered, om: bool, gz: bool, tail: bytes) -> bytes:

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,8 +49,9 @@ class ServedInThread:
     """A `WebServer` on its own event loop in a thread; blocking clients in the test."""
 
     def __init__(self, web_config: LiveWebConfig | None,
-                 limits: WebLimits | None = None) -> None:
-        self.server = WebServer(web_config, limits)
+                 limits: WebLimits | None = None, **options: Any) -> None:
+        """`options`: WebServer's keyword arguments."""
+        self.server = WebServer(web_config, limits, **options)
         self.source = FixedSource()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -140,13 +142,13 @@ def pki(tmp_path: Path) -> Pki:
 
 @pytest.fixture
 def serve() -> Iterator[type[ServedInThread]]:
-    """Factory: `serve(web_config, limits)`, stopped after the test."""
+    """Factory: `serve(web_config, limits, **WebServer options)`, stopped after the test."""
     started: list[ServedInThread] = []
 
     class _Tracked(ServedInThread):
         def __init__(self, web_config: LiveWebConfig | None,
-                     limits: WebLimits | None = None) -> None:
-            super().__init__(web_config, limits)
+                     limits: WebLimits | None = None, **options: Any) -> None:
+            super().__init__(web_config, limits, **options)
             started.append(self)
 
     yield _Tracked
