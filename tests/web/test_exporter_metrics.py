@@ -40,7 +40,8 @@ def _family_order(text: str) -> list[str]:
 
 def _counts(text: str) -> tuple[float, float]:
     in_flight, total = IN_FLIGHT.search(text), OK_TOTAL.search(text)
-    assert in_flight is not None and total is not None, text[-2000:]
+    assert in_flight is not None, text[-2000:]
+    assert total is not None, text[-2000:]
     return float(in_flight.group(1)), float(total.group(1))
 
 
@@ -104,7 +105,7 @@ def test_both_formats_are_clean_for_promtool(exporter: type[ExporterProcess],
     om = body.decode()
     assert om.endswith("# EOF\n")
     assert om.count("# EOF") == 1
-    names = {f.name for f in parse_openmetrics(om)}
+    names = {f.name for f in parse_openmetrics(om)}  # type: ignore[no-untyped-call]
     assert {"process_cpu_seconds", "promhttp_metric_handler_requests",
             "promhttp_metric_handler_requests_in_flight", "python_info"} <= names
     # Prometheus's own OpenMetrics parser, through promtool's backfill.
