@@ -3,7 +3,7 @@ bare aiohttp app serving the same bytes, measured in the same run and printed as
 
 Usage: .venv/bin/python benchmarks/bench_serve.py [--rounds 15] [--duration 2]
        [--profile h200-mig] [--interval 1s] [--tls] [--sim-kubelet] [--callback-cpu]
-       [--switch-interval S]
+       [--switch-interval S] [--exporter-metrics]
 Needs Debian's `wrk` (apt-get install wrk), and `openssl` for --tls. Prints one table;
 nothing is asserted.
 
@@ -13,6 +13,9 @@ alternate so that a change in the machine's load falls on both; the table gives 
 of the rounds for each figure and the median of the per-round ratios. With --tls the round
 adds the exporter over TLS, over TLS with one bcrypt basic-auth user (wrk sends the right
 password, so after the first request each check is a cache hit) and the bare app over TLS.
+With --exporter-metrics the round adds the exporter with `--enable-exporter-metrics`,
+compared with the exporter without it (what rendering promhttp's families per scrape, and
+finishing the gzip member with them, costs).
 
 Both servers run through this file (`--inside`), which adds one thing to each: a probe on the
 serving event loop that sleeps 5 ms at a time and records how late it wakes, i.e. how long
@@ -454,6 +457,8 @@ def main() -> int:
                              "some throughput): the longest one's CPU time")
     parser.add_argument("--tls", action="store_true",
                         help="also over TLS, and TLS with basic auth")
+    parser.add_argument("--exporter-metrics", action="store_true",
+                        help="also the exporter with --enable-exporter-metrics")
     args = parser.parse_args()
     from exporter.durations import parse_duration
 
@@ -491,6 +496,14 @@ def main() -> int:
                     Server("bare aiohttp", bare_url, bare, bare_probe, "bare aiohttp")]
         if args.tls:
             servers += tls_servers(folder, common, start)
+        if args.exporter_metrics:
+            port = free_port()
+            process, probe = start("exporter", [*common, "-a", f"127.0.0.1:{port}",
+                                                "--enable-exporter-metrics"])
+            wait_for(f"http://127.0.0.1:{port}/ready")
+            servers.append(Server("gpu-exporter + exporter metrics",
+                                  f"http://127.0.0.1:{port}/metrics", process, probe,
+                                  "gpu-exporter"))
         for s in servers:
             run_wrk(s.url, 4, 2, s.headers)  # warm-up: first-request paths, caches, bcrypt
         for _ in range(args.rounds):

@@ -164,7 +164,9 @@ HTTP_CONNECTIONS_REFUSED = SelfMetric(
     note="`reason`: connection_limit (more open connections than the cap), header_timeout "
          "(no complete request head within the header timeout), tls_handshake (the TLS "
          "handshake failed: no or untrusted client certificate, refused TLS version, not "
-         "TLS), client_san (the client certificate has none of `client_allowed_sans`).")
+         "TLS), client_san (the client certificate has none of `client_allowed_sans`), "
+         "write_timeout (a response not taken by its client within the write timeout; "
+         "that request was not fully served).")
 WEB_CONFIG_RELOADS = SelfMetric(
     "gpu_exporter_web_config_reloads", "counter",
     "Re-reads of the web config file and the certificates, keys and CAs it names after "
