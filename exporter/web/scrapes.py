@@ -54,19 +54,26 @@ class ScrapeSlots:
     def promhttp(self, openmetrics: bool) -> bytes:
         """promhttp_metric_handler_requests_in_flight and _total as they stand (this scrape
         in flight, not yet counted), in the order Go's registry sorts them."""
-        counter = "promhttp_metric_handler_requests"
-        counter_head = counter if openmetrics else counter + "_total"
-        lines = [
-            "# HELP promhttp_metric_handler_requests_in_flight Current number of scrapes "
-            "being served.\n",
-            "# TYPE promhttp_metric_handler_requests_in_flight gauge\n",
-            f"promhttp_metric_handler_requests_in_flight {self.in_flight}\n",
-            f"# HELP {counter_head} Total number of scrapes by HTTP status code.\n",
-            f"# TYPE {counter_head} counter\n",
-        ]
-        lines += [f'{counter}_total{{code="{code}"}} {n}\n'
-                  for code, n in sorted(self.finished.items())]
-        return "".join(lines).encode()
+        finished = self.finished
+        return b"".join((
+            _IN_FLIGHT_HEAD, str(self.in_flight).encode(),
+            _TOTAL_HEAD_OPENMETRICS if openmetrics else _TOTAL_HEAD_TEXT,
+            *(b'%s%d"} %d\n' % (_TOTAL_SAMPLE, code, finished[code])
+              for code in sorted(finished)),
+        ))
+
+
+_IN_FLIGHT_HEAD = (b"# HELP promhttp_metric_handler_requests_in_flight Current number of "
+                   b"scrapes being served.\n"
+                   b"# TYPE promhttp_metric_handler_requests_in_flight gauge\n"
+                   b"promhttp_metric_handler_requests_in_flight ")
+_COUNTER_HELP = b"Total number of scrapes by HTTP status code.\n"
+_TOTAL_HEAD_TEXT = (b"\n# HELP promhttp_metric_handler_requests_total " + _COUNTER_HELP +
+                    b"# TYPE promhttp_metric_handler_requests_total counter\n")
+_TOTAL_HEAD_OPENMETRICS = (b"\n# HELP promhttp_metric_handler_requests " + _COUNTER_HELP +
+                           b"# TYPE promhttp_metric_handler_requests counter\n")
+"""The OpenMetrics family is named without `_total`; its samples keep it."""
+_TOTAL_SAMPLE = b'promhttp_metric_handler_requests_total{code="'
 
 
 class AdmittedResponse(web.Response):
