@@ -24,8 +24,8 @@ left idle after it is cut at the deadline rather than at the idle timeout.
 
 The write deadline costs a scrape one clock read (when its head ends): a response that fits
 the transport's buffer never pauses writing, and only a pause (the client reads slower than
-we write) arms a timer, at the end of that request's head plus `write_timeout_s`. When it fires with bytes
-still unsent, the client has not taken the response in time.
+we write) arms a timer, at the end of that request's head plus `write_timeout_s`. When it
+fires with bytes still unsent, the client has not taken the response in time.
 
 Public asyncio APIs only: the listening sockets are ours, and each accepted socket is handed
 to `loop.connect_accepted_socket`, with or without TLS.
