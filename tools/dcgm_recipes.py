@@ -31,7 +31,7 @@ from exporter.fields.catalog import (
     FieldSpec,
     GpmLink,
     MetricType,
-    Part,
+    NvmlSource,
     Reader,
     Scope,
 )
@@ -113,7 +113,7 @@ def _constant(name: str) -> int:
     return value
 
 
-def _scope_of(row: Row, reader: Reader, part: Part) -> Scope:
+def _scope_of(row: Row, reader: Reader, part: NvmlSource) -> Scope:
     if row["scope"] == "link":
         return Scope.LINK
     if reader is Reader.P2P and part != P2P_BITMAP_PART:
@@ -135,7 +135,7 @@ def _type_of(row: Row) -> MetricType:
     return MetricType.COUNTER if cumulative else MetricType.GAUGE
 
 
-def _field_values(row: Row) -> tuple[Part, Convert, str] | None:
+def _field_values(row: Row) -> tuple[NvmlSource, Convert, str] | None:
     match = _FIELD_VALUES.fullmatch(row["nvml_source"])
     if match is None:
         return None
@@ -166,7 +166,7 @@ def _field_values(row: Row) -> tuple[Part, Convert, str] | None:
     return FieldRefs(tuple((i, scope) for i in ids)), convert, unit
 
 
-def _gpm(row: Row) -> tuple[Part, Convert, str] | None:
+def _gpm(row: Row) -> tuple[NvmlSource, Convert, str] | None:
     convert = _GPM_CONVERSIONS.get(row["conversion"])
     if convert is None:
         return None
@@ -194,7 +194,7 @@ def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
     return tuple(args)
 
 
-def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
+def _fabric(conversion: str) -> tuple[Reader, NvmlSource, Convert] | None:
     """Fabric registration fields (the cluster UUID, a string, is a label field)."""
     if conversion.startswith(".state/.status -> dcgmFabricManagerStatus_t"):
         return Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS
@@ -204,7 +204,7 @@ def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
     return None if member is None else (Reader.FABRIC, member.group(1), Convert.NONE)
 
 
-def _memory(conversion: str) -> tuple[Reader, Part, Convert] | None:
+def _memory(conversion: str) -> tuple[Reader, NvmlSource, Convert] | None:
     if conversion.startswith("used / (total - reserved)"):
         return Reader.MEMORY, None, Convert.FB_USED_RATIO
     member = conversion.split(" ")[0]
@@ -291,7 +291,7 @@ def _prm(row: Row) -> Call | None:
     return None
 
 
-def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
+def _call(row: Row) -> tuple[Reader, NvmlSource, Convert] | None:
     """A plain call: the table's function with constant arguments, and a conversion of a
     known phrasing. Calls that take a struct or need more than one call return None."""
     prm = _prm(row)
