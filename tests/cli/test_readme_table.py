@@ -1,4 +1,5 @@
-"""The README's flag table is the generator's output, and the generator's command works."""
+"""The flag table of docs/configuration.md is the generator's output, and the generator's
+command works."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from exporter.options import OPTIONS, build_parser, resolve
 from exporter.options.markdown import BEGIN, END, markdown_table, with_table, write_readme
 from tests.conftest import ROOT
 
-README = ROOT / "README.md"
+README = ROOT / "docs" / "configuration.md"
+"""The page that holds serve's flag table."""
 
 
 def readme_block(text: str) -> str:
@@ -25,7 +27,8 @@ def readme_block(text: str) -> str:
 
 def test_readme_table_matches_the_option_table() -> None:
     assert readme_block(README.read_text(encoding="utf-8")) == markdown_table(), (
-        "README.md is out of date: run `python -m exporter.options --write-readme README.md`")
+        "docs/configuration.md is out of date: run "
+        "`python -m exporter.options --write-readme docs/configuration.md`")
 
 
 class _ReadRecorder(Mapping[str, str]):
@@ -50,7 +53,7 @@ class _ReadRecorder(Mapping[str, str]):
 
 
 def _committed_rows() -> list[tuple[set[str], set[str]]]:
-    """(flags, variables) of each row of the README's table as committed."""
+    """Return the flags and the variables of each row of the committed table."""
     rows = []
     for line in readme_block(README.read_text(encoding="utf-8")).splitlines()[2:]:
         cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
