@@ -1,4 +1,4 @@
-"""The README's picture of the node page, docs/node-page.png.
+"""The picture of the node page in docs/node-page.md, docs/node-page.png.
 
     .venv/bin/python scripts/node_page_screenshot.py [--out docs/node-page.png]
 
