@@ -25,7 +25,7 @@ DURATION_HINT = "a duration such as 30s, 500ms, 2m, 1h30m or 7d"
 
 
 def shown(text: str, limit: int = 40) -> str:
-    """`text` quoted for an error message, cut short: a flag's value can be any length."""
+    """Return `text` quoted for an error message, cut short: a flag's value can be any length."""
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 

@@ -58,7 +58,7 @@ class Alert:
 
 
 def grew(series: str, window: str) -> str:
-    """True per series when a counter went up within `window`.
+    """Return True per series when a counter went up within `window`.
 
     `increase()` cannot see the first increment of a series that is born with value 1 (an
     XID code seen for the first time), so a series that was absent `window` ago and is now
@@ -265,7 +265,7 @@ def _idle_alert(c: AlertConfig) -> Alert:
 
 
 def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
-    """The alerts whose fields are enabled, reading only those."""
+    """Return the alerts whose fields are enabled, reading only those."""
     c = config or AlertConfig()
     c.xid.check()
     candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields)]
@@ -289,7 +289,7 @@ def rule_groups(fields: FieldSet, config: AlertConfig | None = None) -> list[dic
 
 
 def prometheus_rule(fields: FieldSet, config: AlertConfig | None = None) -> dict[str, Any]:
-    """The same groups as a prometheus-operator PrometheusRule object."""
+    """Return the same groups as a prometheus-operator PrometheusRule object."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",

@@ -90,7 +90,7 @@ FOLDED = ", ".join((*DEVICE_LABELS, SLICES, GPU_SLICES))
 
 
 def duration(seconds: float) -> str:
-    """A PromQL duration: whole days, hours, minutes or seconds where exact, else
+    """Return a PromQL duration: whole days, hours, minutes or seconds where exact, else
     milliseconds."""
     ms = round(seconds * 1000)
     if ms <= 0:
@@ -110,7 +110,7 @@ class Sampling:
     resolution_s: float
 
     def steps(self, from_start: bool = False) -> str:
-        """The subquery range over the window's steps (the multiples of the resolution in
+        """Return the subquery range over the window's steps (the multiples of the resolution in
         it), its start left out: Prometheus before 3.0 includes a step lying exactly on it,
         which the previous window already counted (VictoriaMetrics and Prometheus 3 leave
         it out; a millisecond short, all agree). `from_start` adds the step before the
@@ -121,7 +121,7 @@ class Sampling:
         return f"[{ms}ms:{duration(self.resolution_s)}]"
 
     def span(self) -> str:
-        """The window as a plain range, its start left out."""
+        """Return the window as a plain range, its start left out."""
         return f"[{round(self.window_s * 1000) - 1}ms]"
 
     @property
@@ -138,12 +138,13 @@ class Sampling:
 
 def labelled(fn: str, metric: str, sampling: Sampling, from_start: bool = False,
              selector: str = LABELLED) -> str:
-    """`fn` (a range function) of every labelled series of `metric` over the window's steps."""
+    """Return `fn` (a range function) of every labelled series of `metric` over the window's
+    steps."""
     return f"{fn}({metric}{selector}{sampling.steps(from_start)})"
 
 
 def shared_by_slices(figure: Callable[[str], str]) -> str:
-    """`figure` (of a labelled-series selector) times each holding's share: whole GPUs as
+    """Return `figure` (of a labelled-series selector) times each holding's share: whole GPUs as
     they are, MIG instances by their slices. Apart, so the share's joins touch the
     instances only."""
     return f"(\n{figure(WHOLE_GPUS)}\n)\nor\n{slice_share(figure(INSTANCES))}"
@@ -161,7 +162,7 @@ def rows_win(expr: str, sampling: Sampling) -> str:
 
 
 def _slice_shares() -> str:
-    """One constant per (instance slices, GPU slices) pair the share join matches on,
+    """Return one constant per (instance slices, GPU slices) pair the share join matches on,
     valued by the share: 1 for a whole GPU (`s`), k/7 (k/4 on an A30) for a k-slice
     instance (`s<k>`)."""
     def constant(value: str, slices: str, total: int) -> str:
@@ -176,7 +177,7 @@ def _slice_shares() -> str:
 
 
 def slice_share(expr: str) -> str:
-    """`expr` (device series or figures of them, keeping `GPU_I_PROFILE` and `modelName`)
+    """Return `expr` (device series or figures of them, keeping `GPU_I_PROFILE` and `modelName`)
     times each device's share of its GPU; adds the `gpu_usage_*slices` labels, which the
     fold per pod drops.
 
@@ -193,7 +194,7 @@ def slice_share(expr: str) -> str:
 
 
 def _activity(selector: str, wrap: Callable[[str], str]) -> str:
-    """`wrap` (a figure over the window) of each source's series matching `selector`, with
+    """Return `wrap` (a figure over the window) of each source's series matching `selector`, with
     its `activity_source`: profiling where the GPU has it, else utilisation / 100; the
     choice made once per GPU and window."""
     sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, selector,
@@ -203,7 +204,7 @@ def _activity(selector: str, wrap: Callable[[str], str]) -> str:
 
 
 def labelled_activity(fn: str, sampling: Sampling, selector: str = LABELLED) -> str:
-    """`fn` of each labelled holding's activity (0-1) over the window (`_activity`)."""
+    """Return `fn` of each labelled holding's activity (0-1) over the window (`_activity`)."""
     steps = sampling.steps()
     return _activity(selector, lambda series: f"{fn}({series}{steps})")
 
@@ -277,7 +278,7 @@ def rows_over(fn: str, series: str, sampling: Sampling, part: bool = True) -> st
 
 
 def rows_activity(fn: str, sampling: Sampling, part: bool = True) -> str:
-    """`rows_over` of each row's device activity (0-1) (`_activity`)."""
+    """Return `rows_over` of each row's device activity (0-1) (`_activity`)."""
     return _activity(UNLABELLED, lambda series: rows_over(fn, series, sampling, part))
 
 

@@ -86,7 +86,7 @@ def _labelled(expr: str, grouping: GroupRules) -> str:
 
 
 def group_figure(figure: Figure, grouping: GroupRules, window_s: float, below: float) -> str:
-    """`figure` of the window before, per group of `grouping`."""
+    """Return `figure` of the window before, per group of `grouping`."""
     extra = (BY_MODEL[figure.key],) if figure.key in BY_MODEL else ()
     by = ", ".join((*grouping.labels, *extra))
     if figure is IDLE:
@@ -105,7 +105,7 @@ per pod, for idleness)."""
 def recording_rules(window_s: float = 3600.0, resolution_s: float = 60.0,
                     groupings: Sequence[GroupRules] = (),
                     idle_below: float = DEFAULT_IDLE_BELOW) -> list[dict[str, Any]]:
-    """The rule groups (a `groups:` list): every figure per pod once a window, then per group
+    """Return the rule groups (a `groups:` list): every figure per pod once a window, then per group
     of each of `groupings`. `window_s` must be a multiple of `resolution_s`."""
     if round(window_s * 1000) % round(resolution_s * 1000):
         raise ValueError(f"the rules' window {duration(window_s)} is not a multiple of their "

@@ -39,7 +39,7 @@ tr.total td { font-weight: bold; border-top: 2px solid #888; }
 
 
 def _own_ids(svg: str, prefix: str) -> str:
-    """The SVG with its element ids (and references to them) prefixed, so that charts in
+    """Return the SVG with its element ids (and references to them) prefixed, so that charts in
     one page never share an id (matplotlib names glyphs and clip paths alike in each)."""
     svg = re.sub(r'\bid="', f'id="{prefix}', svg)
     svg = svg.replace('href="#', f'href="#{prefix}')

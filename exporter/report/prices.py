@@ -41,7 +41,7 @@ class Prices:
 
 
 def load_prices(path: Path | None, default: float | None, where: str) -> Prices | None:
-    """Prices from `--price-file` and `--price` (the file's `"*"` wins over `--price`);
+    """Return the prices from `--price-file` and `--price` (the file's `"*"` wins over `--price`);
     errors name the file's option as `where` spells it."""
     if path is None:
         return None if default is None else Prices(default)

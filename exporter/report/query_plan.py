@@ -37,7 +37,7 @@ class Call:
 
 
 def multiple_of(seconds: float, unit: float) -> float:
-    """`seconds` rounded up to a whole number of `unit`s (at least one)."""
+    """Return `seconds` rounded up to a whole number of `unit`s (at least one)."""
     return max(1, math.ceil(round(seconds / unit, 6))) * unit
 
 

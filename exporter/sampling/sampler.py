@@ -238,7 +238,7 @@ class Sampler(Generic[Published]):
 
     async def _attribute(self, source: AttributionSource, inventory: Inventory,
                          started: float) -> Attribution:
-        """This poll's attribution, waited for only until the poll's deadline: a slow kubelet
+        """Return this poll's attribution, waited for only until the poll's deadline: a slow kubelet
         must delay neither fresh device data nor /ready. A refresh that takes longer goes on
         (the source bounds it) and a later poll uses its answer; until then the last
         attribution stays. The first poll waits for its answer: there is nothing to keep."""
@@ -255,7 +255,7 @@ class Sampler(Generic[Published]):
             return self.snapshot.attribution
 
     async def _republish(self) -> None:
-        """The last readings again, with the failure just counted (they stay stale for
+        """Publish the last readings again, with the failure just counted (they stay stale for
         /ready, which keys on fresh data only)."""
         loop = asyncio.get_running_loop()
         self.current = await loop.run_in_executor(
