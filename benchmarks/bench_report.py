@@ -67,7 +67,8 @@ class Size:
 
 
 def _rule_exprs() -> tuple[list[str], list[str]]:
-    """(per-pod rules, per-group and idle rules) of the committed layout, markers left out."""
+    """Return the expressions of the per-pod rules, and of the per-group and idle rules, of the
+    committed layout, markers left out."""
     pod = {f.rule for f in RULES}
     rules = recording_rules(WINDOW_S, RESOLUTION_S, group_rules(["namespace"]))[0]["rules"]
     exprs = [r for r in rules if not r["expr"].startswith("vector(")

@@ -265,7 +265,7 @@ def _pick_and_convert(function: str, conversion: str) -> tuple[Pick, Convert] | 
 
 
 def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
-    """What a struct read yields: a member (`.slotNumber`, with 0xFF meaning "not
+    """Return what a struct read yields: a member (`.slotNumber`, with 0xFF meaning "not
     reported" where the table says so), or the composed value itself."""
     found = _by_prefix(_STRUCT_CONVERSIONS, conversion)
     if found is not None:
@@ -278,7 +278,7 @@ def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
 
 
 def _prm(row: Row) -> Call | None:
-    """A link's PRM register read: a PPCNT group (one call for all its members) or one
+    """Return a link's PRM register read: a PPCNT group (one call for all its members) or one
     counter, each as DCGM addresses the link's port (exporter.devices.prm)."""
     group = _PPCNT.fullmatch(row["nvml_source"])
     member = _PPCNT_MEMBER.fullmatch(row["conversion"])
@@ -292,7 +292,7 @@ def _prm(row: Row) -> Call | None:
 
 
 def _call(row: Row) -> tuple[Reader, NvmlSource, Convert] | None:
-    """A plain call: the table's function with constant arguments, and a conversion of a
+    """Return a plain call: the table's function with constant arguments, and a conversion of a
     known phrasing. Calls that take a struct or need more than one call return None."""
     prm = _prm(row)
     if prm is not None:
@@ -339,7 +339,7 @@ _NOT_A_PLAIN_STRING = frozenset({
 
 
 def _string(row: Row) -> Call | None:
-    """A string field read with one plain call: served as a `label` field (the string is a
+    """Return a string field read with one plain call: served as a `label` field (the string is a
     label on the entity's other series, read once per enumeration)."""
     match = _CALL.fullmatch(row["nvml_source"])
     if match is None or row["conversion"] not in ("none", ".busId"):
@@ -364,7 +364,8 @@ def _converted_string(row: Row) -> tuple[Call, Convert] | None:
 
 
 def recipe(row: Row, help_text: str) -> FieldSpec | None:
-    """The spec serving the field of this canonical row, or None if it is not a plain read."""
+    """Return the spec serving the field of this canonical row, or None if it is not a plain
+    read."""
     if row["dcgm_type"] == "string":
         converted = _converted_string(row)
         string, convert = converted if converted is not None else (_string(row), Convert.NONE)

@@ -145,7 +145,7 @@ def _platform(a: Asked) -> dict[str, int] | None:
 
 
 def _licensing(state: int | None) -> Any:
-    """The vGPU feature's state; None: licensing not supported (the pass-through boards)."""
+    """Return the vGPU feature's state; None: licensing not supported (the pass-through boards)."""
     features = pynvml.c_nvmlGridLicensableFeatures_v4_t()
     if state is not None:
         features.isGridLicenseSupported, features.licensableFeaturesCount = 1, 1
@@ -168,7 +168,7 @@ def _slices(a: Asked, profile: int) -> int | None:
 
 
 def _fixed(value: Any) -> Callable[..., Any]:
-    """A figure that is the same on every board, whatever the arguments."""
+    """Return a figure that is the same on every board, whatever the arguments."""
     return lambda *_: value
 
 

@@ -46,14 +46,15 @@ def plan_processes(profile: Profile, seed: int) -> dict[int, tuple[SimProcess, .
 
 
 def _shares(rng: random.Random, n: int) -> list[float]:
-    """n shares summing to 1, none tiny: replicas of one workload differ, but not wildly."""
+    """Return `n` shares summing to 1, none tiny: replicas of one workload differ, but not
+    wildly."""
     weights = [rng.uniform(0.6, 1.4) for _ in range(n)]
     total = sum(weights)
     return [w / total for w in weights]
 
 
 def process_memory_bytes(used_bytes: int, share: float) -> int:
-    """A process's framebuffer, in whole MiB as NVML reports it; rounding down keeps the sum
+    """Return a process's framebuffer, in whole MiB as NVML reports it; rounding down keeps the sum
     over processes within the device's used memory."""
     return math.floor(used_bytes * share / MIB) * MIB
 

@@ -149,7 +149,7 @@ class Profile:
 
 def _gi(gi_id: int, profile: str, slices: int, memory_mib: int,
         cis: tuple[tuple[int, int, int], ...]) -> GpuInstanceSpec:
-    """cis: (ci id, compute slices, MIG device slot)."""
+    """Return a GPU instance spec; each of `cis` is (ci id, compute slices, MIG device slot)."""
     return GpuInstanceSpec(
         gi_id, profile, slices, memory_mib,
         tuple(ComputeInstanceSpec(ci, s, slot, 16 * s) for ci, s, slot in cis),

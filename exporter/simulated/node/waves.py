@@ -37,7 +37,7 @@ class Wave:
 
     @staticmethod
     def random(rng: random.Random, low: float, high: float) -> Wave:
-        """A load wave whose mean lies in [low, high]: a slow job-level swell plus a faster
+        """Return a load wave whose mean lies in [low, high]: a slow job-level swell plus a faster
         step-to-step ripple, never below 0 nor above 1."""
         base = rng.uniform(low, high)
         room = min(base, 1.0 - base) * 0.97
@@ -90,7 +90,7 @@ class GatedWave:
 
 
 def covered(windows: Sequence[Window], t0: float, t1: float) -> float:
-    """Seconds of [t0, t1] inside any of the windows."""
+    """Return the seconds of [t0, t1] inside any of the windows."""
     return sum(w.overlap(t0, t1) for w in merge(windows))
 
 
