@@ -336,7 +336,7 @@ def report_series(rows: list[Row]) -> None:
 
 
 def fleet(row: Row, dcgm: bool, mig: bool) -> float:
-    """Active series of FLEET_GPUS H100/H200-class GPUs on 8-GPU nodes."""
+    """Return the active series of FLEET_GPUS H100/H200-class GPUs on 8-GPU nodes."""
     if dcgm:
         per_gpu = row.dcgm_mig_instance * MIG_INSTANCES_PER_GPU if mig else row.dcgm_whole_gpu
         return per_gpu * FLEET_GPUS

@@ -139,7 +139,7 @@ def measure(gpus: int, args: argparse.Namespace, folder: Path) -> Size:
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
-    """Least squares y = a + b x: (a, b, the value at TARGET_GPUS)."""
+    """Fit y = a + b x by least squares; return (a, b, the value at TARGET_GPUS)."""
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(

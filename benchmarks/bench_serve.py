@@ -80,9 +80,9 @@ class _Polls:
 
 
 def _start_probe(report_fd: int) -> None:
-    """On the running loop: wake every PROBE_PERIOD_S and note how late each wake came; every
-    REPORT_EVERY_S write one line to `report_fd`: when (CLOCK_MONOTONIC, the same clock in
-    every process), and each wake's lateness in ms, split by whether a poll ran meanwhile."""
+    """Start a probe on the running loop: wake every PROBE_PERIOD_S and note how late each wake
+    came; every REPORT_EVERY_S write one line to `report_fd`: when (CLOCK_MONOTONIC, the same clock
+    in every process), and each wake's lateness in ms, split by whether a poll ran meanwhile."""
     loop = asyncio.get_running_loop()
     out = os.fdopen(report_fd, "w", buffering=1)
 

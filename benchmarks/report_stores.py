@@ -59,8 +59,8 @@ class Layout:
     """If set: the exporter's series before `raw_from` too, at this interval."""
 
     def series(self) -> Iterator[Series]:
-        """Family by family: a family's coarse series, then its series at the scrape
-        interval (a series' samples in time order), then the rules' series."""
+        """Yield the series family by family: a family's coarse series, then its series at the
+        scrape interval (a series' samples in time order), then the rules' series."""
         recent = replace(self.history, start=self.raw_from)
         if self.coarse_interval_s is None:
             yield from raw_series(recent)

@@ -91,7 +91,7 @@ def proc_status(pid: int) -> tuple[int, int, int]:
 
 
 def churn_plans(profile: str) -> Any:
-    """Pod allocations for generation n: every device to a pod named after n, and every
+    """Return the pod allocations for generation n: every device to a pod named after n, and every
     other generation only half of them, so label sets come and go."""
     from exporter.simulated.kubelet import pod_resources
     from exporter.simulated.node import SimNvml

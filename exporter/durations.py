@@ -30,8 +30,8 @@ def shown(text: str, limit: int = 40) -> str:
 
 
 def parse_duration(text: str, bare_unit: str | None = None) -> float:
-    """Seconds, finite, from 0 to MAX_SECONDS. A number without a unit is in `bare_unit`, or
-    an error when `bare_unit` is None. ValueError names the expected form."""
+    """Return the seconds, finite, from 0 to MAX_SECONDS. A number without a unit is in `bare_unit`,
+    or an error when `bare_unit` is None. ValueError names the expected form."""
     compact = text.strip()
     if bare_unit is not None and _BARE.fullmatch(compact):
         seconds = float(compact) * UNIT_SECONDS[bare_unit]

@@ -72,7 +72,7 @@ def version() -> str:
 
 
 def chart_yaml(text: str) -> str:
-    """Chart.yaml with `version` and `appVersion` set to the exporter's version."""
+    """Return Chart.yaml with `version` and `appVersion` set to the exporter's version."""
     out = re.sub(r"^version: .*$", f"version: {version()}", text, count=1, flags=re.MULTILINE)
     return re.sub(r"^appVersion: .*$", f'appVersion: "{version()}"', out, count=1,
                   flags=re.MULTILINE)
@@ -131,7 +131,7 @@ def readme(text: str) -> str:
 
 def render(values: dict[str, Any] | None = None, *, name: str = RELEASE,
            namespace: str = NAMESPACE, chart: Path = CHART) -> dict[str, str]:
-    """Template path -> rendered text, by Helm's engine (schema validation included)."""
+    """Return each template path's rendered text, by Helm's engine (schema validation included)."""
     with helm_python.Chart.load(chart) as loaded:
         return loaded.render(values or {}, name=name, namespace=namespace)
 

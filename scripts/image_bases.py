@@ -114,7 +114,8 @@ def _import(tarball: Path, ref: str, arch: str, config: tuple[str, ...]) -> None
 
 
 def build_builder(arch: str) -> str:
-    """Debian 12 minbase with python3-pip (the stand-in for debian:12-slim)."""
+    """Build Debian 12 minbase with python3-pip (the stand-in for debian:12-slim) and return its
+    reference."""
     ref = builder_ref(arch)
     if image_exists(ref):
         return ref

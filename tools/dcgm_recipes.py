@@ -195,7 +195,8 @@ def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
 
 
 def _fabric(conversion: str) -> tuple[Reader, NvmlSource, Convert] | None:
-    """Fabric registration fields (the cluster UUID, a string, is a label field)."""
+    """Return the reader, source and conversion of the fabric registration fields (the cluster UUID,
+    a string, is a label field)."""
     if conversion.startswith(".state/.status -> dcgmFabricManagerStatus_t"):
         return Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS
     if conversion.startswith(".status converted to a dcgmReturn_t code"):

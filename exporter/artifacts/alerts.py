@@ -222,8 +222,9 @@ a recovery retrains the link)."""
 
 
 def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
-    """NVLink errors growing, from the counters themselves: it fires before the link breaks,
-    which XID 74 (GpuNvlinkError) reports. Terms whose counter is not collected are left out."""
+    """Return the alert on NVLink errors growing, from the counters themselves: it fires before the
+    link breaks, which XID 74 (GpuNvlinkError) reports. Terms whose counter is not collected are
+    left out."""
     terms = [f"increase({name}[10m]) > {c.nvlink_errors_per_10m if tolerated else 0}"
              for name, tolerated in NVLINK_ERROR_COUNTERS if fields.has(name)]
     if not terms:
@@ -241,8 +242,8 @@ def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
 
 
 def _idle_alert(c: AlertConfig) -> Alert:
-    """Held devices doing (almost) nothing: graphics-engine activity from GPM, or NVML
-    utilisation before Hopper (`exporter.promql.measures`).
+    """Return the alert on held devices doing (almost) nothing: graphics-engine activity from GPM,
+    or NVML utilisation before Hopper (`exporter.promql.measures`).
 
     A device one container holds exclusively carries that pod's labels itself; a shared one
     is unlabelled and joined onto its `gpu_exporter_pod_gpu_allocation` rows.

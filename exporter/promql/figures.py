@@ -135,7 +135,7 @@ def pod_figure(figure: Figure, window_s: float, resolution_s: float) -> str:
 
 
 def idle_pods(window_s: float, resolution_s: float, below: float) -> str:
-    """Per pod, the GPU-hours of a window in which its activity stayed below `below` (0-1)
+    """Return, per pod, the GPU-hours of a window in which its activity stayed below `below` (0-1)
     the whole time it held its devices; absent for a pod that was busy at any point."""
     allocated = pod_figure(ALLOCATED, window_s, resolution_s)
     peak = pod_figure(ACTIVITY_MAX, window_s, resolution_s)

@@ -151,7 +151,7 @@ def shared_by_slices(figure: Callable[[str], str]) -> str:
 
 
 def rows_win(expr: str, sampling: Sampling) -> str:
-    """Labelled holdings in `expr` less those whose pod holds the device through a row in
+    """Return the labelled holdings in `expr` less those whose pod holds the device through a row in
     the window: virtual-GPU copies. A replica copy (`vgpu`) gives way to its replica's row
     only, so a time-sliced device's one holder (no `vgpu`) keeps its labelled part."""
     r = sampling.steps()
@@ -210,7 +210,7 @@ def labelled_activity(fn: str, sampling: Sampling, selector: str = LABELLED) -> 
 
 
 def labelled_energy_mj(sampling: Sampling) -> str:
-    """Per labelled whole GPU: the counter's rise over the steps it was held (mJ).
+    """Return, per labelled whole GPU, the counter's rise over the steps it was held (mJ).
 
     The rise is the last value less the least, the least taken from the step before the
     window's first where the GPU was held then. A holding that began inside the window has no
@@ -230,12 +230,12 @@ def labelled_energy_mj(sampling: Sampling) -> str:
 
 
 def row_fraction() -> str:
-    """Per row, at one step: the holder's part of its device (1 / rows of the device)."""
+    """Return, per row at one step, the holder's part of its device (1 / rows of the device)."""
     return (f"{ALLOCATION}\n  / on({DEVICE}) group_left count by ({DEVICE}) ({ALLOCATION})")
 
 
 def shared_devices(sampling: Sampling) -> str:
-    """Per device with rows in the window: its share of its GPU, with the device labels the
+    """Return, per device with rows in the window, its share of its GPU, with the device labels the
     rows borrow."""
     span = sampling.span()
     marked = (f"(last_over_time({FRAMEBUFFER}{UNLABELLED}{span}) "
@@ -244,13 +244,13 @@ def shared_devices(sampling: Sampling) -> str:
 
 
 def shared(expr: str, sampling: Sampling) -> str:
-    """Row figures in `expr` times their device's share, with its device labels."""
+    """Return the row figures in `expr` times their device's share, with its device labels."""
     return (f"(\n{expr}\n)\n* on({DEVICE}) group_left({CARRIED})\n"
             f"{shared_devices(sampling)}")
 
 
 def carried(expr: str, sampling: Sampling) -> str:
-    """Row figures in `expr` with their device's labels, values unchanged."""
+    """Return the row figures in `expr` with their device's labels, values unchanged."""
     return (f"(\n{expr}\n)\n* on({DEVICE}) group_left({CARRIED})\n"
             f"({shared_devices(sampling)} > bool 0)")
 
@@ -261,7 +261,7 @@ labels, and the profile its share follows from (`slice_share`)."""
 
 
 def rows_over(fn: str, series: str, sampling: Sampling, part: bool = True) -> str:
-    """Per allocation row: `fn` (a range function) over the window's steps of its device's
+    """Return, per allocation row, `fn` (a range function) over the window's steps of its device's
     value in `series` (a selector of the devices' unlabelled series), times the row's part
     of the device where `part`, as it is otherwise (a peak of activity); with the labels the
     row borrows (`BORROWED`).
@@ -287,7 +287,7 @@ MIG_HOLDINGS = FRAMEBUFFER + INSTANCES
 
 
 def gpu_energy_mj(gpus: str, sampling: Sampling) -> str:
-    """Per GPU (UUID) that `gpus` (a selector) names, at one step: the energy counter's rise
+    """Return, per GPU (UUID) that `gpus` (a selector) names, at one step, the energy counter's rise
     over the last step (mJ), from the GPU's unlabelled series.
 
     The plain difference of the values at consecutive steps, not `increase()`: summed over
@@ -300,7 +300,7 @@ def gpu_energy_mj(gpus: str, sampling: Sampling) -> str:
 
 
 def holders_energy_mj(holders: str, gpus: str, sampling: Sampling) -> str:
-    """Per holding in `holders` (one series each, valued by its part of its device), summed
+    """Return, per holding in `holders` (one series each, valued by its part of its device), summed
     over the window: that part of its GPU's energy (mJ), before the device's share. `gpus`
     is a selector naming the GPUs the holders sit on."""
     return (f"sum_over_time((\n{holders}\n* on(UUID) group_left()\n"

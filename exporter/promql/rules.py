@@ -67,7 +67,7 @@ class GroupRules:
 
 
 def previous(rule: str, window_s: float) -> str:
-    """Tier 1's sample of the window before: the one sample of `rule` in a window-long range
+    """Return tier 1's sample of the window before: the one sample of `rule` in a window-long range
     centred one window back. An evaluation up to half a window late or early still finds
     it: vmalert's queries run at VictoriaMetrics' `-search.latencyOffset` (30 s) before the
     time they are recorded at."""
@@ -75,7 +75,7 @@ def previous(rule: str, window_s: float) -> str:
 
 
 def idle_pods_chained(window_s: float, below: float) -> str:
-    """Per pod, the GPU-hours of the window before if the pod's activity stayed under
+    """Return, per pod, the GPU-hours of the window before if the pod's activity stayed under
     `below` all through it."""
     return (f"{previous(ALLOCATED.rule, window_s)}\nand\n"
             f"({previous(ACTIVITY_MAX.rule, window_s)} < {below!r})")

@@ -65,7 +65,7 @@ def _svg(draw: Callable[[Axes], None], height: float = 3.6) -> str:
 
 
 def _wide(report: UsageReport, column: str) -> pd.DataFrame:
-    """Per window (rows) and group (columns), the groups holding most GPU-hours first (the
+    """Return, per window (rows) and group (columns), the groups holding most GPU-hours first (the
     same order, and so the same colours, in every chart), the rest summed."""
     wide = report.steps.pivot_table(index=TIME, columns=GROUP, values=column, aggfunc="sum",
                                     fill_value=0.0)

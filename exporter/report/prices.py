@@ -28,7 +28,7 @@ class Prices:
         return self.by_model.get(model, self.default)
 
     def cost(self, hours: Iterable[tuple[str, str, float]]) -> dict[str, float]:
-        """Cost per group from (group, modelName, GPU-hours)."""
+        """Return the cost per group from (group, modelName, GPU-hours)."""
         rows = list(hours)
         missing = sorted({model for _, model, _ in rows if self.price(model) is None})
         if missing:

@@ -134,7 +134,7 @@ class Sampler(Generic[Published]):
     # --- reload ---------------------------------------------------------------------
 
     def request_reload(self) -> None:
-        """From the SIGHUP handler (on the loop): reload now, not at the next interval."""
+        """Reload now, not at the next interval (called from the SIGHUP handler, on the loop)."""
         self._reload_requested = True
         self._wake.set()
 
@@ -278,7 +278,8 @@ class Sampler(Generic[Published]):
             self._wake.clear()
 
     async def close(self, budget_s: float = 2.0) -> None:
-        """Best effort within `budget_s`: a stuck driver or kubelet never delays exit."""
+        """Close the attribution and the backend, best effort within `budget_s`: a stuck driver or
+        kubelet never delays exit."""
         loop = asyncio.get_running_loop()
         if self._refreshing is not None and not self._refreshing.done():
             self._refreshing.cancel()

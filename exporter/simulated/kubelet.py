@@ -249,7 +249,7 @@ def _mig_resource(inst: Entity) -> str:
 
 def plan_allocations(inventory: Inventory, *, shared_by: SharedBy = NOT_SHARED
                      ) -> list[PodResources]:
-    """Deterministic demo allocations for this inventory.
+    """Plan deterministic demo allocations for this inventory.
 
     - every MIG device (compute instance) goes to its own inference pod, under
       `nvidia.com/mig-<GPU-instance profile>`;

@@ -192,4 +192,4 @@ class SimPodMetadata:
                 *self._map.families()]
 
     def close(self) -> None:
-        """Nothing to stop: no thread, no connection."""
+        """Do nothing: there is no thread and no connection to stop."""

@@ -145,7 +145,8 @@ HOLDERS_PER_DEVICE = (f"count by ({DEVICE}) (group by ({DEVICE}, namespace, pod)
 
 
 def queue_share(*matchers: str) -> str:
-    """Per (device, holder in a queue): the holder's share of the device, 1 / its holders."""
+    """Return, per (device, holder in a queue), the holder's share of the device, 1 / its
+    holders."""
     exclusive = f"group by ({HOLDER}) ({sel(ANY_FIELD, JOB, *matchers, IN_A_QUEUE, HELD)})"
     shared = f"group by ({HOLDER}) ({ALLOCATIONS}{sel(JOB, *matchers, IN_A_QUEUE)})"
     return f"({exclusive} or {shared}) / on ({DEVICE}) group_left {HOLDERS_PER_DEVICE}"

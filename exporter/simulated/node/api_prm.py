@@ -92,8 +92,8 @@ class PrmCalls(SimCore):
                     else int(gpu.dyn.activity_integral(0.0, t) * 1000)
 
     def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
-        """NVLink P2P is OK between two NVLink GPUs without MIG (the NVSwitch fabric joins
-        every pair); a PCIe board or a MIG-enabled GPU has none (NOT_SUPPORTED, 5)."""
+        """Answer that NVLink P2P is OK between two NVLink GPUs without MIG (the NVSwitch fabric
+        joins every pair); a PCIe board or a MIG-enabled GPU has none (NOT_SUPPORTED, 5)."""
         with self._lock:
             t = self._begin("nvmlDeviceGetP2PStatus")
             gpus = (self._physical(handle, t), self._physical(peer, t))

@@ -155,7 +155,7 @@ class GpuDynamics:
         return [(leaf, 1.0) for leaf in self.leaves if (leaf.gi, leaf.ci) == scope]
 
     def activity(self, t: float, scope: Scope = ()) -> float:
-        """Fraction of the scope's compute busy at t, in [0, 1]."""
+        """Return the fraction of the scope's compute busy at t, in [0, 1]."""
         return sum(w * leaf.activity.at(t) for leaf, w in self._leaves(scope))
 
     def activity_integral(self, t0: float, t1: float, scope: Scope = ()) -> float:
@@ -202,7 +202,7 @@ class GpuDynamics:
         return self._watts(self.power_fraction(t)) * 1000.0
 
     def power_mw(self, t: float) -> float:
-        """Mean draw over the last second, as NVML reports on Ampere and newer."""
+        """Return the mean draw over the last second, as NVML reports on Ampere and newer."""
         if t < 1.0:
             return self._watts(self.power_fraction(t)) * 1000.0
         return self.energy_mj(t) - self.energy_mj(t - 1.0)
@@ -310,15 +310,15 @@ class GpuDynamics:
         return self.replays_at_start + int(self.replays_per_active_s * busy)
 
     def nvlink_kib(self, t: float, direction: str) -> float:
-        """Cumulative KiB over all links; tx runs a little ahead of rx."""
+        """Return the cumulative KiB over all links; tx runs a little ahead of rx."""
         share = 0.6 if direction == "tx" else 0.55
         peak_kib_s = self.board.nvlink_peak_gib_s * 1024 * 1024
         start = self.nvlink_kib_at_start * (1.0 if direction == "tx" else 0.92)
         return start + peak_kib_s * share * self.activity_integral(0.0, t)
 
     def nvlink_errors(self, t: float, link: int, counter: int) -> int:
-        """NVML_NVLINK_ERROR_DL_* count of one link: a healthy link's rare CRC flit errors
-        (each corrected by a replay), plus what `nvlink` faults on that link add."""
+        """Return the NVML_NVLINK_ERROR_DL_* count of one link: a healthy link's rare CRC flit
+        errors (each corrected by a replay), plus what `nvlink` faults on that link add."""
         busy = self.activity_integral(0.0, t)
         crc = int(self.nvlink_crc_per_active_s * busy * (1 + link % 3))
         for f in self.nvlink_faults:
@@ -352,7 +352,7 @@ class GpuDynamics:
     # -- GPM --------------------------------------------------------------------------------
 
     def scope_weight(self, scope: Scope) -> float:
-        """Share of the GPU's compute a scope holds."""
+        """Return the share of the GPU's compute a scope holds."""
         return sum(leaf.weight for leaf, _ in self._leaves(scope)) if scope else 1.0
 
     def has_scope(self, scope: Scope) -> bool:

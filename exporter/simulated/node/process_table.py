@@ -31,7 +31,7 @@ class SimProcess:
 
 
 def plan_processes(profile: Profile, seed: int) -> dict[int, tuple[SimProcess, ...]]:
-    """GPU index -> its processes (only GPUs with `shared_by` and MIG off have any)."""
+    """Return each GPU index's processes (only GPUs with `shared_by` and MIG off have any)."""
     rng = random.Random(f"{profile.name}|{seed}|processes")
     shared = [g for g in profile.gpus if g.shared_by and g.mig is None]
     # Drawn together so no two processes on the node share a PID.
@@ -60,5 +60,5 @@ def process_memory_bytes(used_bytes: int, share: float) -> int:
 
 
 def last_sample_time(t: float) -> float:
-    """Simulated time of the latest utilisation sample NVML holds at t."""
+    """Return the simulated time of the latest utilisation sample NVML holds at t."""
     return math.floor(t / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S

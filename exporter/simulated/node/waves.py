@@ -53,7 +53,7 @@ class Wave:
 
 
 def merge(windows: Iterable[Window]) -> tuple[Window, ...]:
-    """Sorted, non-overlapping windows covering the same time."""
+    """Return sorted, non-overlapping windows covering the same time."""
     merged: list[Window] = []
     for w in sorted(windows, key=lambda w: w.start):
         if merged:
@@ -95,7 +95,7 @@ def covered(windows: Sequence[Window], t0: float, t1: float) -> float:
 
 
 def breakpoints(windows: Iterable[Window], t0: float, t1: float) -> list[float]:
-    """[t0, ..., t1] split at every window edge strictly inside the interval."""
+    """Return [t0, ..., t1] split at every window edge strictly inside the interval."""
     edges = {t0, t1}
     for w in windows:
         for edge in (w.start, w.end):
