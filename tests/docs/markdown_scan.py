@@ -50,21 +50,27 @@ class Link:
     target: str
 
 
-def markdown_files(root: Path) -> list[Path]:
-    """Return the repository's Markdown files under `root`, upstream copies left out.
+def repository_files(root: Path, pattern: str = "*") -> list[str]:
+    """Return the repository's files under `root` whose names match `pattern`, relative to it.
 
     In a git checkout these are the tracked files and the new ones git does not ignore;
-    elsewhere (a copy, an unpacked archive) every `.md` file outside hidden folders.
+    elsewhere (a copy, an unpacked archive, a checkout git refuses to read as another user)
+    every file outside hidden folders.
     """
     try:
         listed = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", pattern],
             cwd=root, capture_output=True, text=True, timeout=60, check=True).stdout
-        names = sorted(set(listed.splitlines()))
+        return sorted(set(listed.splitlines()))
     except (OSError, subprocess.CalledProcessError):
-        names = sorted(str(p.relative_to(root)) for p in root.rglob("*.md")
-                       if not any(part.startswith(".") for part in p.relative_to(root).parts))
-    return [root / name for name in names
+        return sorted(str(p.relative_to(root)) for p in root.rglob(pattern)
+                      if p.is_file()
+                      and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def markdown_files(root: Path) -> list[Path]:
+    """Return the repository's Markdown files under `root`, upstream copies left out."""
+    return [root / name for name in repository_files(root, "*.md")
             if not name.startswith(SKIPPED_FOLDERS) and (root / name).is_file()]
 
 

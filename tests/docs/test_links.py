@@ -5,13 +5,19 @@ it points into. Upstream copies under tests/fixtures are left out."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 
-from tests.docs.markdown_scan import anchors, github_slug, is_external, links, markdown_files
+from tests.docs.markdown_scan import (
+    anchors,
+    github_slug,
+    is_external,
+    links,
+    markdown_files,
+    repository_files,
+)
 from tests.support.paths import ROOT
 
 
@@ -86,10 +92,7 @@ def test_repeated_headings_are_numbered() -> None:
 def _copy_of_the_tree(destination: Path) -> None:
     """Copy the tracked Markdown pages and an empty stand-in for every other tracked file, so
     that links resolve in the copy as they do here."""
-    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=60,
-                             check=True).stdout.splitlines()
-    for name in tracked:
+    for name in repository_files(ROOT):
         source, copy = ROOT / name, destination / name
         if not source.is_file():
             continue
@@ -101,8 +104,6 @@ def _copy_of_the_tree(destination: Path) -> None:
 
 
 def test_planted_broken_links_are_each_reported(tmp_path: Path) -> None:
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("needs a git checkout to copy the tracked files from")
     _copy_of_the_tree(tmp_path)
     before = set(broken_links(tmp_path))
     readme = tmp_path / "README.md"
