@@ -51,7 +51,7 @@ GOAL_COMPRESSED_MB = 150
 
 
 def compressed_layers(image: str, scratch: Path) -> list[int]:
-    """Bytes of each layer blob as a registry stores it (gzip), base first."""
+    """Return the bytes of each layer blob as a registry stores it (gzip), base first."""
     layout = scratch / "oci"
     podman("push", "--compression-format", "gzip", "--quiet", image, f"oci:{layout}:bench",
            timeout=900)
@@ -62,7 +62,7 @@ def compressed_layers(image: str, scratch: Path) -> list[int]:
 
 
 def _owners(site: Path) -> dict[str, list[Path]]:
-    """Files of each distribution under `site`, by its RECORD, with their bytecode."""
+    """Return the files of each distribution under `site`, by its RECORD, with their bytecode."""
     owned: dict[str, list[Path]] = {}
     for record in site.glob("*.dist-info/RECORD"):
         name = record.parent.name.split("-")[0].replace("_", "-").lower()
@@ -79,7 +79,8 @@ def _owners(site: Path) -> dict[str, list[Path]]:
 
 
 def _gzip_size(files: list[Path]) -> int:
-    """Bytes of the files as one gzip-compressed tar stream (level 6, as pushed layers)."""
+    """Return the bytes of the files as one gzip-compressed tar stream (level 6, as pushed
+    layers)."""
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as zipped, \
             tarfile.open(fileobj=zipped, mode="w|") as tar:
@@ -89,7 +90,8 @@ def _gzip_size(files: list[Path]) -> int:
 
 
 def package_sizes(rootfs: Path) -> list[tuple[str, int, int]]:
-    """(distribution, installed bytes, compressed bytes), largest first."""
+    """Return (distribution, installed bytes, compressed bytes) of each distribution, largest
+    first."""
     rows = []
     for name, files in _owners(rootfs / SITE).items():
         rows.append((name, sum(p.stat().st_size for p in files), _gzip_size(files)))

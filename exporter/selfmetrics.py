@@ -73,15 +73,15 @@ class SelfMetric:
         return self.name + "_total" if self.type == "counter" else self.name
 
     def sample(self, value: float, /, **labels: str) -> Sample:
-        """A sample with these labels in the order given (checked by `family`)."""
+        """Return a sample with these labels in the order given (checked by `family`)."""
         return Sample(tuple(labels.items()), value)
 
     def device_sample(self, device: Labels, value: float, /, **labels: str) -> Sample:
-        """A sample on a device: its series labels, then these."""
+        """Return a sample on a device: its series labels, then these."""
         return Sample(device + tuple(labels.items()), value)
 
     def family(self, samples: Iterable[Sample]) -> Family:
-        """The family of these samples; LabelMismatch if one is labelled otherwise than
+        """Return the family of these samples; raise LabelMismatch if one is labelled otherwise than
         declared."""
         built = tuple(samples)
         for s in built:
@@ -92,7 +92,7 @@ class SelfMetric:
         return Family(self.name, self.type, self.help, built)
 
     def single(self, value: float, /, **labels: str) -> Family:
-        """The family of one sample."""
+        """Return the family of one sample."""
         return self.family((self.sample(value, **labels),))
 
     def _accepts(self, names: tuple[str, ...]) -> bool:
@@ -114,7 +114,7 @@ class SelfMetric:
                    for pattern in self.extra)
 
     def label_text(self) -> str:
-        """The labels as docs/metrics.md lists them: `[...]` optional, `<key>...` any
+        """Return the labels as docs/metrics.md lists them: `[...]` optional, `<key>...` any
         number of names with that prefix."""
         parts = ["*device labels*"] if self.device_labels else []
         parts += [f"[`{n}`]" if n in self.optional else f"`{n}`" for n in self.labels]

@@ -1,4 +1,4 @@
-"""`python -m exporter.options [--command report] --markdown | --write-readme README.md`."""
+"""`python -m exporter.options [--command report] --markdown | --write-readme PAGE.md`."""
 
 from __future__ import annotations
 

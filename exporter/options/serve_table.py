@@ -2,7 +2,7 @@
 
 Each also reads the GPU_EXPORTER_* variable shown and, where dcgm-exporter has one, its
 variable after ours, so a GPU Operator ClusterPolicy written for dcgm-exporter keeps working.
-Order here is the order of --help and of the README table.
+Order here is the order of --help and of the flag table in docs/configuration.md.
 """
 
 from __future__ import annotations

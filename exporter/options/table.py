@@ -1,4 +1,4 @@
-"""Every option of every command, in the order --help and the README list them."""
+"""Every option of every command, in the order --help and the flag tables list them."""
 
 from __future__ import annotations
 
