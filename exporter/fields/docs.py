@@ -160,7 +160,9 @@ def render_markdown() -> str:
         "drifts from them.",
         "",
         "Device series carry the labels `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, "
-        "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances, then the host label "
+        "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances (the profile as NVML names "
+        "it, `nvmlDeviceGetGpuInstanceProfileInfoByIdV`, as dcgm-exporter 4.8.4 does; the "
+        "profile in the MIG device's name where NVML names none), then the host label "
         "(`Hostname` by default), then label-type fields (`DCGM_FI_DRIVER_VERSION`), then "
         "`container`, `namespace`, `pod` when one container holds the device (with "
         "`pod_uid` under `--kubernetes-enable-pod-uid`, on the device-plugin, virtual-GPU "
