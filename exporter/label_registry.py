@@ -2,9 +2,10 @@
 
 The writers (`exporter.exposition.labels`, the renderer, attribution, DRA, HPC jobs, the
 self-metric declarations) take their names from here, and the names a copied pod label may
-not take (`exporter.k8s.pod_labels`) are derived from here: a label added to a family is
-reserved against pod labels by being declared, so a pod label can never repeat a name on a
-line (Prometheus would reject the whole scrape, and with it every GPU of the node).
+not take (`exporter.k8s.pod_labels`) are derived from here: a label added to a family that
+can sit beside pod labels is reserved against them by being declared, and a pod label of
+that name is renamed, so it can never repeat a name on a line (Prometheus would reject the
+whole scrape, and with it every GPU of the node).
 
 What is not declared here is, by construction, a copied pod label: `label_<key>` from
 `--kubernetes.pod-labels`, the sanitised key itself from dcgm-exporter's pod labels, or
