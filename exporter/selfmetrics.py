@@ -271,13 +271,20 @@ KUBERNETES_API_ERRORS = SelfMetric(
     "Failed list/watch requests to the API server.")
 POD_LABELS_DROPPED = SelfMetric(
     "gpu_exporter_pod_labels_dropped", "counter",
-    "Distinct pod label keys not copied onto series because their label name is one of "
-    "the series' own labels (reserved) or another key's of the same pod (duplicate); each "
-    "is logged once.",
+    "Distinct pod label keys not copied onto series because their label name is another "
+    "key's of the same pod (duplicate) or no label name at all (invalid); each is logged "
+    "once.",
     labels=("reason",),
-    note="While pod labels are copied. `reason`: reserved (`gpu`, `pod`, `hostname`, "
-         "`DCGM_*`, ...), duplicate (`a.b` and `a-b` both become `a_b`; the first in "
-         "sort order wins).")
+    note="While pod labels are copied. `reason`: duplicate (`a.b` and `a-b` both become "
+         "`a_b`; the first in sort order wins), invalid (the empty key).")
+POD_LABELS_RENAMED = SelfMetric(
+    "gpu_exporter_pod_labels_renamed", "counter",
+    "Distinct pod label keys copied under another name because theirs is one of the "
+    "series' own labels: `pod_label_<name>`, then `pod_label_<name>_conflict<N>` while that "
+    "is taken too (as dcgm-exporter 4.8.3); each is logged once.",
+    note="While pod labels are copied. A pod label `pod`, `gpu`, `hostname`, `err_code`, "
+         "`DCGM_*`, ... is renamed; `version`, `kind` or `code`, which only label-less "
+         "self-metrics use, are not.")
 LABEL_LIMIT_TRIMMED_SERIES = SelfMetric(
     "gpu_exporter_label_limit_trimmed_series", "gauge",
     "Series of the last poll that lost copied pod labels to stay within --label-limit.",
@@ -309,6 +316,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
     UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS, POD_LABELS_DROPPED,
+    POD_LABELS_RENAMED,
     LABEL_LIMIT_TRIMMED_SERIES,
     DRA_SLICE_WATCH_UP, DRA_SLICE_WATCH_ERRORS, DRA_UNRESOLVED_DEVICES,
 )

@@ -285,6 +285,8 @@ COMPUTED = frozenset({
     "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceIsMigDeviceHandle",
     "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo",
+    "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
     # values that move with time (the test library: its named device keys)
     "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetTotalEnergyConsumption",
