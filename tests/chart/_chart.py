@@ -7,6 +7,7 @@ from there, so that what they check is what that script writes.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import importlib.util
@@ -150,7 +151,7 @@ named <fullname>-config unless config.name, which config.create false requires.
 {{- required "config.name must be set when config.create is false" .Values.config.name -}}
 {{- end -}}
 {{- end -}}
-""".replace("\\\n", "")
+"""
 
 
 @functools.cache
@@ -158,7 +159,9 @@ def upstream_484_chart() -> Path:
     """dcgm-exporter's chart as of 4.8.4, as far as its files were copied: the 4.8.2 chart
     with 4.8.4's Chart.yaml, values.yaml, daemonset.yaml and config-configmap.tpl, and
     STAND_INS_484 for the helpers that 4.8.4's daemonset.yaml calls."""
-    chart = Path(tempfile.mkdtemp(prefix="dcgm-exporter-4.8.4-")) / "dcgm-exporter"
+    folder = Path(tempfile.mkdtemp(prefix="dcgm-exporter-4.8.4-"))
+    atexit.register(shutil.rmtree, folder, True)
+    chart = folder / "dcgm-exporter"
     shutil.copytree(UPSTREAM_CHART, chart)
     for name in ("Chart.yaml", "values.yaml", "templates/daemonset.yaml",
                  "templates/config-configmap.tpl"):

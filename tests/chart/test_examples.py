@@ -4,7 +4,6 @@ version, says in its comments what it changes and why, and renders what those co
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,9 +97,3 @@ def test_bottlerocket_adds_sys_admin_and_keeps_the_rest_dropped() -> None:
 def test_hybrid_nodes_need_the_hybrid_label_and_a_gpu() -> None:
     assert _pod("eks-hybrid-nodes")["nodeSelector"] == {
         "eks.amazonaws.com/compute-type": "hybrid", "nvidia.com/gpu.present": "true"}
-
-
-def test_the_examples_are_in_the_packaged_chart() -> None:
-    assert all((EXAMPLES / f"{n}.yaml").is_file() for n in NAMES)
-    assert not (CHART / ".helmignore").read_text().count("examples")
-    assert Path(EXAMPLES).parent == CHART
