@@ -1,5 +1,8 @@
 """Builds gpu-exporter's container image for linux/amd64 and linux/arm64 with podman.
 
+The image is the node's: `serve` and `doctor`, without the libraries of `report` and
+`generate`, which come from `pip install gpu-exporter` (docs/image.md).
+
     .venv/bin/python scripts/image.py                  # both architectures
     .venv/bin/python scripts/image.py --arch amd64     # one
     .venv/bin/python scripts/image.py --builder-image docker.io/library/debian:12-slim \\
