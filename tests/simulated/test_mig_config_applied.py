@@ -141,10 +141,10 @@ def test_the_advised_layout_holds_every_holder(recorded: Recorded) -> None:
     servicer = SimKubeletServicer()
     pods = []
     for holder in holders:
-        profile = MODEL.profile(holder["advice"])
-        assert free.get(profile.name), (holder, free)
+        advised = MODEL.profile(holder["advice"])
+        assert free.get(advised.name), (holder, free)
         pods.append(pod_resources(holder["namespace"], holder["pod"], {
-            "server": [(profile.resource_name, [free[profile.name].pop(0)])]}))
+            "server": [(advised.resource_name, [free[advised.name].pop(0)])]}))
     servicer.set_pods(pods)
     socket = recorded.tmp / "new-node.sock"
     kubelet = serve_pod_resources(str(socket), servicer)
