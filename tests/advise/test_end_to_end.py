@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.partitions.mig_profiles import MODELS
+from exporter.partitions.migparted import parse
+from exporter.partitions.migparted_layout import PCI_DEVICE_IDS, check_layouts, entry_layout
 from tests.advise import history
 from tests.report.history import backfill_file, write_openmetrics, write_vm_json
 from tests.support.prometheus import PrometheusProcess
@@ -131,6 +134,19 @@ def test_mig_parted_and_device_plugin_files(stores: Stores, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     text = mig.read_text()
     assert "#   kubectl label node h100-a nvidia.com/mig.config=h100-80gb-advised-1" in text
+    # Read by mig-parted's rules (exporter.partitions.migparted): every MIG entry is for
+    # the H100 alone (its PCI id) and lays out on it.
+    parsed = parse(text, str(mig))
+    check_layouts(parsed)
+    h100 = MODELS[history.H100]
+    entries = [e for e in parsed.mig_configs["h100-80gb-advised-1"] if e.mig_enabled]
+    assert len(entries) == 3
+    for entry in entries:
+        assert entry.devices != "all"
+        first = entry.devices[0]
+        assert entry.applies_to(first, PCI_DEVICE_IDS[history.H100])
+        assert not entry.applies_to(first, PCI_DEVICE_IDS["NVIDIA A100-SXM4-80GB"])
+        assert entry_layout(h100, entry.mig_devices or {}, "advised")
     config = yaml.safe_load(text)
     assert config["version"] == "v1"
     selections = config["mig-configs"]["h100-80gb-advised-1"]
