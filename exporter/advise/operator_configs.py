@@ -24,9 +24,20 @@ NAMESPACE = "gpu-operator"
 
 
 def _yaml(data: Any) -> str:
+    """Block style throughout; text of several lines (a config inside a ConfigMap) as a
+    literal block, as one would write it by hand."""
     import yaml
 
-    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value,
+                                       style="|" if "\n" in value else None)
+
+    Dumper.add_representer(str, text)
+    return str(yaml.dump(data, Dumper=Dumper, sort_keys=False, default_flow_style=False,
+                         width=100))
 
 
 def _selections(node: NodePlan, gpu_model: str) -> list[dict[str, Any]]:
