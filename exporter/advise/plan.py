@@ -195,16 +195,29 @@ def _now_by_node(fits: Sequence[Fit]) -> dict[str, dict[str, list[str]]]:
 
 def _lay_onto_nodes(model: GpuModel, fits: Sequence[Fit], plans: list[GpuPlan],
                     counts: Mapping[str, int]) -> tuple[NodePlan, ...]:
+    """Each node's GPUs in name order. Time-slicing is node-wide (the device plugin shares
+    every GPU of a labelled node), so whole GPUs go to nodes with no sharing GPU while such
+    nodes have room; only then onto a sharing node's spare GPUs (where they would be shared)."""
     seen = _now_by_node(fits)
     names = sorted(seen)
-    out: list[NodePlan] = []
-    queue = list(plans)
+    capacity = {node: max(counts.get(node, 0), len(seen[node])) for node in names}
+    placed: dict[str, list[GpuPlan]] = {node: [] for node in names}
+    shared = [g for g in plans if g.kind == TIME_SLICING]
+    others = [g for g in plans if g.kind != TIME_SLICING]
     for node in names:
-        capacity = max(counts.get(node, 0), len(seen[node]))
-        taken, queue = queue[:capacity], queue[capacity:]
-        advised = tuple(taken) + (GpuPlan(FREE),) * (capacity - len(taken))
-        now = tuple((uuid, tuple(sorted(held))) for uuid, held in sorted(seen[node].items()))
-        out.append(NodePlan(node, now, capacity, advised))
+        while shared and len(placed[node]) < capacity[node]:
+            placed[node].append(shared.pop(0))
+    sharing_nodes = {node for node in names if placed[node]}
+    for pass_nodes in ([n for n in names if n not in sharing_nodes],
+                       [n for n in names if n in sharing_nodes]):
+        for node in pass_nodes:
+            while others and len(placed[node]) < capacity[node]:
+                placed[node].append(others.pop(0))
+    out = [NodePlan(node, tuple((uuid, tuple(sorted(held)))
+                                for uuid, held in sorted(seen[node].items())), capacity[node],
+                    tuple(placed[node]) + (GpuPlan(FREE),) * (capacity[node] - len(placed[node])))
+           for node in names]
+    queue = shared + others
     if queue:  # more GPUs advised than the pool's nodes hold
         out.append(NodePlan("(more GPUs)", (), len(queue), tuple(queue)))
     return tuple(_name_configs(model, out))

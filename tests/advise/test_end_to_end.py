@@ -124,11 +124,15 @@ def test_unchanged_holders_are_counted_not_listed(stores: Stores) -> None:
 
 
 def test_same_history_same_bytes_from_both_stores(stores: Stores) -> None:
-    texts = [run_advise("--prometheus", stores.url(which), *WINDOW, "--format", fmt).stdout
-             for which in ("prometheus", "prometheus", "victoria") for fmt in ("table",)]
-    assert texts[0] == texts[1]
-    assert texts[0] == texts[2]
-    assert "kubectl label node h100-a nvidia.com/mig.config=h100-80gb-advised-1" in texts[0]
+    for fmt in ("table", "json", "mig-parted"):
+        texts = [run_advise("--prometheus", stores.url(which), *WINDOW, "--format", fmt).stdout
+                 for which in ("prometheus", "prometheus", "victoria")]
+        assert texts[0], fmt
+        assert texts[0] == texts[1], fmt
+        assert texts[0] == texts[2], fmt
+        if fmt == "table":
+            assert "kubectl label node h100-a nvidia.com/mig.config=h100-80gb-advised-1" in \
+                texts[0]
 
 
 def test_mig_parted_and_device_plugin_files(stores: Stores, tmp_path: Path) -> None:

@@ -75,3 +75,14 @@ def test_a_large_pool_is_solved_exactly_and_the_same_twice() -> None:
 
 def test_nothing_to_pack() -> None:
     assert pack(H100, {}).gpus == 0
+
+
+def test_past_the_time_limit_the_heuristic_and_its_gap() -> None:
+    # No time for the solver: first-fit's 3 GPUs, not proven, 50 % over the bound of 2.
+    demand = {"3g.40gb": 2, "2g.20gb": 3, "1g.10gb": 2}
+    result = pack(H100, demand, time_limit_s=0.0)
+    assert (result.gpus, result.bound, result.optimal, result.method) == (3, 2, False,
+                                                                          "first-fit")
+    assert result.gap == pytest.approx(0.5)
+    assert _valid(result.layouts)
+    assert _count(result.layouts) == demand
