@@ -1,5 +1,6 @@
-"""Command-line entry: `gpu-exporter [serve|generate|doctor] ...` (serve is the default, so
-dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c 5000`).
+"""Command-line entry: `gpu-exporter [serve|generate|doctor|report|advise] ...` (serve is the
+default, so dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c
+5000`).
 
 Each subcommand's module is imported only when it runs, so serving never loads the
 dashboard generator's or the doctor's dependencies.
@@ -14,6 +15,7 @@ USAGE = """usage: gpu-exporter [serve] [flags]     run the exporter (gpu-exporte
        gpu-exporter generate ...         write dashboards, alert rules, KEDA objects
        gpu-exporter doctor ...           explain what stands between this node and its metrics
        gpu-exporter report ...           GPU-hours, idle time, energy and cost per team
+       gpu-exporter advise ...           MIG layouts and time-slicing that fit measured use
 """
 
 
@@ -34,6 +36,10 @@ def _run(command: str, rest: list[str]) -> int:
         from exporter.report.cli import main as report_main
 
         return report_main(rest)
+    if command == "advise":
+        from exporter.advise.cli import main as advise_main
+
+        return advise_main(rest)
     if command in ("help", "-h", "--help"):
         print(USAGE)
         return 0
