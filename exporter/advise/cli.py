@@ -19,6 +19,7 @@ from exporter.options import ConfigError, Resolution, build_parser, parse_comman
 from exporter.options import advise_table as opt
 from exporter.options import report_table as shared
 from exporter.partitions.mig_profiles import MODELS
+from exporter.promql import duration
 from exporter.report.cli import write_whole
 from exporter.report.connection import ReportError
 from exporter.report.prices import load_prices
@@ -38,6 +39,9 @@ def _check(settings: Resolution) -> tuple[HistoryRequest, FitSettings]:
     start = end - settings[opt.LAST] if given_start is None else given_start
     if end <= start:
         raise ConfigError("--start must come before --end")
+    if settings[opt.STEP] > end - start:
+        raise ConfigError(f"--step {duration(settings[opt.STEP])}: the range "
+                          f"{duration(end - start)} is shorter than --step")
     for option in (opt.MEMORY_QUANTILE, opt.COMPUTE_QUANTILE):
         if not 0 < settings[option] <= 1:
             raise ConfigError(f"{option.flag} {settings[option]:g}: expected a quantile above "

@@ -16,6 +16,7 @@ from exporter.advise.render import (
     sharing_label_line,
     utc,
 )
+from exporter.partitions.migparted_layout import PCI_DEVICE_IDS
 
 DISABLED = "all-disabled"
 CONFIGMAP = "gpu-exporter-time-slicing"
@@ -23,13 +24,28 @@ NAMESPACE = "gpu-operator"
 
 
 def _yaml(data: Any) -> str:
+    """Block style throughout; text of several lines (a config inside a ConfigMap) as a
+    literal block, as one would write it by hand."""
     import yaml
 
-    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value,
+                                       style="|" if "\n" in value else None)
+
+    Dumper.add_representer(str, text)
+    return str(yaml.dump(data, Dumper=Dumper, sort_keys=False, default_flow_style=False,
+                         width=100))
 
 
-def _selections(node: NodePlan) -> list[dict[str, Any]]:
-    """The node's GPUs grouped by layout, by index: one device selection per layout."""
+def _selections(node: NodePlan, gpu_model: str) -> list[dict[str, Any]]:
+    """The node's GPUs grouped by layout, by index: one device selection per layout. A MIG
+    selection names the model's PCI id where it is on record (`device-filter`), so a config
+    meant for one model is never applied to another with the same profile names."""
+    pci_id = PCI_DEVICE_IDS.get(gpu_model)
+    only = {"device-filter": f"0x{pci_id:08X}"} if pci_id is not None else {}
     groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     for index, gpu in enumerate(node.advised):
         kind = MIG if gpu.kind == MIG else "off"
@@ -38,7 +54,7 @@ def _selections(node: NodePlan) -> list[dict[str, Any]]:
     for (kind, instances), indexes in groups.items():
         if kind == MIG:
             counts = Counter(instances)
-            out.append({"devices": indexes, "mig-enabled": True,
+            out.append({**only, "devices": indexes, "mig-enabled": True,
                         "mig-devices": {name: counts[name] for name in dict.fromkeys(instances)}})
         else:
             out.append({"devices": indexes, "mig-enabled": False})
@@ -55,7 +71,7 @@ def mig_parted_text(advice: Advice) -> str:
             if node.mig_config == DISABLED:
                 configs.setdefault(DISABLED, [{"devices": "all", "mig-enabled": False}])
             else:
-                configs.setdefault(node.mig_config, _selections(node))
+                configs.setdefault(node.mig_config, _selections(node, pool.gpu_model))
             labels.append(mig_label_line(node))
     head = [f"# MIG layouts advised by gpu-exporter advise for {utc(advice.start)} to "
             f"{utc(advice.end)}.",

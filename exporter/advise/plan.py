@@ -145,7 +145,7 @@ def _plan_pool(model: GpuModel, gpu_model: str, fits: list[Fit], counts: Mapping
         demand.update(f.holder.now for f in fits
                       if not f.advised and f.holder.now not in (WHOLE, SHARED))
         packing = pack(model, {str(k): v for k, v in demand.items()}, time_limit_s)
-        plans = [GpuPlan(WHOLE)] * whole + [GpuPlan(MIG, layout) for layout in packing.layouts]
+        plans = [GpuPlan(MIG, layout) for layout in packing.layouts] + [GpuPlan(WHOLE)] * whole
         needed = whole + packing.gpus
     else:
         replicas, fits = _choose_replicas(fits, settings)

@@ -5,7 +5,10 @@ same on a second run; every output format is written and parses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -17,8 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.partitions.mig_profiles import MODELS
+from exporter.partitions.migparted import parse
+from exporter.partitions.migparted_layout import PCI_DEVICE_IDS, check_layouts, entry_layout
 from tests.advise import history
 from tests.report.history import backfill_file, write_openmetrics, write_vm_json
+from tests.support.chromium import browser_page, chromium_port
 from tests.support.prometheus import PrometheusProcess
 from tests.support.victoriametrics import VictoriaMetricsProcess
 from tests.support.wait import wait_until
@@ -131,6 +138,19 @@ def test_mig_parted_and_device_plugin_files(stores: Stores, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     text = mig.read_text()
     assert "#   kubectl label node h100-a nvidia.com/mig.config=h100-80gb-advised-1" in text
+    # Read by mig-parted's rules (exporter.partitions.migparted): every MIG entry is for
+    # the H100 alone (its PCI id) and lays out on it.
+    parsed = parse(text, str(mig))
+    check_layouts(parsed)
+    h100 = MODELS[history.H100]
+    entries = [e for e in parsed.mig_configs["h100-80gb-advised-1"] if e.mig_enabled]
+    assert len(entries) == 3
+    for entry in entries:
+        assert entry.devices != "all"
+        first = entry.devices[0]
+        assert entry.applies_to(first, PCI_DEVICE_IDS[history.H100])
+        assert not entry.applies_to(first, PCI_DEVICE_IDS["NVIDIA A100-SXM4-80GB"])
+        assert entry_layout(h100, entry.mig_devices or {}, "advised")
     config = yaml.safe_load(text)
     assert config["version"] == "v1"
     selections = config["mig-configs"]["h100-80gb-advised-1"]
@@ -153,3 +173,57 @@ def test_mig_parted_and_device_plugin_files(stores: Stores, tmp_path: Path) -> N
     assert inner["version"] == "v1"
     assert inner["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/gpu", "replicas": 4}]
+
+
+LAYOUTS_JS = """JSON.stringify(Array.from(document.querySelectorAll('section.node')).map(n => ({
+  node: n.dataset.node,
+  grids: Array.from(n.querySelectorAll('.mig')).map(g => ({
+    label: g.getAttribute('aria-label'), cols: Number(g.dataset.cols),
+    width: g.clientWidth - 6,
+    blocks: Array.from(g.children).map(b => ({slices: Number(b.dataset.slices),
+                                              width: b.getBoundingClientRect().width,
+                                              text: b.innerText}))}))})))"""
+DOCS_SCREENSHOT = ROOT / "docs" / "advise.png"
+
+
+def test_html_draws_each_node_to_scale_in_a_real_browser(stores: Stores, tmp_path: Path
+                                                         ) -> None:
+    page = tmp_path / "advice.html"
+    result = run_advise("--prometheus", stores.prometheus.url, *WINDOW, "--format", "html",
+                        "--price", "2", "-o", str(page))
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "<script" not in text
+    assert "<link" not in text
+    assert 'src="http' not in text
+
+    async def look(port: int) -> tuple[list[dict[str, Any]], list[str]]:
+        async with browser_page(port, width=1400, height=900) as tab:
+            await tab.open(page.resolve().as_uri())
+            nodes = json.loads(await tab.value(LAYOUTS_JS))
+            await tab.screenshot(tmp_path / "advise.png")
+            return nodes, tab.errors()
+
+    with chromium_port() as port:
+        nodes, errors = asyncio.run(look(port))
+    assert errors == []
+    by_node = {n["node"]: n for n in nodes}
+    assert set(by_node) == {"h100-a", "h100-b", "h100-c", "l4-a"}
+    # h100-a: 4 GPUs today, 4 advised (three MIG layouts and the whole one).
+    assert len(by_node["h100-a"]["grids"]) == 8
+    for node in nodes:
+        for grid in node["grids"]:
+            gaps = 3 * (grid["cols"] - 1)
+            for block in grid["blocks"]:
+                # Each block covers its compute slices of the GPU's width, gaps aside.
+                share = block["slices"] / grid["cols"]
+                assert abs(block["width"] - share * (grid["width"] - gaps)
+                           - 3 * (block["slices"] - 1)) <= 2, (node["node"], grid, block)
+    advised = [g for g in by_node["h100-a"]["grids"] if g["label"].startswith("advised")]
+    assert sorted(b["text"].strip() for g in advised for b in g["blocks"]) == sorted(
+        ["3g.40gb", "3g.40gb", "2g.20gb", "2g.20gb", "1g.20gb", "1g.10gb", "1g.10gb",
+         "1g.10gb", "1g.10gb", "whole", *[b["text"].strip() for g in advised
+                                          for b in g["blocks"] if "free" in b["text"]]])
+    assert (tmp_path / "advise.png").stat().st_size > 10_000
+    if os.environ.get("GPU_EXPORTER_WRITE_DOCS"):
+        shutil.copyfile(tmp_path / "advise.png", DOCS_SCREENSHOT)
