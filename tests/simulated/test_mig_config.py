@@ -146,6 +146,10 @@ def test_the_operators_balanced_config_applies_its_h200_entry(tmp_path: Path) ->
         SimNvml("h200-mig", mig_config=f"{path}:all-1g.5gb")
     with pytest.raises(MigPartedError, match=r"holds \d+ mig-configs; name one of: "):
         SimNvml("h200-mig", mig_config=str(path))
+    # all-enabled: MIG mode on everywhere, no instance yet.
+    enabled = SimNvml("h200-mig", mig_config=f"{path}:all-enabled")
+    assert set(_walk(enabled)) == set(range(8))
+    assert not any(g.mig_devices for g in enabled.layout)
 
 
 def test_the_simulated_kubelet_hands_each_instance_to_a_pod(pool: Path) -> None:
