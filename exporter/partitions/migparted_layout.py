@@ -17,6 +17,7 @@ from exporter.partitions.migparted import (
     MigPartedConfig,
     MigPartedError,
     ProfileName,
+    device_filter_matches,
     parse_profile_name,
 )
 
@@ -177,8 +178,8 @@ def check_layouts(config: MigPartedConfig,
             wanted = [parse_profile_name(p) for p, n in (entry.mig_devices or {}).items() if n]
             if entry.device_filter:
                 targets = [m for m in known if any(
-                    entry.applies_to(0, PCI_DEVICE_IDS[n]) for n in m.names
-                    if n in PCI_DEVICE_IDS)]
+                    device_filter_matches(f, PCI_DEVICE_IDS[n])
+                    for n in m.names if n in PCI_DEVICE_IDS for f in entry.device_filter)]
             else:
                 targets = [m for m in known
                            if all(_model_profile(m, w) is not None for w in wanted)]

@@ -85,6 +85,12 @@ def test_refusals_on_the_model_a_filter_names(devices: str, says: str) -> None:
     assert says in message
 
 
+def test_a_filter_is_checked_whatever_devices_it_names() -> None:
+    text = _config('{"1g.5gb": 1}', H200_FILTER).replace("devices: all", "devices: [3]")
+    with pytest.raises(MigPartedError, match="is not a MIG profile of NVIDIA H200"):
+        check_layouts(parse(text, "p"))
+
+
 def test_compute_instances_share_a_gpu_instance_while_it_has_room() -> None:
     layout = entry_layout(H200, {"1c.3g.71gb": 3, "2c.3g.71gb": 1}, "x")
     # Largest first, each into the last instance while it has slices left: (2, 1), (1, 1).

@@ -14,7 +14,7 @@ import yaml
 from exporter.config import parse_serve_args
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
-from exporter.partitions.mig_profiles import MODELS
+from exporter.partitions.mig_profiles import MODELS, Placement, layout_problems, placeable_layouts
 from exporter.partitions.migparted import MigPartedError
 from exporter.simulated.kubelet import allocatable_for, plan_allocations
 from exporter.simulated.node import SimNvml
@@ -146,6 +146,10 @@ def test_the_operators_balanced_config_applies_its_h200_entry(tmp_path: Path) ->
         SimNvml("h200-mig", mig_config=f"{path}:all-1g.5gb")
     with pytest.raises(MigPartedError, match=r"holds \d+ mig-configs; name one of: "):
         SimNvml("h200-mig", mig_config=str(path))
+    # all-enabled: MIG mode on everywhere, no instance yet.
+    enabled = SimNvml("h200-mig", mig_config=f"{path}:all-enabled")
+    assert set(_walk(enabled)) == set(range(8))
+    assert not any(g.mig_devices for g in enabled.layout)
 
 
 def test_the_simulated_kubelet_hands_each_instance_to_a_pod(pool: Path) -> None:
@@ -190,3 +194,32 @@ def test_serve_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"gpu-exporter: --sim.mig-config: {bad}: mig-configs.pool[2] "
                                "on GPU 1: 8x 1g.18gb cannot be placed together on NVIDIA H200")
+
+
+_FIRST_ID = {8: 0, 4: 1, 2: 3, 1: 7}
+
+
+@pytest.mark.parametrize(("profile", "model_name"), [
+    ("h200-mig", "NVIDIA H200"), ("h100-8", "NVIDIA H100 80GB HBM3"),
+    ("a100-timesliced", "NVIDIA A100-SXM4-80GB")])
+def test_every_placeable_layout_applies(tmp_path: Path, profile: str, model_name: str) -> None:
+    """Every layout the profile table can place comes out on the node as asked: the same
+    instances, memory as the table has it, and GPU-instance ids that name placements which
+    do not overlap."""
+    model = MODELS[model_name]
+    layouts = placeable_layouts(model)
+    assert len(layouts) > 100
+    for n, names in enumerate(layouts):
+        path = tmp_path / f"layout-{n}.yaml"
+        path.write_text(yaml.safe_dump({"version": "v1", "mig-configs": {"one": [
+            {"devices": [1], "mig-enabled": True,
+             "mig-devices": {p: names.count(p) for p in set(names)}}]}}))
+        gpu = SimNvml(profile, mig_config=str(path)).layout[1]
+        assert sorted(m.profile for m in gpu.mig_devices) == sorted(names)
+        placements = []
+        for mig in gpu.mig_devices:
+            table = model.profile(mig.profile)
+            size = table.memory_slices
+            start = (mig.gpu_instance_id - _FIRST_ID[size]) * size
+            placements.append(Placement(start, table))
+        assert layout_problems(model, placements) == (), (names, placements)

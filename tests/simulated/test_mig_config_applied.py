@@ -38,7 +38,7 @@ MODEL = MODELS["NVIDIA H100 80GB HBM3"]
 SCRAPE_S = 0.5
 RECORD_S = 30.0
 ADVISE_ARGS = ("--step", "1s", "--min-samples", "10", "--min-hours", "0", "--headroom", "0",
-               "--progress", "off")
+               "--progress", "off", "--resolution", "1s")
 
 
 @dataclass
@@ -164,5 +164,7 @@ def test_the_advised_layout_holds_every_holder(recorded: Recorded) -> None:
         key = (holder["namespace"], holder["pod"])
         profile, total_mib = memory[key]
         assert profile == holder["advice"]
-        assert total_mib == MODEL.profile(profile).memory_mib
+        # Used, free and reserved are each whole MiB, rounded down: the sum may fall short
+        # of the instance's memory by a MiB or two.
+        assert 0 <= MODEL.profile(profile).memory_mib - total_mib <= 2
         assert recorded.peak_mib(*key) <= total_mib, (holder, total_mib)

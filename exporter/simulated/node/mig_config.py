@@ -6,8 +6,9 @@ MIG on gets the config's GPU instances at their placements, each with its comput
 instances; one with MIG off gets none; GPUs no entry selects keep the profile's layout.
 
 GPU-instance ids follow the placement as NVML numbers them: the first id of each size (7g: 0,
-4g and 3g: 1, 2g and the double-memory 1g: 3, 1g: 7) plus the start slice over the size,
-which gives the H200 capture's ids (3g at slice 4: 2, 2g at 0: 3, 1g at 2 and 3: 9 and 10).
+4g and 3g: 1, 2g: 3, 1g: 7) plus the start slice over the size, which gives the H200
+capture's ids (3g at slice 4: 2, 2g at 0: 3, 1g at 2 and 3: 9 and 10). No capture shows the
+double-memory 1g (`1g.35gb`); it is numbered as the 2g, whose slices it takes.
 Memory and SMs are the profile table's; a compute instance smaller than its GPU instance has
 the model's one-slice SM count per slice.
 """
