@@ -1,12 +1,13 @@
 """Read a mig-parted config (the MIG Manager's file) by mig-parted's own rules.
 
-It follows mig-parted's `api/spec/v1/spec.go` and go-nvlib's profile-name parser as the MIG
-Manager runs them (sigs.k8s.io/yaml: the YAML becomes JSON, then the spec's own decoders read
-it): `version` must be `v1`; `mig-configs` maps names to non-empty lists of entries; an entry
-needs `devices` (`all` or a list of GPU indexes) and `mig-enabled`, takes `mig-devices`
-(profile -> count, required when enabled, empty when not) and `device-filter` (a PCI device id
-or a list of them), and nothing else. A key repeated in one mapping keeps its last value, as
-there. Whether the profiles exist on a GPU and fit together is `migparted_layout`'s part.
+The rules are those of mig-parted's spec (`api/spec/v1/spec.go`) and of the profile names it
+accepts, as the MIG Manager applies them (the YAML is first turned into JSON, then each part
+is decoded on its own): `version` must be `v1`; `mig-configs` maps names to non-empty lists
+of entries; an entry needs `devices` (`all` or a list of GPU indexes) and `mig-enabled`,
+takes `mig-devices` (profile -> count, required when enabled, empty when not) and
+`device-filter` (a PCI device id or a list of them), and nothing else. A key repeated in one
+mapping keeps its last value, as in mig-parted. Whether the profiles exist on a GPU and fit
+together is `migparted_layout`'s part.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = [
 
 VERSION = "v1"
 ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
-"""The keys spec.go's MigConfigSpec decoder takes; any other is refused."""
+"""The keys an entry may have; any other is refused."""
 
 
 class MigPartedError(ValueError):
@@ -40,7 +41,7 @@ class MigPartedError(ValueError):
     file, the config and what is expected."""
 
 
-# -- profile names (go-nvlib's parseMigProfile) ------------------------------------------------
+# -- profile names ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class ProfileName:
@@ -60,7 +61,7 @@ class ProfileName:
         return f"{self.gpu_slices}g.{self.memory_gb}gb{suffix}"
 
     def same_gpu_instance(self, other: ProfileName) -> bool:
-        """Whether both name one GPU-instance profile (go-nvlib's `Matches` less the C)."""
+        """Whether both name the same GPU-instance profile, whatever compute slices they ask."""
         return (self.gpu_slices, self.memory_gb, self.attributes, self.negated) == (
             other.gpu_slices, other.memory_gb, other.attributes, other.negated)
 
@@ -71,12 +72,12 @@ _ATTRIBUTE = re.compile(r"[A-Za-z.][A-Za-z0-9.]*")
 
 def _field(text: str, unit: str) -> int:
     if text.strip() != text:
-        raise ValueError(f"leading or trailing spaces on '%d{unit}'")
+        raise ValueError(f"space around the '<n>{unit}' part")
     if not text.endswith(unit):
-        raise ValueError(f"missing '{unit}' from '%d{unit}'")
+        raise ValueError(f"the '<n>{unit}' part does not end in '{unit}'")
     number = text.removesuffix(unit)
     if not _DIGITS.fullmatch(number):
-        raise ValueError(f"malformed number in '%d{unit}'")
+        raise ValueError(f"the '<n>{unit}' part has no whole number before '{unit}'")
     return int(number)
 
 
@@ -84,15 +85,16 @@ def _attributes(text: str) -> frozenset[str]:
     seen: list[str] = []
     for attribute in text.split(","):
         if attribute in seen:
-            raise ValueError("non unique attribute in list")
+            raise ValueError(f"attribute {attribute!r} written twice")
         if not attribute:
-            raise ValueError("empty attribute in list")
+            raise ValueError("an attribute is blank (nothing after '+', '-' or ',')")
         if attribute[0].isdigit():
-            raise ValueError("attribute begins with a number")
+            raise ValueError(f"attribute {attribute!r} starts with a digit")
         if attribute[0] == "." or attribute[-1] == ".":
-            raise ValueError("attribute begins/ends with a dot")
+            raise ValueError(f"attribute {attribute!r} starts or ends with '.'")
         if not _ATTRIBUTE.fullmatch(attribute):
-            raise ValueError("non alpha-numeric character or digit in attribute")
+            raise ValueError(f"attribute {attribute!r} holds a character other than letters, "
+                             "digits and '.'")
         seen.append(attribute)
     return frozenset(seen)
 
@@ -100,10 +102,10 @@ def _attributes(text: str) -> frozenset[str]:
 def parse_profile_name(text: str) -> ProfileName:
     """Parse a mig-parted profile name; raise ValueError saying what is wrong."""
     if not text:
-        raise ValueError("profile is the empty string")
+        raise ValueError("no profile name given")
     plus, minus = text.split("+", 1), text.split("-", 1)
     if len(plus) == 2 and len(minus) == 2:
-        raise ValueError("both '+' and '-' attributes")
+        raise ValueError("attributes after both '+' and '-'; one kind only")
     parts = plus if len(plus) == 2 else minus
     fields = parts[0].split(".", 2)
     if len(fields) == 3:
@@ -119,7 +121,7 @@ def parse_profile_name(text: str) -> ProfileName:
     return ProfileName(c, g, gb, attributes, frozenset())
 
 
-# -- the file (spec.go) ------------------------------------------------------------------------
+# -- the file ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class MigConfigEntry:
@@ -197,11 +199,11 @@ def _entry(raw: object, where: str) -> MigConfigEntry:
                              f"{', '.join(ENTRY_KEYS)}")
     for required in ("devices", "mig-enabled"):
         if required not in raw:
-            raise MigPartedError(f"{where}: missing required field {required!r}; expected "
+            raise MigPartedError(f"{where}: no {required!r} key; expected "
                                  "devices (all or a list of GPU indexes) and mig-enabled")
     unknown = sorted(k for k in raw if k not in ENTRY_KEYS)
     if unknown:
-        raise MigPartedError(f"{where}: unexpected field {unknown[0]!r}; expected only "
+        raise MigPartedError(f"{where}: unknown key {unknown[0]!r}; expected only "
                              f"{', '.join(ENTRY_KEYS)}")
     devices = _devices(raw["devices"], where)
     enabled = raw["mig-enabled"]
@@ -212,11 +214,11 @@ def _entry(raw: object, where: str) -> MigConfigEntry:
         raise MigPartedError(f"{where}: mig-enabled is {_kind(enabled)}; expected true or false")
     mig_devices = _mig_devices(raw["mig-devices"], where) if "mig-devices" in raw else None
     if enabled and mig_devices is None:
-        raise MigPartedError(f"{where}: missing required field 'mig-devices' when "
-                             "'mig-enabled' is true; expected profile counts ({} for none)")
+        raise MigPartedError(f"{where}: mig-enabled is true but there is no 'mig-devices'; "
+                             "expected profile counts ({} for none)")
     if not enabled and mig_devices:
-        raise MigPartedError(f"{where}: MIG devices included when 'mig-enabled' is false; "
-                             "expected none (or mig-enabled: true)")
+        raise MigPartedError(f"{where}: mig-enabled is false but mig-devices lists "
+                             "instances; expected none (or mig-enabled: true)")
     return MigConfigEntry(devices, enabled, mig_devices,
                           _device_filter(raw.get("device-filter"), where))
 
@@ -301,7 +303,7 @@ def _flow_tabs(text: str) -> str:
 
 def parse(text: str, source: str) -> MigPartedConfig:
     """Read a mig-parted config; raise MigPartedError where mig-parted would refuse it. An
-    empty document is an empty config, as there (selecting from it then fails)."""
+    empty document is an empty config, as in mig-parted (selecting from it then fails)."""
     import yaml
 
     try:
@@ -324,7 +326,7 @@ def parse(text: str, source: str) -> MigPartedConfig:
                              f"{VERSION}, the only version mig-parted reads")
     unknown = sorted(k for k in raw if k not in ("version", "mig-configs"))
     if unknown:
-        raise MigPartedError(f"{source}: unexpected field {unknown[0]!r}; expected only "
+        raise MigPartedError(f"{source}: unknown key {unknown[0]!r}; expected only "
                              "version and mig-configs")
     return MigPartedConfig(source, _configs(raw["mig-configs"], source)
                            if "mig-configs" in raw else {})
@@ -357,10 +359,11 @@ def load(path: Path) -> MigPartedConfig:
     return parse(text, str(path))
 
 
-# -- device filters (pkg/types/device.go) ------------------------------------------------------
+# -- device filters ---------------------------------------------------------------------------
 
 def _pci_number(text: str) -> int | None:
-    """strconv.ParseUint(text, 0, 32): a 0x/0o/0b prefix or decimal, `_` only after one."""
+    """Read an unsigned 32-bit number: hexadecimal, octal or binary with a 0x/0o/0b prefix,
+    else decimal; `_` separators only after a prefix. None when it is not one."""
     try:
         value = int(text, 0)
     except ValueError:
@@ -373,7 +376,7 @@ def _pci_number(text: str) -> int | None:
 def device_filter_matches(text: str, pci_device_id: int, pci_subsystem_id: int = 0) -> bool:
     """Whether the filter `text` (`0xDDDDVVVV[:0xSSSSVVVV]`) matches a GPU with these ids
     (device in the high 16 bits, vendor low, as NVML's `pciDeviceId`). A filter mig-parted
-    cannot parse matches nothing, as there."""
+    cannot parse matches nothing, as in mig-parted."""
     parts = text.split(":")
     if len(parts) > 2:
         return False

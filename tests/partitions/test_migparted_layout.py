@@ -1,16 +1,13 @@
-"""Laying mig-parted configs out on the profile table: the GPU Operator's shipped config fits
-every known model it names, and profiles not of the model or sets that cannot be placed are
-refused in one line."""
+"""Laying mig-parted configs out on the profile table: a config in the shape of the GPU
+Operator's default one, written here, fits every known model it names, and profiles not of
+the model or sets that cannot be placed are refused in one line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from exporter.partitions.mig_profiles import MODELS
-from exporter.partitions.migparted import MigPartedError, load, parse
+from exporter.partitions.migparted import MigPartedError, parse
 from exporter.partitions.migparted_layout import (
     PCI_DEVICE_IDS,
     NodeGpu,
@@ -18,43 +15,49 @@ from exporter.partitions.migparted_layout import (
     entry_layout,
     node_layout,
 )
+from tests.support.mig_configs import OPERATOR_SHAPED_CONFIG, PARTITIONING_EXAMPLE
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mig-parted"
 H200 = MODELS["NVIDIA H200"]
 H100 = MODELS["NVIDIA H100 80GB HBM3"]
 L4 = MODELS["NVIDIA L4"]
 
 
-def _operator_config() -> str:
-    configmap = yaml.safe_load((FIXTURES / "gpu-operator-0400_configmap.yaml").read_text())
-    text = configmap["data"]["config.yaml"]
-    assert isinstance(text, str)
-    return text
-
-
-def test_the_operators_default_config_lays_out_on_every_known_model_it_names() -> None:
-    checks = check_layouts(parse(_operator_config(), "default-mig-parted-config"))
+def test_an_operator_shaped_config_lays_out_on_every_known_model_it_names() -> None:
+    checks = check_layouts(parse(OPERATOR_SHAPED_CONFIG, "default-mig-parted-config"))
     placed = {(c.config, c.index): c.placed_on for c in checks}
     balanced = {m for (name, _), models in placed.items() if name == "all-balanced"
                 for m in models}
     assert balanced == {"h200", "h100-80gb", "a100-80gb"}
+    assert placed[("all-balanced", 2)] == ("h200",)
     assert placed[("all-1g.5gb", 0)] == ("a100-40gb",)
     assert placed[("all-7g.141gb", 0)] == ("h200",)
-    assert set(placed[("all-1g.10gb", 0)]) == {"h100-80gb", "a100-80gb"}
-    # Every known model is checked somewhere; entries for models the table lacks (B200,
-    # GB200, RTX PRO 6000, ...) are left unchecked, never guessed.
+    # 1g.10gb is a double-memory profile on the A100 40GB (4 fit) and the smallest on the
+    # A100 80GB and H100 (7 fit): each count sits behind its model's filter.
+    assert set(placed[("all-1g.10gb", 1)]) == {"h100-80gb", "a100-80gb"}
+    assert set(placed[("all-1g.10gb.me", 0)]) == {"h100-80gb", "a100-80gb"}
+    # Every known model is checked somewhere; entries for models the table lacks (A100 40GB
+    # by PCI id, B200) are left unchecked, never guessed.
     assert {m for models in placed.values() for m in models} == {
         "a100-40gb", "a100-80gb", "h100-80gb", "h200"}
-    unchecked = [k for k, models in placed.items() if not models]
-    assert unchecked
-    assert len(placed) - len(unchecked) >= 20
+    unchecked = sorted(k for k, models in placed.items() if not models)
+    assert unchecked == [("all-1g.10gb", 0), ("all-1g.23gb", 0), ("all-3g.90gb", 0),
+                         ("all-balanced", 0), ("all-balanced", 3)]
+    assert len(placed) - len(unchecked) == 23
 
 
-def test_mig_parteds_example_config_lays_out() -> None:
-    checks = check_layouts(load(FIXTURES / "config.yaml"))
+def test_the_h200_count_of_the_balanced_config_is_checked() -> None:
+    # One more 3g.71gb on the H200 entry no longer fits: the check reaches that entry.
+    text = OPERATOR_SHAPED_CONFIG.replace('"3g.71gb": 1', '"3g.71gb": 2', 1)
+    assert text != OPERATOR_SHAPED_CONFIG
+    with pytest.raises(MigPartedError, match=r"mig-configs\.all-balanced\[2\] on NVIDIA H200: "
+                       r"2x 1g\.18gb, 1x 2g\.35gb, 2x 3g\.71gb cannot be placed"):
+        check_layouts(parse(text, "default-mig-parted-config"))
+
+
+def test_the_format_example_lays_out() -> None:
+    checks = check_layouts(parse(PARTITIONING_EXAMPLE, "config.yaml"))
     placed = {(c.config, c.index): c.placed_on for c in checks}
-    assert placed[("all-balanced", 0)] == ("a100-40gb",)
-    assert set(placed[("all-1g.10gb", 0)]) == {"a100-40gb", "a100-80gb", "h100-80gb"}
+    assert placed == {("all-balanced", 0): ("a100-40gb",), ("custom-config", 1): ("a100-40gb",)}
 
 
 def _config(devices: str, filter_line: str = "") -> str:

@@ -20,10 +20,10 @@ from exporter.simulated.kubelet import allocatable_for, plan_allocations
 from exporter.simulated.node import SimNvml
 from exporter.simulated.node.mig_config import split_mig_config_arg
 from exporter.simulated.node.profiles import H200_CAPTURE_LAYOUT
+from tests.support.mig_configs import OPERATOR_SHAPED_CONFIG
 from tests.support.paths import ROOT
 
 MIB = 1024 * 1024
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mig-parted"
 H200 = MODELS["NVIDIA H200"]
 
 # GPU 0 as the capture has it; GPU 1 as seven 1g; GPU 2 one whole 7g; the rest MIG off.
@@ -132,19 +132,21 @@ def test_gpus_keep_their_uuids_and_unselected_gpus_their_layout(tmp_path: Path) 
     assert [m.profile for m in applied.layout[3].mig_devices] == ["3g.71gb", "3g.71gb"]
 
 
-def test_the_operators_balanced_config_applies_its_h200_entry(tmp_path: Path) -> None:
-    configmap = yaml.safe_load((FIXTURES / "gpu-operator-0400_configmap.yaml").read_text())
+def test_an_operator_shaped_balanced_config_applies_its_h200_entry(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(configmap["data"]["config.yaml"])
+    path.write_text(OPERATOR_SHAPED_CONFIG)
     sim = SimNvml("h200-mig", mig_config=f"{path}:all-balanced")
     for gpu in sim.layout:
         assert sorted(m.profile for m in gpu.mig_devices) == [
             "1g.18gb", "1g.18gb", "2g.35gb", "3g.71gb"]
-    # The operator's configs for other models do not fit this node: refused in one line.
+    # A config behind another model's device filter selects no GPU here: the layout stays.
+    assert SimNvml("h200-mig", mig_config=f"{path}:all-1g.23gb").layout == \
+        SimNvml("h200-mig").layout
+    # A config for another model's profiles does not fit this node: refused in one line.
     with pytest.raises(MigPartedError, match=r"mig-configs\.all-1g\.5gb\[0\] on GPU 0: "
                        r"'1g\.5gb' is not a MIG profile of NVIDIA H200; expected one of"):
         SimNvml("h200-mig", mig_config=f"{path}:all-1g.5gb")
-    with pytest.raises(MigPartedError, match=r"holds \d+ mig-configs; name one of: "):
+    with pytest.raises(MigPartedError, match="holds 25 mig-configs; name one of: "):
         SimNvml("h200-mig", mig_config=str(path))
     # all-enabled: MIG mode on everywhere, no instance yet.
     enabled = SimNvml("h200-mig", mig_config=f"{path}:all-enabled")
