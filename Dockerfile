@@ -45,12 +45,12 @@ RUN case "$TARGETARCH" in amd64) m=x86_64 ;; arm64) m=aarch64 ;; \
        > /target-platform
 # The dependencies alone, first: this layer changes only with pyproject.toml (or the wheels),
 # so a code change rebuilds, and a node pulls, only the small application layer below.
-# The node's share of pyproject's list: without the libraries only `report` and `generate`
-# import (tools_only; tests/image/test_node_dependencies.py checks that what is left is
+# The node's share of pyproject's list: without the libraries only `report`, `generate` and
+# `advise` import (tools_only; tests/image/test_node_dependencies.py checks that what is left is
 # what serve and doctor import). Those commands answer in the image with one line saying
 # where to get them (docs/image.md).
 COPY pyproject.toml /src/
-RUN tools_only="grafanalib matplotlib pandas" \
+RUN tools_only="grafanalib matplotlib pandas scipy" \
     && python3.11 -c 'import re, sys, tomllib; print("\n".join(r for r in tomllib.load(open( \
         "/src/pyproject.toml", "rb"))["project"]["dependencies"] if re.match( \
         "[A-Za-z0-9._-]+", r).group(0).lower() not in sys.argv[1:]))' $tools_only \

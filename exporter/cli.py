@@ -1,5 +1,6 @@
-"""Command-line entry: `gpu-exporter [serve|generate|doctor|report] ...` (serve is the default,
-so dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c 5000`).
+"""Command-line entry: `gpu-exporter [serve|generate|doctor|report|advise] ...` (serve is the
+default, so dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c
+5000`).
 
 Each subcommand's module is imported only when it runs, so serving never loads the
 dashboard generator's or the report's dependencies. The container image installs only the
@@ -18,6 +19,7 @@ USAGE = """usage: gpu-exporter [serve] [flags]     run the exporter (gpu-exporte
        gpu-exporter generate ...         write dashboards, alert rules, KEDA objects
        gpu-exporter doctor ...           explain what stands between this node and its metrics
        gpu-exporter report ...           GPU-hours, idle time, energy and cost per team
+       gpu-exporter advise ...           MIG layouts and time-slicing that fit measured use
 """
 
 COMMANDS = {
@@ -25,6 +27,7 @@ COMMANDS = {
     "doctor": "exporter.doctor:main",
     "generate": "exporter.artifacts.cli:main",
     "report": "exporter.report.cli:main",
+    "advise": "exporter.advise.cli:main",
 }
 """Each command and the `module:function` that runs it with the remaining arguments."""
 

@@ -11,7 +11,7 @@ from exporter.options.values import Switch, Value
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-Command = Literal["serve", "doctor", "generate", "report"]
+Command = Literal["serve", "doctor", "generate", "report", "advise"]
 
 
 def first_long_flag(flags: tuple[str, ...]) -> str | None:

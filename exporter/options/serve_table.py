@@ -61,6 +61,11 @@ SIM_PROFILE: Option[str] = Option(
     "sim_profile", Text(), "h200-mig", commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.profile",), env=("GPU_EXPORTER_SIM_PROFILE",), metavar="PROFILE",
     help="simulated node: `h100-8`, `h200-mig`, `a100-timesliced`, `l4-1`")
+SIM_MIG_CONFIG: Option[str | None] = Option(
+    "sim_mig_config", Text(), None, commands=SERVE, group=SIM_GROUP,
+    flags=("--sim.mig-config",), env=("GPU_EXPORTER_SIM_MIG_CONFIG",), metavar="FILE[:NAME]",
+    help="start the simulated GPUs with config NAME of this mig-parted file applied (the "
+         "only one when NAME is left out), as the MIG Manager would")
 SIM_SEED: Option[int] = Option(
     "sim_seed", Integer(), 0, commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.seed",), env=("GPU_EXPORTER_SIM_SEED",),
@@ -196,7 +201,7 @@ SKIP_KUBERNETES: Option[bool] = Option(
     help="check only NVML and the GPUs")
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
-    BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
+    BACKEND, SIM_PROFILE, SIM_MIG_CONFIG, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
     COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS, WEB_CONFIG_FILE,
     DEVICES, HOSTNAME_LABEL, NO_HOSTNAME, NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION,

@@ -114,7 +114,7 @@ def build(settings: Resolution, now: float, spelling: Spelling
           ) -> tuple[Connection, ReportRequest]:
     """Return what the report runs with: how to reach the server and what to ask it. ConfigError
     names the option at fault, as `spelling` writes it; nothing is asked of the server."""
-    return _connection(settings, spelling), _request(settings, now, spelling)
+    return connection(settings, spelling), _request(settings, now, spelling)
 
 
 def _read_secret(path: Path, what: str) -> str:
@@ -131,7 +131,9 @@ def parse_header(text: str, where: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def _connection(settings: Resolution, spelling: Spelling) -> Connection:
+def connection(settings: Resolution, spelling: Spelling) -> Connection:
+    """How to reach the server, from the connection options (which `advise` shares);
+    ConfigError names the option at fault."""
     def name(option: Option[object]) -> str:
         return spelled(settings, option, spelling)
 
