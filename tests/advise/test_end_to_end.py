@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -173,6 +174,7 @@ def test_mig_parted_and_device_plugin_files(stores: Stores, tmp_path: Path) -> N
     assert "#   kubectl label node l4-a nvidia.com/device-plugin.config=time-slicing-4" in text
     configmap = yaml.safe_load(text)
     assert configmap["kind"] == "ConfigMap"
+    kubernetes_validate.validate(configmap, "1.33", strict=True)
     inner = yaml.safe_load(configmap["data"]["time-slicing-4"])
     assert inner["version"] == "v1"
     assert inner["sharing"]["timeSlicing"]["resources"] == [
