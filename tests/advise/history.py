@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from tests.report.history import Series
 
 START = 1_760_000_400.0
-"""2025-10-09T08:20:00Z."""
+"""2025-10-09T09:00:00Z."""
 END = START + 86_400.0
 INTERVAL_S = 60.0
 H100 = "NVIDIA H100 80GB HBM3"
