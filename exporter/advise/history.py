@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporter.advise.demand import SHARED, WHOLE, Holder
+from exporter.advise.demand import SHARED, UNNAMED_INSTANCE, WHOLE, Holder
 from exporter.partitions.mig_profiles import find_model
 from exporter.promql import duration
 from exporter.promql.holdings import (
@@ -194,7 +194,8 @@ def read_holders(client: PrometheusClient, request: HistoryRequest,
         on_device = sharers.get((uuid, gpu_instance), 1)
         part = _slices_part(profile, gpu_model) if gpu_instance else 1.0
         need = compute.get(key)
-        now = (profile or "mig") if gpu_instance else (SHARED if on_device > 1 else WHOLE)
+        whole_now = SHARED if on_device > 1 else WHOLE
+        now = (profile or UNNAMED_INSTANCE) if gpu_instance else whole_now
         holders.append(Holder(
             namespace, pod, node, gpu_model, uuid, gpu_instance, now, samples.get(key, 0),
             steps.get(key, 0.0) * request.step_s / 3600, memory[key],
