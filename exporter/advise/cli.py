@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from exporter.advise.fitting import FitSettings
-from exporter.advise.history import HistoryRequest, planned_queries, read_holders
+from exporter.advise.history import QUERIES, HistoryRequest, read_holders
 from exporter.advise.plan import Advice, advise
 from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
 from exporter.options import advise_table as opt
@@ -54,7 +54,7 @@ def _check(settings: Resolution) -> tuple[HistoryRequest, FitSettings]:
     if settings[opt.MIN_SAMPLES] < 0 or settings[opt.MIN_HOURS] < 0:
         raise ConfigError("--min-samples and --min-hours must not be negative")
     request = HistoryRequest(start, end, settings[opt.STEP], settings[shared.RESOLUTION],
-                             86400.0, settings[opt.MEMORY_QUANTILE],
+                             settings[opt.MEMORY_QUANTILE],
                              settings[opt.COMPUTE_QUANTILE])
     fitting = FitSettings(settings[opt.HEADROOM] / 100, settings[opt.MIN_SAMPLES],
                           settings[opt.MIN_HOURS], settings[opt.MAX_REPLICAS])
@@ -92,7 +92,7 @@ def run(settings: Resolution) -> Advice:
     request, fitting = _check(settings)
     prices = load_prices(settings[shared.PRICE_FILE], settings[shared.PRICE], "--price-file")
     client = PrometheusClient(connection(settings, "flags"))
-    planned, done = planned_queries(request), [0]
+    planned, done = QUERIES, [0]
     mode = settings[shared.PROGRESS_OPTION]
 
     def progress() -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 WHOLE = "whole"
 SHARED = "shared"
 TIME_SLICING = "time-slicing"
+UNNAMED_INSTANCE = "mig"
+"""What a MIG instance whose series carry no `GPU_I_PROFILE` holds now."""
 
 
 @dataclass(frozen=True, slots=True, order=True)

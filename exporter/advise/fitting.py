@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from exporter.advise.demand import SHARED, TIME_SLICING, WHOLE, Holder
+from exporter.advise.demand import SHARED, TIME_SLICING, UNNAMED_INSTANCE, WHOLE, Holder
 from exporter.partitions.mig_profiles import GpuModel, MigProfile, find_model
 
 
@@ -80,6 +80,8 @@ def fit(holder: Holder, settings: FitSettings) -> Fit:
     if holder.compute_need is None:
         return _not_advised(holder, need, "no activity series (DCGM_FI_PROF_GR_ENGINE_ACTIVE "
                             "or DCGM_FI_DEV_GPU_UTIL)")
+    if holder.now == UNNAMED_INSTANCE:
+        return _not_advised(holder, need, "a MIG instance whose series carry no GPU_I_PROFILE")
     if holder.now not in (WHOLE, SHARED) and not model.has_profile(holder.now):
         return _not_advised(holder, need, f"holds {holder.now!r}, not a MIG profile of "
                             f"{holder.gpu_model}")

@@ -85,7 +85,7 @@ def _node(pool: PoolPlan, node: NodePlan) -> str:
     config = " · ".join(f"<code>{esc(c)}</code>" for c in (node.mig_config, node.sharing_config)
                         if c)
     return (f'<section class="node" data-node="{esc(node.node)}"><h3>{esc(node.node)} '
-            f"<small>{node.gpu_count} GPUs {config}</small></h3>"
+            f"<small>{node.gpu_count} GPU{'s' if node.gpu_count != 1 else ''} {config}</small></h3>"
             f'<div class="pair"><div><h4>today</h4>{today}</div>'
             f"<div><h4>advised</h4>{advised}</div></div></section>")
 

@@ -133,11 +133,15 @@ def _kept_shared_devices(fits: Sequence[Fit]) -> int:
     return len({f.holder.device for f in fits if not f.advised and f.holder.now == SHARED})
 
 
+def _whole_gpus(fits: Sequence[Fit]) -> int:
+    """GPUs given whole: advised so, kept by holders not advised (whole GPUs and the devices
+    they share now)."""
+    kept = sum(1 for f in fits if not f.advised and f.holder.now == WHOLE)
+    return sum(1 for f in fits if f.advice == WHOLE) + kept + _kept_shared_devices(fits)
+
+
 def _plan_pool(model: GpuModel, gpu_model: str, fits: list[Fit], counts: Mapping[str, int],
                settings: FitSettings, time_limit_s: float) -> tuple[PoolPlan, list[Fit]]:
-    kept_whole = sum(1 for f in fits if not f.advised and f.holder.now == WHOLE)
-    whole = sum(1 for f in fits if f.advice == WHOLE) + kept_whole + _kept_shared_devices(fits)
-    plans: list[GpuPlan]
     packing: Packing | None = None
     replicas = 0
     if model.mig_capable:
@@ -145,18 +149,16 @@ def _plan_pool(model: GpuModel, gpu_model: str, fits: list[Fit], counts: Mapping
         demand.update(f.holder.now for f in fits
                       if not f.advised and f.holder.now not in (WHOLE, SHARED))
         packing = pack(model, {str(k): v for k, v in demand.items()}, time_limit_s)
-        plans = [GpuPlan(MIG, layout) for layout in packing.layouts] + [GpuPlan(WHOLE)] * whole
-        needed = whole + packing.gpus
+        plans = [GpuPlan(MIG, layout) for layout in packing.layouts]
     else:
         replicas, fits = _choose_replicas(fits, settings)
         sharers = sum(1 for f in fits if f.advice == TIME_SLICING)
-        shared_gpus = math.ceil(sharers / replicas) if replicas else 0
-        whole = sum(1 for f in fits if f.advice == WHOLE) + kept_whole + \
-            _kept_shared_devices(fits)
-        plans = [GpuPlan(TIME_SLICING, replicas=replicas)] * shared_gpus + [GpuPlan(WHOLE)] * whole
-        needed = shared_gpus + whole
+        plans = [GpuPlan(TIME_SLICING, replicas=replicas)] * (
+            math.ceil(sharers / replicas) if replicas else 0)
+    plans += [GpuPlan(WHOLE)] * _whole_gpus(fits)
     nodes = _lay_onto_nodes(model, fits, plans, counts)
-    return PoolPlan(gpu_model, model, _gpus_now(fits), needed, packing, replicas, nodes), fits
+    return PoolPlan(gpu_model, model, _gpus_now(fits), len(plans), packing, replicas,
+                    nodes), fits
 
 
 def _choose_replicas(fits: list[Fit], settings: FitSettings) -> tuple[int, list[Fit]]:

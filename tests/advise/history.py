@@ -12,12 +12,17 @@ The fleet, worked out by hand with the profile table's H100 and L4 figures:
   `brief`, held for 15 minutes (15 samples: not advised, so it keeps its 1g.10gb).
 - `l4-a` (4 L4s, no MIG, no profiling: activity from DCGM_FI_DEV_GPU_UTIL): four pods of
   4,000 MiB at 15 % each; 4,400 MiB with headroom is under a fifth of 23,034 MiB and 15 %
-  under a sixth: four share one GPU (`replicas: 4`).
+  under a sixth: each fits 1/5 of a GPU.
+- `l4-b` (1 L4) time-sliced today between `pair-a` and `pair-b`: the device's 8,000 MiB and
+  30 % split evenly are the same 4,000 MiB and 15 % each.
+
+The six L4 pods fit up to 5 replicas each: 2 GPUs at 3, 4 or 5 replicas (3 at 2), so the
+smallest of those, 3, is advised (`replicas: 3`), both GPUs on `l4-a`.
 
 MIG demand: 2 x 3g.40gb, 2 x 2g.20gb, 1 x 1g.20gb, 4 x 1g.10gb (two advised, `steady` and
 `brief` kept): 15 compute slices, so at least 3 GPUs, and 3 suffice; with the whole one,
-the H100 pool needs 4 of the 9 GPUs held now. The L4 pool needs 1 of 4. In all, 13 held,
-5 needed, 8 freed.
+the H100 pool needs 4 of the 9 GPUs held now. The L4 pool needs 2 of 5. In all, 14 held,
+6 needed, 8 freed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 from tests.report.history import Series
 
 START = 1_760_000_400.0
-"""2025-10-09T08:20:00Z."""
+"""2025-10-09T09:00:00Z."""
 END = START + 86_400.0
 INTERVAL_S = 60.0
 H100 = "NVIDIA H100 80GB HBM3"
@@ -73,6 +78,10 @@ PODS: tuple[Pod, ...] = (
     Pod("serving", "brief", "h100-c", 0, H100, 5_000, 0.05, "1g.10gb", "10",
         start=START + 3_600, end=START + 3_600 + 15 * INTERVAL_S),
     *(Pod("web", f"infer-{i}", "l4-a", i, L4, 4_000, 0.15) for i in range(4)),
+    # Time-sliced today: each pod's series carries the device's figures (8,000 MiB, 30 %),
+    # which the advisor splits between the two.
+    Pod("web", "pair-a", "l4-b", 0, L4, 8_000, 0.30),
+    Pod("web", "pair-b", "l4-b", 0, L4, 8_000, 0.30),
 )
 IDLE_GPUS = (("h100-b", 4, H100),)
 
@@ -80,6 +89,7 @@ EXPECTED_ADVICE = {
     "big-a": "3g.40gb", "big-b": "3g.40gb", "mid-a": "2g.20gb", "mid-b": "2g.20gb",
     "spiky": "1g.20gb", "small": "1g.10gb", "trainer": "whole", "tiny": "1g.10gb",
     "steady": "1g.10gb", **{f"infer-{i}": "time-slicing" for i in range(4)},
+    "pair-a": "time-slicing", "pair-b": "time-slicing",
 }
 """`brief` is not advised."""
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -95,10 +96,10 @@ def test_the_known_optimum(stores: Stores, which: str) -> None:
     pools = {p["gpu_model"]: p for p in document["pools"]}
     assert (pools[history.H100]["gpus_now"], pools[history.H100]["gpus_needed"]) == (9, 4)
     assert pools[history.H100]["packing"]["optimal"]
-    assert (pools[history.L4]["gpus_now"], pools[history.L4]["gpus_needed"]) == (4, 1)
-    assert pools[history.L4]["time_slicing_replicas"] == 4
+    assert (pools[history.L4]["gpus_now"], pools[history.L4]["gpus_needed"]) == (5, 2)
+    assert pools[history.L4]["time_slicing_replicas"] == 3
     summary = document["summary"]
-    assert (summary["gpus_now"], summary["gpus_needed"], summary["gpus_freed"]) == (13, 5, 8)
+    assert (summary["gpus_now"], summary["gpus_needed"], summary["gpus_freed"]) == (14, 6, 8)
     assert summary["money_per_month"] == pytest.approx(8 * 2 * 730.5)
     workloads = {w["pod"]: w for w in document["workloads"]}
     assert workloads["spiky"]["peak_framebuffer_mib"] == 15_000  # the hourly spike is kept
@@ -108,6 +109,10 @@ def test_the_known_optimum(stores: Stores, which: str) -> None:
     assert workloads["big-a"]["activity_source"] == "profiling"
     assert workloads["infer-0"]["activity_source"] == "utilisation"
     assert workloads["infer-0"]["compute_need"] == pytest.approx(0.15)
+    # The time-sliced device's figures, split between its two pods at each step.
+    assert (workloads["pair-a"]["now"], workloads["pair-a"]["sharers"]) == ("shared", 2)
+    assert workloads["pair-a"]["peak_framebuffer_mib"] == 4_000
+    assert workloads["pair-a"]["compute_need"] == pytest.approx(0.15)
     nodes = {n["node"]: n for n in pools[history.H100]["nodes"]}
     assert nodes["h100-b"]["gpus"] == 5  # the idle GPU is counted on its node
     assert nodes["h100-a"]["mig_config"] == "h100-80gb-advised-1"
@@ -119,8 +124,9 @@ def test_unchanged_holders_are_counted_not_listed(stores: Stores) -> None:
     listed = {w["pod"] for w in document["workloads"]}
     assert "steady" not in listed  # on 1g.10gb, advised 1g.10gb
     assert "trainer" not in listed  # on a whole GPU, advised the whole GPU
-    assert document["summary"]["unchanged"] == 2
-    assert len(listed) == len(history.EXPECTED_ADVICE) - 2
+    assert "pair-a" not in listed  # time-sliced, advised time-slicing
+    assert document["summary"]["unchanged"] == 4
+    assert len(listed) == len(history.EXPECTED_ADVICE) - 4
 
 
 def test_same_history_same_bytes_from_both_stores(stores: Stores) -> None:
@@ -170,13 +176,15 @@ def test_mig_parted_and_device_plugin_files(stores: Stores, tmp_path: Path) -> N
                         "device-plugin", "-o", str(plugin))
     assert result.returncode == 0, result.stderr
     text = plugin.read_text()
-    assert "#   kubectl label node l4-a nvidia.com/device-plugin.config=time-slicing-4" in text
+    assert "#   kubectl label node l4-a nvidia.com/device-plugin.config=time-slicing-3" in text
+    assert "l4-b nvidia.com/device-plugin.config" not in text  # its GPU is freed
     configmap = yaml.safe_load(text)
     assert configmap["kind"] == "ConfigMap"
-    inner = yaml.safe_load(configmap["data"]["time-slicing-4"])
+    kubernetes_validate.validate(configmap, "1.33", strict=True)
+    inner = yaml.safe_load(configmap["data"]["time-slicing-3"])
     assert inner["version"] == "v1"
     assert inner["sharing"]["timeSlicing"]["resources"] == [
-        {"name": "nvidia.com/gpu", "replicas": 4}]
+        {"name": "nvidia.com/gpu", "replicas": 3}]
 
 
 LAYOUTS_JS = """JSON.stringify(Array.from(document.querySelectorAll('section.node')).map(n => ({
@@ -212,7 +220,7 @@ def test_html_draws_each_node_to_scale_in_a_real_browser(stores: Stores, tmp_pat
         nodes, errors = asyncio.run(look(port))
     assert errors == []
     by_node = {n["node"]: n for n in nodes}
-    assert set(by_node) == {"h100-a", "h100-b", "h100-c", "l4-a"}
+    assert set(by_node) == {"h100-a", "h100-b", "h100-c", "l4-a", "l4-b"}
     # h100-a: 4 GPUs today, 4 advised (three MIG layouts and the whole one).
     assert len(by_node["h100-a"]["grids"]) == 8
     for node in nodes:

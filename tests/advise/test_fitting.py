@@ -46,6 +46,7 @@ def test_time_slicing_replicas_on_a_gpu_without_mig() -> None:
     ({"samples": 29}, "29 samples, fewer than --min-samples 30"),
     ({"hours": 0.5}, "held 0.5 h, less than --min-hours 1"),
     ({"now": "1g.18gb"}, "holds '1g.18gb', not a MIG profile of NVIDIA H100 80GB HBM3"),
+    ({"now": "mig", "gpu_instance": "3"}, "a MIG instance whose series carry no GPU_I_PROFILE"),
 ])
 def test_not_advised_says_why(kwargs: dict[str, object], reason: str) -> None:
     result = fit(holder("p", 1_000, 0.1, **kwargs), SETTINGS)  # type: ignore[arg-type]
