@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.filter import DeviceFilter
-from exporter.devices.mig_profiles import nvml_profile_name
+from exporter.devices.mig_profile_names import nvml_profile_name
 from exporter.devices.model import Entity, EntityKey, Inventory, MigDevice
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,

@@ -10,7 +10,7 @@ import pytest
 
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
-from exporter.devices.mig_profiles import nvml_profile_name
+from exporter.devices.mig_profile_names import nvml_profile_name
 from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.render import device_families
 from exporter.fields.csv import parse_collectors
