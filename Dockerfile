@@ -1,6 +1,7 @@
 # gpu-exporter image, a drop-in for dcgm-exporter's: the GPU Operator (or anyone) can swap
-# the image and keep its env and args. Distroless: Python 3.11 and the application, no shell,
-# no pip, no package manager.
+# the image and keep its env and args. Distroless: Python 3.11 and what runs on a node
+# (`serve`, `doctor`), no shell, no pip, no package manager. `report` and `generate` come
+# from `pip install gpu-exporter` (docs/image.md says why).
 #
 # scripts/image.py builds it for linux/amd64 and linux/arm64 without reaching any registry:
 # wheels fetched on the host for the target architecture come in as the `wheels` build
@@ -44,9 +45,16 @@ RUN case "$TARGETARCH" in amd64) m=x86_64 ;; arm64) m=aarch64 ;; \
        > /target-platform
 # The dependencies alone, first: this layer changes only with pyproject.toml (or the wheels),
 # so a code change rebuilds, and a node pulls, only the small application layer below.
+# The node's share of pyproject's list: without the libraries only `report`, `generate` and
+# `advise` import (tools_only; tests/image/test_node_dependencies.py checks that what is left is
+# what serve and doctor import). Those commands answer in the image with one line saying
+# where to get them (docs/image.md).
 COPY pyproject.toml /src/
-RUN python3.11 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", \
-        "rb"))["project"]["dependencies"]))' > /src/requirements.txt \
+RUN tools_only="grafanalib matplotlib pandas scipy" \
+    && python3.11 -c 'import re, sys, tomllib; print("\n".join(r for r in tomllib.load(open( \
+        "/src/pyproject.toml", "rb"))["project"]["dependencies"] if re.match( \
+        "[A-Za-z0-9._-]+", r).group(0).lower() not in sys.argv[1:]))' $tools_only \
+        > /src/requirements.txt \
     && python3.11 -m pip install --no-compile --target /deps $(cat /target-platform) \
         -r /src/requirements.txt \
     && rm -rf /deps/bin \

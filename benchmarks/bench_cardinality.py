@@ -111,7 +111,7 @@ def census(body: str) -> Census:
 
 
 def dcgm_instance_series(counted: Census, gpu: str, instance: str) -> int:
-    """What dcgm-exporter serves for a GPU instance: its own DCGM series and its GPU's, a
+    """Return what dcgm-exporter serves for a GPU instance: its own DCGM series and its GPU's, a
     field on both (the XID code) once."""
     own = counted.dcgm_families.get((gpu, instance), Counter())
     parent = counted.dcgm_families.get((gpu, None), Counter())
@@ -119,7 +119,8 @@ def dcgm_instance_series(counted: Census, gpu: str, instance: str) -> int:
 
 
 def scrape_settled(profile: str, csv: Path) -> str:
-    """The body of the exporter serving `profile` with `csv`, once its series stop changing."""
+    """Return the body of the exporter serving `profile` with `csv`, once its series stop
+    changing."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "exporter", "serve", "--backend", "sim", "--sim.profile",
@@ -184,8 +185,8 @@ def measure_series(csv_name: str, csv: Path) -> Row:
 
 
 def merged(rows: list[Row]) -> list[Row]:
-    """Files that give the same figures in one row (both of dcgm-exporter's enable the same
-    fields today)."""
+    """Return the files that give the same figures in one row (both of dcgm-exporter's enable the
+    same fields today)."""
     out: list[Row] = []
     for row in rows:
         same = next((i for i, r in enumerate(out)
@@ -199,7 +200,7 @@ def merged(rows: list[Row]) -> list[Row]:
 
 
 def check_copies() -> None:
-    """The shipped dcgm-exporter files enable what upstream's do, in the same types."""
+    """Check that the shipped dcgm-exporter files enable what upstream's do, in the same types."""
     for name in ("default-counters.csv", "dcp-metrics-included.csv"):
         ours = load_collectors(DCGM_CSVS / name)
         theirs = load_collectors(UPSTREAM_CSVS / name)
@@ -221,7 +222,7 @@ class Day:
 
 
 def simulate_day(profile: str, interval_s: float, start: float) -> Day:
-    """Every poll of one simulated day, as the sampler renders it (device families, the
+    """Return every poll of one simulated day, as the sampler renders it (device families, the
     exporter's own, the endpoint's), keyed by series."""
     from exporter.devices.nvml import NvmlBackend
     from exporter.exposition.publisher import Publisher
@@ -270,7 +271,7 @@ def simulate_day(profile: str, interval_s: float, start: float) -> Day:
 
 
 def write_openmetrics(day: Day, path: Path) -> None:
-    """One family per series name (typed unknown: the TSDB stores samples alike), each
+    """Write one family per series name (typed unknown: the TSDB stores samples alike), each
     series' samples in time order, as promtool's backfill reads them."""
     by_name: dict[str, list[str]] = {}
     for key in day.series:
@@ -335,7 +336,7 @@ def report_series(rows: list[Row]) -> None:
 
 
 def fleet(row: Row, dcgm: bool, mig: bool) -> float:
-    """Active series of FLEET_GPUS H100/H200-class GPUs on 8-GPU nodes."""
+    """Return the active series of FLEET_GPUS H100/H200-class GPUs on 8-GPU nodes."""
     if dcgm:
         per_gpu = row.dcgm_mig_instance * MIG_INSTANCES_PER_GPU if mig else row.dcgm_whole_gpu
         return per_gpu * FLEET_GPUS

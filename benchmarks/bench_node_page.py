@@ -45,7 +45,7 @@ def _median_s(action: object, repeat: int) -> float:
 
 
 def in_process(repeat: int) -> dict[str, float]:
-    """Sizes (bytes) and median seconds of each step, on one real poll."""
+    """Return the sizes (bytes) and median seconds of each step, on one real poll."""
     from exporter.devices.nvml import NvmlBackend
     from exporter.exposition.publisher import Publisher
     from exporter.fields.csv import default_collectors_path, load_collectors

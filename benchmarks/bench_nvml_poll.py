@@ -59,7 +59,7 @@ def call_counts(sim: control.NvmlSim) -> Counter[str]:
 
 
 def make_floor(pynvml: Any, gpus: int) -> Callable[[], None]:
-    """The backend's per-cycle NVML calls for a non-MIG GPU, each answer read once, with
+    """Return the backend's per-cycle NVML calls for a non-MIG GPU, each answer read once, with
     nothing else around them (one reusable GPM request: the least a caller must do)."""
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
     all_links = 0xFFFFFFFF
@@ -113,7 +113,7 @@ def make_floor(pynvml: Any, gpus: int) -> Callable[[], None]:
 
 
 def every_field_scenario(gpus: int) -> dict[str, Any]:
-    """GPUs that answer every served field (tests/nvmlsim/every_field.py)."""
+    """Return GPUs that answer every served field (tests/nvmlsim/every_field.py)."""
     from tests.nvmlsim import every_field
 
     device = {k: v for k, v in every_field.build().device.items()
@@ -122,7 +122,7 @@ def every_field_scenario(gpus: int) -> dict[str, Any]:
 
 
 def make_plan_floor(pynvml: Any, backend: Any) -> Callable[[], None]:
-    """The calls of the backend's plans in a bare loop: the bound calls as planned, one
+    """Return the calls of the backend's plans in a bare loop: the bound calls as planned, one
     field-values call and one GPM read per entity, each answer read once."""
     from exporter.devices.read_plan import FieldValue
 
@@ -165,7 +165,7 @@ def make_plan_floor(pynvml: Any, backend: Any) -> Callable[[], None]:
 
 
 def timed(cycle: Callable[[], object], sim: control.NvmlSim, cycles: int) -> list[float]:
-    """Microseconds per cycle."""
+    """Return the microseconds per cycle."""
     out = []
     for _ in range(cycles):
         sim.advance(1.0)

@@ -39,7 +39,8 @@ SCENARIO = {"device_count": 8}
 
 
 def peer_venv(version: str) -> Path:
-    """nvitop-exporter in a virtual environment of its own (its pins stay out of ours)."""
+    """Return the executable of nvitop-exporter, installed in a virtual environment of its own (its
+    pins stay out of ours)."""
     exe = VENV / "bin" / PEER
     installed = VENV / "installed-version"
     if not exe.exists() or not installed.exists() or installed.read_text() != version:
@@ -51,7 +52,7 @@ def peer_venv(version: str) -> Path:
 
 
 def cpu_ns(pid: int) -> int:
-    """Nanoseconds every thread of `pid` has spent on a CPU (schedstat's first field)."""
+    """Return the nanoseconds every thread of `pid` has spent on a CPU (schedstat's first field)."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError, IndexError, ValueError):  # a thread that ended

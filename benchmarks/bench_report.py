@@ -67,7 +67,8 @@ class Size:
 
 
 def _rule_exprs() -> tuple[list[str], list[str]]:
-    """(per-pod rules, per-group and idle rules) of the committed layout, markers left out."""
+    """Return the expressions of the per-pod rules, and of the per-group and idle rules, of the
+    committed layout, markers left out."""
     pod = {f.rule for f in RULES}
     rules = recording_rules(WINDOW_S, RESOLUTION_S, group_rules(["namespace"]))[0]["rules"]
     exprs = [r for r in rules if not r["expr"].startswith("vector(")
@@ -138,7 +139,7 @@ def measure(gpus: int, args: argparse.Namespace, folder: Path) -> Size:
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
-    """Least squares y = a + b x: (a, b, the value at TARGET_GPUS)."""
+    """Fit y = a + b x by least squares; return (a, b, the value at TARGET_GPUS)."""
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(

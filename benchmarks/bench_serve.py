@@ -83,9 +83,9 @@ class _Polls:
 
 
 def _start_probe(report_fd: int) -> None:
-    """On the running loop: wake every PROBE_PERIOD_S and note how late each wake came; every
-    REPORT_EVERY_S write one line to `report_fd`: when (CLOCK_MONOTONIC, the same clock in
-    every process), and each wake's lateness in ms, split by whether a poll ran meanwhile."""
+    """Start a probe on the running loop: wake every PROBE_PERIOD_S and note how late each wake
+    came; every REPORT_EVERY_S write one line to `report_fd`: when (CLOCK_MONOTONIC, the same clock
+    in every process), and each wake's lateness in ms, split by whether a poll ran meanwhile."""
     loop = asyncio.get_running_loop()
     out = os.fdopen(report_fd, "w", buffering=1)
 
@@ -147,7 +147,7 @@ def _count_polls() -> None:
 
 
 def inside(kind: str, report_fd: int, argv: list[str]) -> int:
-    """Runs a server with the loop probe: `exporter` runs the exporter's own `main` with
+    """Run a server with the loop probe: `exporter` runs the exporter's own `main` with
     `argv`; `bare` runs BARE_APP (argv: body file, port)."""
     if os.environ.get(CALLBACK_CPU_ENV):
         _time_callbacks()
@@ -217,7 +217,7 @@ def wait_for(url: str, timeout: float = 30.0) -> None:
 
 
 def settled_body(url: str, interval_s: float, timeout: float = 60.0) -> bytes:
-    """The body once its series stop changing in number: the profiling fields appear from
+    """Return the body once its series stop changing in number: the profiling fields appear from
     the second poll on (a GPM rate needs two samples)."""
     deadline = time.monotonic() + timeout
     last = b""
@@ -232,8 +232,9 @@ def settled_body(url: str, interval_s: float, timeout: float = 60.0) -> bytes:
 
 
 def web_configs(folder: Path) -> tuple[Path, Path, str]:
-    """(TLS only, TLS + basic auth, the Authorization header) with a fresh self-signed
-    certificate; the password's bcrypt hash has cost 10, as `htpasswd -nBC 10` makes."""
+    """Return the web config for TLS only, the one for TLS + basic auth, and the Authorization
+    header, with a fresh self-signed certificate; the password's bcrypt hash has cost 10, as
+    `htpasswd -nBC 10` makes."""
     import bcrypt
 
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
@@ -266,14 +267,15 @@ def _ms(text: str) -> float:
 
 
 def cpu_s(pid: int) -> float:
-    """Seconds every thread of `pid` has spent on a CPU, user and system (/proc/<pid>/stat)."""
+    """Return the seconds every thread of `pid` has spent on a CPU, user and system
+    (/proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_wrk(url: str, connections: int, duration: int,
             headers: tuple[str, ...] = ()) -> tuple[float, float, float]:
-    """(p50 ms, p99 ms, requests/s) from wrk --latency with one thread."""
+    """Return (p50 ms, p99 ms, requests/s) from wrk --latency with one thread."""
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency",
          *(a for h in headers for a in ("-H", h)), url],
@@ -304,7 +306,7 @@ class Probe(threading.Thread):
 
     def lateness(self, start: float, end: float, which: tuple[str, ...] = ("outside", "poll")
                  ) -> list[float]:
-        """Every wake's lateness (ms) in the lines that cover part of [start, end] (a line
+        """Return every wake's lateness (ms) in the lines that cover part of [start, end] (a line
         covers the REPORT_EVERY_S before it), sorted."""
         return sorted(late for line in self.lines
                       if start < line["at"] < end + REPORT_EVERY_S
@@ -342,7 +344,7 @@ def _percentile(ordered: list[float], q: float) -> float:
 
 
 def measure_round(servers: list[Server], duration: int) -> None:
-    """Each load against every server in turn, so neighbouring runs compare."""
+    """Run each load against every server in turn, so neighbouring runs compare."""
     for clients, tag in ((1, "1"), (32, "32")):
         for server in servers:
             start, cpu = time.monotonic(), cpu_s(server.process.pid)
@@ -390,7 +392,7 @@ def _median(values: list[float]) -> float:
 
 
 def _ratio(runs: list[float], reference: list[float]) -> str:
-    """The median of the per-round ratios (runs of one round are neighbours in time)."""
+    """Return the median of the per-round ratios (runs of one round are neighbours in time)."""
     pairs = [a / b for a, b in zip(runs, reference, strict=False)
              if b > 0 and not math.isnan(a) and not math.isnan(b)]
     if not pairs or len(runs) != len(reference):

@@ -59,8 +59,8 @@ class Layout:
     """If set: the exporter's series before `raw_from` too, at this interval."""
 
     def series(self) -> Iterator[Series]:
-        """Family by family: a family's coarse series, then its series at the scrape
-        interval (a series' samples in time order), then the rules' series."""
+        """Yield the series family by family: a family's coarse series, then its series at the
+        scrape interval (a series' samples in time order), then the rules' series."""
         recent = replace(self.history, start=self.raw_from)
         if self.coarse_interval_s is None:
             yield from raw_series(recent)
@@ -74,7 +74,7 @@ class Layout:
 
 
 def load_prometheus(layout: Layout, folder: Path, lookback_s: float) -> PrometheusProcess:
-    """A Prometheus on blocks holding `layout`. It never compacts them (blocks larger than
+    """Return a Prometheus on blocks holding `layout`. It never compacts them (blocks larger than
     its largest range are left alone), so no compaction runs while it is measured."""
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "history.om"
@@ -96,7 +96,7 @@ def load_prometheus(layout: Layout, folder: Path, lookback_s: float) -> Promethe
 
 
 def load_victoria(layout: Layout, folder: Path) -> VictoriaMetricsProcess:
-    """A VictoriaMetrics holding `layout`, imported as JSON lines."""
+    """Return a VictoriaMetrics holding `layout`, imported as JSON lines."""
     victoria = VictoriaMetricsProcess(folder / "victoria-metrics").wait_ready()
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "history.jsonl"
@@ -142,7 +142,8 @@ runpy.run_module("exporter", run_name="__main__", alter_sys=True)
 
 
 def report(url: str, start: float, end: float, *args: str) -> Run:
-    """`gpu-exporter report` as a user runs it: its JSON, wall time and peak RSS (VmHWM)."""
+    """Run `gpu-exporter report` as a user runs it; return its JSON, wall time and peak RSS
+    (VmHWM)."""
     begin = time.monotonic()
     read_fd, write_fd = os.pipe()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -165,16 +166,16 @@ def report(url: str, start: float, end: float, *args: str) -> Run:
 
 
 def best(runs: list[Run]) -> Run:
-    """The quickest of repeated runs: what the work costs, less other jobs' interference."""
+    """Return the quickest of repeated runs: what the work costs, less other jobs' interference."""
     return min(runs, key=lambda r: r.wall_s)
 
 
 def evaluation_s(server: QueryApi, exprs: Iterable[str], at: float, repeat: int = 2) -> float:
-    """Seconds the server takes to evaluate every expression once at `at` (for each, the best
-    of `repeat` passes), each wrapped in `count()` so the answer is one number: what a ruler
-    spends on them, without encoding thousands of series as JSON. The passes go over the
-    whole list in turn, so that a pause of the machine's lands on one pass of several
-    expressions, not on every pass of one."""
+    """Return the seconds the server takes to evaluate every expression once at `at` (for each, the
+    best of `repeat` passes), each wrapped in `count()` so the answer is one number: what a ruler
+    spends on them, without encoding thousands of series as JSON. The passes go over the whole list
+    in turn, so that a pause of the machine's lands on one pass of several expressions, not on every
+    pass of one."""
     exprs = list(exprs)
     best = [float("inf")] * len(exprs)
     for _ in range(repeat):

@@ -40,7 +40,7 @@ TASKS_EVERY_POLLS = 200
 # -- inside the exporter process ----------------------------------------------------------------
 
 def inside(report_fd: int, argv: list[str]) -> int:
-    """Runs the exporter's own `main`, counting polls and event-loop tasks on the side."""
+    """Run the exporter's own `main`, counting polls and event-loop tasks on the side."""
     from exporter.cli import main as exporter_main
     from exporter.sampling.sampler import Sampler
 
@@ -83,7 +83,7 @@ class Sample:
 
 
 def proc_status(pid: int) -> tuple[int, int, int]:
-    """(VmRSS KiB, open descriptors, threads) of a process."""
+    """Return (VmRSS KiB, open descriptors, threads) of a process."""
     fields = dict(line.split(":", 1) for line in
                   Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -91,7 +91,7 @@ def proc_status(pid: int) -> tuple[int, int, int]:
 
 
 def churn_plans(profile: str) -> Any:
-    """Pod allocations for generation n: every device to a pod named after n, and every
+    """Return the pod allocations for generation n: every device to a pod named after n, and every
     other generation only half of them, so label sets come and go."""
     from exporter.simulated.kubelet import pod_resources
     from exporter.simulated.node import SimNvml
@@ -217,7 +217,7 @@ def run_soak(args: argparse.Namespace) -> list[Sample]:
 
 
 def verdict(samples: list[Sample], args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """(lines describing each bound, the bounds crossed)."""
+    """Return the lines describing each bound, and the bounds crossed."""
     after = [s for s in samples if s.polls >= args.warmup_polls]
     if len(after) < 6:
         return [], ["too few samples after warm-up; run longer"]

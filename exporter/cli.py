@@ -1,39 +1,88 @@
-"""Command-line entry: `gpu-exporter [serve|generate|doctor] ...` (serve is the default, so
-dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c 5000`).
+"""Command-line entry: `gpu-exporter [serve|generate|doctor|report|advise] ...` (serve is the
+default, so dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c
+5000`).
 
 Each subcommand's module is imported only when it runs, so serving never loads the
-dashboard generator's or the doctor's dependencies.
+dashboard generator's or the report's dependencies. The container image installs only the
+libraries of the node's commands (NODE_COMMANDS); the others answer there with one line
+saying where to get them (docs/image.md).
 """
 
 from __future__ import annotations
 
+import importlib
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 USAGE = """usage: gpu-exporter [serve] [flags]     run the exporter (gpu-exporter serve --help)
        gpu-exporter generate ...         write dashboards, alert rules, KEDA objects
        gpu-exporter doctor ...           explain what stands between this node and its metrics
        gpu-exporter report ...           GPU-hours, idle time, energy and cost per team
+       gpu-exporter advise ...           MIG layouts and time-slicing that fit measured use
 """
+
+COMMANDS = {
+    "serve": "exporter.serve:main",
+    "doctor": "exporter.doctor:main",
+    "generate": "exporter.artifacts.cli:main",
+    "report": "exporter.report.cli:main",
+    "advise": "exporter.advise.cli:main",
+}
+"""Each command and the `module:function` that runs it with the remaining arguments."""
+
+NODE_COMMANDS = frozenset({"serve", "doctor"})
+"""What runs on a GPU node: the container image holds these commands' libraries only."""
+
+DISTRIBUTION = "gpu-exporter"
+
+
+def _entry(command: str) -> Callable[[list[str]], int]:
+    module, _, function = COMMANDS[command].partition(":")
+    entry: Callable[[list[str]], int] = getattr(importlib.import_module(module), function)
+    return entry
+
+
+def absent_dependencies(distribution: str = DISTRIBUTION) -> list[str]:
+    """Return the required dependencies of `distribution` that are not installed (those the
+    container image leaves out), or none when `distribution` itself is not installed (a
+    checkout run from its directory)."""
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError:
+        return []
+    absent = []
+    for requirement in requirements:
+        if "extra ==" in requirement.partition(";")[2]:
+            continue  # an optional extra's, not required
+        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+        if name is None:
+            continue
+        try:
+            metadata.version(name.group(0))
+        except metadata.PackageNotFoundError:
+            absent.append(name.group(0))
+    return absent
+
+
+def tool_absent_message(command: str, absent: Sequence[str]) -> str:
+    return (f"gpu-exporter: `{command}` is not in this installation ({', '.join(absent)} not "
+            f"installed): the container image carries only {' and '.join(sorted(NODE_COMMANDS))}; "
+            f"run `{command}` from `pip install gpu-exporter`, which installs every command")
 
 
 def _run(command: str, rest: list[str]) -> int:
-    if command == "serve":
-        from exporter.serve import main as serve_main
-
-        return serve_main(rest)
-    if command == "generate":
-        from exporter.artifacts.cli import main as generate_main
-
-        return generate_main(rest)
-    if command == "doctor":
-        from exporter.doctor import main as doctor_main
-
-        return doctor_main(rest)
-    if command == "report":
-        from exporter.report.cli import main as report_main
-
-        return report_main(rest)
+    if command in COMMANDS:
+        if command not in NODE_COMMANDS:
+            # Checked before anything runs: the libraries are imported lazily, so without
+            # this `report --help` would work and `report` fail halfway.
+            absent = absent_dependencies()
+            if absent:
+                print(tool_absent_message(command, absent), file=sys.stderr)
+                return 1
+        return _entry(command)(rest)
     if command in ("help", "-h", "--help"):
         print(USAGE)
         return 0

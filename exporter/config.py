@@ -33,6 +33,8 @@ class ServeConfig:
     backend: BackendName = "auto"
     """"auto" (= nvml), "nvml", or "sim" for the built-in simulated node."""
     sim_profile: str = "h200-mig"
+    sim_mig_config: str | None = None
+    """`FILE[:NAME]` of a mig-parted config the simulated node starts with applied."""
     sim_seed: int = 0
     sim_faults: tuple[str, ...] = ()
     sim_kubelet: bool = False
@@ -161,6 +163,7 @@ def serve_config(r: Resolution) -> ServeConfig:
     return ServeConfig(
         backend=r[opt.BACKEND],
         sim_profile=r[opt.SIM_PROFILE],
+        sim_mig_config=r[opt.SIM_MIG_CONFIG],
         sim_seed=r[opt.SIM_SEED],
         sim_faults=r[opt.SIM_FAULTS],
         sim_kubelet=r[opt.SIM_KUBELET],

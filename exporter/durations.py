@@ -25,13 +25,13 @@ DURATION_HINT = "a duration such as 30s, 500ms, 2m, 1h30m or 7d"
 
 
 def shown(text: str, limit: int = 40) -> str:
-    """`text` quoted for an error message, cut short: a flag's value can be any length."""
+    """Return `text` quoted for an error message, cut short: a flag's value can be any length."""
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 
 def parse_duration(text: str, bare_unit: str | None = None) -> float:
-    """Seconds, finite, from 0 to MAX_SECONDS. A number without a unit is in `bare_unit`, or
-    an error when `bare_unit` is None. ValueError names the expected form."""
+    """Return the seconds, finite, from 0 to MAX_SECONDS. A number without a unit is in `bare_unit`,
+    or an error when `bare_unit` is None. ValueError names the expected form."""
     compact = text.strip()
     if bare_unit is not None and _BARE.fullmatch(compact):
         seconds = float(compact) * UNIT_SECONDS[bare_unit]

@@ -2,13 +2,15 @@
 
 The writers (`exporter.exposition.labels`, the renderer, attribution, DRA, HPC jobs, the
 self-metric declarations) take their names from here, and the names a copied pod label may
-not take (`exporter.k8s.pod_labels`) are derived from here: a label added to a family is
-reserved against pod labels by being declared, so a pod label can never repeat a name on a
-line (Prometheus would reject the whole scrape, and with it every GPU of the node).
+not take (`exporter.k8s.pod_labels`) are derived from here: a label added to a family that
+can sit beside pod labels is reserved against them by being declared, and a pod label of
+that name is renamed, so it can never repeat a name on a line (Prometheus would reject the
+whole scrape, and with it every GPU of the node).
 
 What is not declared here is, by construction, a copied pod label: `label_<key>` from
-`--kubernetes.pod-labels`, or the sanitised key itself from dcgm-exporter's pod labels. The
-label budget (`--label-limit`) relies on that to tell what it may drop.
+`--kubernetes.pod-labels`, the sanitised key itself from dcgm-exporter's pod labels, or
+`pod_label_<name>[_conflict<N>]` for a key whose name was taken (dcgm-exporter 4.8.3's
+renaming). The label budget (`--label-limit`) relies on that to tell what it may drop.
 
 This module sits at the bottom with `exporter.series`: every layer may import it.
 """
@@ -68,6 +70,25 @@ DRA_MIG_PROFILE = "dra_mig_profile"
 DRA_MIG_DEVICE_UUID = "dra_mig_device_uuid"
 DRA_SHARE_ID = "dra_share_id"
 
+# --- dcgm-exporter's "attributes" of the last-XID series ------------------------------------
+ERR_CODE = "err_code"
+"""`DCGM_FI_DEV_XID_ERRORS`: the code, as a decimal string."""
+ERR_MSG = "err_msg"
+"""`DCGM_FI_DEV_XID_ERRORS`: dcgm-exporter's text for the code (`exporter.fields.xid_messages`)."""
+
+# --- names dcgm-exporter reserves against pod labels without this exporter writing them -----
+GPU_CI_ID = "GPU_CI_ID"
+NVSWITCH = "nvswitch"
+CPU = "cpu"
+CPU_SERIAL = "cpu_serial"
+CPUCORE = "cpucore"
+
+# --- how a pod label whose name is taken is renamed (dcgm-exporter 4.8.3+) ------------------
+POD_LABEL_PREFIX = "pod_label_"
+"""`pod` taken: the pod label `pod` becomes `pod_label_pod`."""
+CONFLICT_SUFFIX = "_conflict"
+"""`pod_label_pod` taken too: `pod_label_pod_conflict1`, then `_conflict2`, ..."""
+
 # --- label-type fields, histogram buckets, Prometheus' own -----------------------------------
 FIELD_PREFIX = "DCGM_"
 """A `label`-type field is named after its DCGM field (`DCGM_FI_DRIVER_VERSION`)."""
@@ -90,6 +111,9 @@ class LabelFamily:
     """Every name starting with one of these belongs to the family too."""
     where: str = ""
     """Which series carry them."""
+    beside_pod_labels: bool = True
+    """Whether a series may carry them and copied pod labels at once: only then is a pod
+    label of one of these names renamed (`exporter.k8s.pod_labels`)."""
 
 
 FAMILIES: tuple[LabelFamily, ...] = (
@@ -115,19 +139,35 @@ FAMILIES: tuple[LabelFamily, ...] = (
     LabelFamily("dra", (DRA_CLAIM_NAME, DRA_CLAIM_NAMESPACE, DRA_DRIVER_NAME, DRA_POOL_NAME,
                         DRA_DEVICE_NAME, DRA_MIG_PROFILE, DRA_MIG_DEVICE_UUID, DRA_SHARE_ID),
                 (DRA_PREFIX,), where="devices claimed through DRA"),
+    LabelFamily("xid-attributes", (ERR_CODE, ERR_MSG), where="DCGM_FI_DEV_XID_ERRORS"),
+    LabelFamily("dcgm-exporter-reserved", (GPU_CI_ID, NVSWITCH, CPU, CPU_SERIAL, CPUCORE),
+                where="never written here; dcgm-exporter 4.8.4 reserves them against pod "
+                      "labels (NVSwitch, CPU and compute-instance series)"),
     LabelFamily("histogram", (BUCKET, QUANTILE),
                 where="a field a collectors file declares a histogram or summary"),
     LabelFamily("prometheus", (), (PROMETHEUS_PREFIX,), where="kept by Prometheus"),
-    LabelFamily("self", SELF_LABELS, where="gpu_exporter_* self-metrics"),
+    LabelFamily("self", SELF_LABELS, where="gpu_exporter_* self-metrics without device labels",
+                beside_pod_labels=False),
 )
 
 DECLARED: frozenset[str] = frozenset(name for f in FAMILIES for name in f.names)
 DECLARED_PREFIXES: tuple[str, ...] = tuple(p for f in FAMILIES for p in f.prefixes)
+BESIDE_POD_LABELS: frozenset[str] = frozenset(
+    name for f in FAMILIES if f.beside_pod_labels for name in f.names)
+BESIDE_POD_LABELS_PREFIXES: tuple[str, ...] = tuple(
+    p for f in FAMILIES if f.beside_pod_labels for p in f.prefixes)
 
 
 def is_declared(name: str) -> bool:
     """True for a name the exporter itself writes (or keeps), never a copied pod label's."""
     return name in DECLARED or name.startswith(DECLARED_PREFIXES)
+
+
+def taken_from_pod_labels(name: str) -> bool:
+    """True for a name a series carrying copied pod labels may also carry as one of the
+    exporter's own: a pod label of that name is renamed. Names only label-less self-metrics
+    use (`version`, `kind`, `code`, ...) stay free, as in dcgm-exporter."""
+    return name in BESIDE_POD_LABELS or name.startswith(BESIDE_POD_LABELS_PREFIXES)
 
 
 def undeclared(names: tuple[str, ...] | list[str]) -> list[str]:

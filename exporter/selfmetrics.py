@@ -73,15 +73,15 @@ class SelfMetric:
         return self.name + "_total" if self.type == "counter" else self.name
 
     def sample(self, value: float, /, **labels: str) -> Sample:
-        """A sample with these labels in the order given (checked by `family`)."""
+        """Return a sample with these labels in the order given (checked by `family`)."""
         return Sample(tuple(labels.items()), value)
 
     def device_sample(self, device: Labels, value: float, /, **labels: str) -> Sample:
-        """A sample on a device: its series labels, then these."""
+        """Return a sample on a device: its series labels, then these."""
         return Sample(device + tuple(labels.items()), value)
 
     def family(self, samples: Iterable[Sample]) -> Family:
-        """The family of these samples; LabelMismatch if one is labelled otherwise than
+        """Return the family of these samples; raise LabelMismatch if one is labelled otherwise than
         declared."""
         built = tuple(samples)
         for s in built:
@@ -92,7 +92,7 @@ class SelfMetric:
         return Family(self.name, self.type, self.help, built)
 
     def single(self, value: float, /, **labels: str) -> Family:
-        """The family of one sample."""
+        """Return the family of one sample."""
         return self.family((self.sample(value, **labels),))
 
     def _accepts(self, names: tuple[str, ...]) -> bool:
@@ -114,7 +114,7 @@ class SelfMetric:
                    for pattern in self.extra)
 
     def label_text(self) -> str:
-        """The labels as docs/metrics.md lists them: `[...]` optional, `<key>...` any
+        """Return the labels as docs/metrics.md lists them: `[...]` optional, `<key>...` any
         number of names with that prefix."""
         parts = ["*device labels*"] if self.device_labels else []
         parts += [f"[`{n}`]" if n in self.optional else f"`{n}`" for n in self.labels]
@@ -273,13 +273,20 @@ KUBERNETES_API_ERRORS = SelfMetric(
     "Failed list/watch requests to the API server.")
 POD_LABELS_DROPPED = SelfMetric(
     "gpu_exporter_pod_labels_dropped", "counter",
-    "Distinct pod label keys not copied onto series because their label name is one of "
-    "the series' own labels (reserved) or another key's of the same pod (duplicate); each "
-    "is logged once.",
+    "Distinct pod label keys not copied onto series because their label name is another "
+    "key's of the same pod (duplicate) or no label name at all (invalid); each is logged "
+    "once.",
     labels=("reason",),
-    note="While pod labels are copied. `reason`: reserved (`gpu`, `pod`, `hostname`, "
-         "`DCGM_*`, ...), duplicate (`a.b` and `a-b` both become `a_b`; the first in "
-         "sort order wins).")
+    note="While pod labels are copied. `reason`: duplicate (`a.b` and `a-b` both become "
+         "`a_b`; the first in sort order wins), invalid (the empty key).")
+POD_LABELS_RENAMED = SelfMetric(
+    "gpu_exporter_pod_labels_renamed", "counter",
+    "Distinct pod label keys copied under another name because theirs is one of the "
+    "series' own labels: `pod_label_<name>`, then `pod_label_<name>_conflict<N>` while that "
+    "is taken too (as dcgm-exporter 4.8.3); each is logged once.",
+    note="While pod labels are copied. A pod label `pod`, `gpu`, `hostname`, `err_code`, "
+         "`DCGM_*`, ... is renamed; `version`, `kind` or `code`, which only label-less "
+         "self-metrics use, are not.")
 LABEL_LIMIT_TRIMMED_SERIES = SelfMetric(
     "gpu_exporter_label_limit_trimmed_series", "gauge",
     "Series of the last poll that lost copied pod labels to stay within --label-limit.",
@@ -311,6 +318,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
     UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS, POD_LABELS_DROPPED,
+    POD_LABELS_RENAMED,
     LABEL_LIMIT_TRIMMED_SERIES,
     DRA_SLICE_WATCH_UP, DRA_SLICE_WATCH_ERRORS, DRA_UNRESOLVED_DEVICES,
 )

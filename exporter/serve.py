@@ -64,8 +64,13 @@ def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
                 faults.append(parse_fault(spec))
             except ValueError as exc:
                 raise ConfigError(f"--sim.fault {spec!r}: {exc}") from None
+        from exporter.partitions.migparted import MigPartedError
+
         try:
-            return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults)
+            return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults,
+                           mig_config=cfg.sim_mig_config)
+        except MigPartedError as exc:
+            raise ConfigError(f"--sim.mig-config: {exc}") from None
         except ValueError as exc:
             raise ConfigError(f"simulated node (--sim.profile/--sim.fault): {exc}") from None
     return load_pynvml()

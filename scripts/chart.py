@@ -72,7 +72,7 @@ def version() -> str:
 
 
 def chart_yaml(text: str) -> str:
-    """Chart.yaml with `version` and `appVersion` set to the exporter's version."""
+    """Return Chart.yaml with `version` and `appVersion` set to the exporter's version."""
     out = re.sub(r"^version: .*$", f"version: {version()}", text, count=1, flags=re.MULTILINE)
     return re.sub(r"^appVersion: .*$", f'appVersion: "{version()}"', out, count=1,
                   flags=re.MULTILINE)
@@ -119,7 +119,7 @@ def values_table() -> str:
 
 
 def readme(text: str) -> str:
-    """The chart's README with the values table between its markers replaced."""
+    """Return the chart's README with the values table between its markers replaced."""
     start, end = text.find(TABLE_BEGIN), text.find(TABLE_END)
     if start < 0 or end < start:
         raise SystemExit(f"{CHART / 'README.md'}: no {TABLE_BEGIN} ... {TABLE_END} markers")
@@ -131,13 +131,13 @@ def readme(text: str) -> str:
 
 def render(values: dict[str, Any] | None = None, *, name: str = RELEASE,
            namespace: str = NAMESPACE, chart: Path = CHART) -> dict[str, str]:
-    """Template path -> rendered text, by Helm's engine (schema validation included)."""
+    """Return each template path's rendered text, by Helm's engine (schema validation included)."""
     with helm_python.Chart.load(chart) as loaded:
         return loaded.render(values or {}, name=name, namespace=namespace)
 
 
 def documents(rendered: dict[str, str]) -> list[tuple[str, str]]:
-    """(template path, YAML text) of every non-empty document, in Helm's install order."""
+    """Return (template path, YAML text) of every non-empty document, in Helm's install order."""
     docs: list[tuple[int, str, str, str]] = []
     for template, text in sorted(rendered.items()):
         if not template.endswith((".yaml", ".yml")):
@@ -164,8 +164,8 @@ def deploy_values_files() -> list[Path]:
 
 
 def merge_values(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """`-f base -f override` as Helm coalesces them: maps merge key by key, the rest is
-    replaced."""
+    """Return `base` with `override` over it, as Helm coalesces `-f base -f override`: maps
+    merge key by key, the rest is replaced."""
     out = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
@@ -176,7 +176,7 @@ def merge_values(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
 
 
 def layered_values(values_file: Path) -> list[Path]:
-    """The values files an entry point is rendered with: those of deploy/daemonset down to
+    """Return the values files an entry point is rendered with: those of deploy/daemonset down to
     its own directory, outermost first (a sub-directory refines its parent's install)."""
     chain = [values_file]
     for parent in values_file.parent.parents:
@@ -188,7 +188,7 @@ def layered_values(values_file: Path) -> list[Path]:
 
 
 def deploy_manifest(values_file: Path) -> str:
-    """What `sync` writes beside `values_file`."""
+    """Return what `sync` writes beside `values_file`."""
     chain = layered_values(values_file)
     values: dict[str, Any] = {}
     for path in chain:
@@ -208,7 +208,7 @@ def deploy_manifest(values_file: Path) -> str:
 
 
 def expected() -> dict[Path, bytes]:
-    """Every file `sync` writes (absolute path -> content)."""
+    """Return every file `sync` writes (absolute path -> content)."""
     out = {CHART / rel: source.read_bytes() for rel, source in COPIES.items()}
     out[CHART / "Chart.yaml"] = chart_yaml(
         (CHART / "Chart.yaml").read_text(encoding="utf-8")).encode()
@@ -219,7 +219,7 @@ def expected() -> dict[Path, bytes]:
 
 
 def stale_copies() -> list[Path]:
-    """Files under files/alerts and files/dashboards that no artifact stands behind."""
+    """Return the files under files/alerts and files/dashboards that no artifact stands behind."""
     kept = {CHART / rel for rel in COPIES}
     return [p for d in ("alerts", "dashboards") for p in sorted((CHART / "files" / d).glob("*"))
             if p not in kept]

@@ -1,8 +1,8 @@
-"""The fault matrix's README table, generated from the suite's own results.
+"""The fault matrix's table in docs/testing.md, generated from the suite's own results.
 
-    python scripts/fault_matrix.py --run     # run tests/stress, keep its results, write README
-    python scripts/fault_matrix.py --write   # README from the kept results (no run)
-    python scripts/fault_matrix.py --check   # exit 1 if README differs from the kept results
+    python scripts/fault_matrix.py --run     # run tests/stress, keep its results, write the table
+    python scripts/fault_matrix.py --write   # the table from the kept results (no run)
+    python scripts/fault_matrix.py --check   # exit 1 if the table differs from the kept results
 
 `--run` keeps the results (`tests/stress/results.json`) only when every case ran and passed;
 `tests/stress/test_table.py` does what `--check` does, in the test command, and checks each
@@ -32,7 +32,7 @@ from tests.stress.results import (  # noqa: E402 - after the path is set
     write_environment,
 )
 
-README = ROOT / "README.md"
+TABLE_PAGE = ROOT / "docs" / "testing.md"
 
 
 def run_suite() -> int:
@@ -53,18 +53,18 @@ def run_suite() -> int:
         write_environment(results, f"{os.cpu_count()} CPUs, {platform.machine()}, "
                                    f"Python {platform.python_version()}")
         RESULTS_FILE.write_text(results.read_text())
-    return write_readme()
+    return write_table()
 
 
-def write_readme() -> int:
-    README.write_text(replace_block(README.read_text(), render_table(load_results())))
-    print(f"wrote the fault-matrix table into {README.relative_to(ROOT)}")
+def write_table() -> int:
+    TABLE_PAGE.write_text(replace_block(TABLE_PAGE.read_text(), render_table(load_results())))
+    print(f"wrote the fault-matrix table into {TABLE_PAGE.relative_to(ROOT)}")
     return 0
 
 
 def check() -> int:
-    if readme_block(README.read_text()) != render_table(load_results()):
-        print("README's fault-matrix table differs from tests/stress/results.json; run "
+    if readme_block(TABLE_PAGE.read_text()) != render_table(load_results()):
+        print("docs/testing.md's fault-matrix table differs from tests/stress/results.json; run "
               "`python scripts/fault_matrix.py --write` (or --run)", file=sys.stderr)
         return 1
     return 0
@@ -79,7 +79,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.run:
         return run_suite()
-    return write_readme() if args.write else check()
+    return write_table() if args.write else check()
 
 
 if __name__ == "__main__":

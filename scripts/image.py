@@ -1,5 +1,8 @@
 """Builds gpu-exporter's container image for linux/amd64 and linux/arm64 with podman.
 
+The image is the node's: `serve` and `doctor`, without the libraries of `report` and
+`generate`, which come from `pip install gpu-exporter` (docs/image.md).
+
     .venv/bin/python scripts/image.py                  # both architectures
     .venv/bin/python scripts/image.py --arch amd64     # one
     .venv/bin/python scripts/image.py --builder-image docker.io/library/debian:12-slim \\
@@ -57,7 +60,7 @@ def image_tag(arch: str, repository: str = REPOSITORY) -> str:
 
 def build_image(arch: str, *, builder_image: str | None = None,
                 runtime_image: str | None = None, tag: str | None = None) -> str:
-    """Builds the image for `arch` and returns its tag; podman's layer cache makes an
+    """Build the image for `arch` and return its tag; podman's layer cache makes an
     unchanged rebuild quick. Bases default to the local stand-ins."""
     builder = builder_image or build_builder(host_arch())
     runtime = runtime_image or build_runtime(arch)
@@ -80,7 +83,7 @@ def build_image(arch: str, *, builder_image: str | None = None,
 
 
 def manifest_list(tags: list[str], repository: str = REPOSITORY) -> str:
-    """The multi-architecture manifest list `<repository>:<version>` of `tags`."""
+    """Return the multi-architecture manifest list `<repository>:<version>` of `tags`."""
     name = f"{repository}:{version()}"
     if image_exists(name):
         podman("manifest", "rm", name, check=False)

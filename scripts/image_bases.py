@@ -114,7 +114,8 @@ def _import(tarball: Path, ref: str, arch: str, config: tuple[str, ...]) -> None
 
 
 def build_builder(arch: str) -> str:
-    """Debian 12 minbase with python3-pip (the stand-in for debian:12-slim)."""
+    """Build Debian 12 minbase with python3-pip (the stand-in for debian:12-slim) and return its
+    reference."""
     ref = builder_ref(arch)
     if image_exists(ref):
         return ref
@@ -128,7 +129,8 @@ def build_builder(arch: str) -> str:
 
 
 def _download_debs(arch: str, into: Path) -> dict[str, Path]:
-    """The runtime packages' .deb files (and their dependencies, which are left unused)."""
+    """Download the runtime packages' .deb files and return them by package (their dependencies
+    are downloaded too, and left unused)."""
     target = into / "download"
     _run(["mmdebstrap", "--quiet", "--variant=extract", f"--architectures={arch}",
           f"--include={','.join(RUNTIME_PACKAGES)}", "--format=directory",
@@ -149,7 +151,7 @@ def _control(deb: Path) -> str:
 
 
 def _unpack(deb: Path, root: Path) -> None:
-    """The package's files under `root`, through the merged-/usr links (no scripts run)."""
+    """Unpack the package's files under `root`, through the merged-/usr links (no scripts run)."""
     dpkg = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
     assert dpkg.stdout is not None
     tar = subprocess.run(["tar", "-x", "--keep-directory-symlink", "-C", str(root)],
@@ -175,7 +177,7 @@ def _lay_out_runtime(arch: str, debs: dict[str, Path], root: Path) -> None:
 
 
 def _finish_runtime(root: Path) -> None:
-    """What distroless adds to the packages' files."""
+    """Add what distroless adds to the packages' files."""
     etc = root / "etc"
     (etc / "passwd").write_text(PASSWD)
     (etc / "group").write_text(GROUP)
@@ -194,7 +196,8 @@ def _finish_runtime(root: Path) -> None:
 
 
 def build_runtime(arch: str) -> str:
-    """distroless python3-debian12's packages, extracted (the stand-in for it)."""
+    """Build the stand-in for distroless python3-debian12 from its packages, extracted, and return
+    its reference."""
     ref = runtime_ref(arch)
     if image_exists(ref):
         return ref
@@ -213,5 +216,6 @@ def build_runtime(arch: str) -> str:
 
 
 def build_bases(build_arch: str, target_arch: str) -> tuple[str, str]:
-    """(builder for the build machine's architecture, runtime for the target's)."""
+    """Build both bases and return their references: the builder for the build machine's
+    architecture, the runtime for the target's."""
     return build_builder(build_arch), build_runtime(target_arch)

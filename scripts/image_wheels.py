@@ -46,7 +46,8 @@ def host_arch() -> str:
 
 
 def platform_args(arch: str) -> list[str]:
-    """pip's flags for CPython 3.11 wheels of `arch` (as the Dockerfile's build stage has)."""
+    """Return pip's flags for CPython 3.11 wheels of `arch` (as the Dockerfile's build stage
+    has)."""
     machine = MACHINES[arch]
     tags = [f"manylinux2014_{machine}", *(f"manylinux_2_{v}_{machine}" for v in GLIBC_MINORS)]
     return ["--only-binary=:all:", "--python-version=3.11", "--implementation=cp",
@@ -59,7 +60,7 @@ def requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
 
 
 def installed_pins() -> list[str]:
-    """`name==version` for every distribution this interpreter has, but gpu-exporter."""
+    """Return `name==version` for every distribution this interpreter has, but gpu-exporter."""
     pins = {}
     for dist in importlib.metadata.distributions():
         name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
@@ -77,7 +78,7 @@ def _pip_download(args: list[str], into: Path) -> None:
 
 
 def fetch_wheels(arch: str, into: Path | None = None) -> Path:
-    """A directory with every wheel the image build of `arch` installs."""
+    """Return a directory with every wheel the image build of `arch` installs."""
     target = into if into is not None else CACHE / arch
     pins = installed_pins()
     request = {"arch": arch, "requirements": requirements(), "pins": pins,

@@ -1,4 +1,4 @@
-"""The README's picture of the node page, docs/node-page.png.
+"""The picture of the node page in docs/node-page.md, docs/node-page.png.
 
     .venv/bin/python scripts/node_page_screenshot.py [--out docs/node-page.png]
 
@@ -56,7 +56,7 @@ def main() -> int:
 
 
 async def _viewport_shot(tab: BrowserTab, path: Path) -> None:
-    """The viewport only: the first cards, the MIG layouts and the header."""
+    """Take a picture of the viewport only: the first cards, the MIG layouts and the header."""
     await tab.value("window.scrollTo(0, 0)")
     await tab.screenshot(path, whole_page=False)
 

@@ -70,7 +70,8 @@ Samples = dict[str, dict[str, float]]
 
 
 def parse_smi_csv(text: str, properties: Iterable[str]) -> list[dict[str, str | None]]:
-    """Rows of `--format=csv,noheader,nounits` output; "[N/A]"-style cells become None."""
+    """Return the rows of `--format=csv,noheader,nounits` output; "[N/A]"-style cells become
+    None."""
     names = list(properties)
     rows = []
     for cells in csv.reader(io.StringIO(text), skipinitialspace=True):
@@ -105,7 +106,7 @@ class Result:
 
 def compare(samples: Samples, labels: dict[str, dict[str, str]],
             rows: list[dict[str, str | None]]) -> list[Result]:
-    """One result per (GPU, check). `labels` maps gpu index -> its series' labels."""
+    """Return one result per (GPU, check). `labels` maps gpu index -> its series' labels."""
     results = []
     for row in rows:
         gpu = row["index"] or "?"

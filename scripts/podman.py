@@ -32,7 +32,7 @@ def podman_argv(*args: str) -> list[str]:
 
 def podman(*args: str, timeout: float = 600, check: bool = True,
            input_text: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs `podman ARGS`; on failure (check) raises PodmanError with its output."""
+    """Run `podman ARGS`; on failure (check) raise PodmanError with its output."""
     argv = podman_argv(*args)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                           input=input_text, check=False)
@@ -51,13 +51,13 @@ def inspect_format(ref: str, template: str) -> str:
 
 
 def run_flags(extra: Sequence[str] = ()) -> list[str]:
-    """`podman run` flags every container here gets (ulimits), then `extra`."""
+    """Return `podman run` flags every container here gets (ulimits), then `extra`."""
     return [*ULIMIT_FLAGS, *extra]
 
 
 @contextmanager
 def mounted_image(ref: str) -> Iterator[Path]:
-    """The image's file system, mounted read-only on the host (rootful podman)."""
+    """Return the image's file system, mounted read-only on the host (rootful podman)."""
     path = Path(podman("image", "mount", ref).stdout.strip())
     try:
         yield path

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine with Python 3.11, then
 # runs lint, type checks and the whole suite. Safe to run again: each step skips what is there.
+# `--quick` runs the same lint and type checks and the tests not marked slow (tests/conftest.py
+# says which are: image builds, arm64 under qemu, stress runs, the packaged wheel, the
+# end-to-end runs against real Prometheus, VictoriaMetrics and Chromium). Other arguments go
+# to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TIER=()
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  TIER=(-m "not slow")
+fi
 
 # prometheus/promtool: e2e and rule tests; victoria-metrics (the server, vmalert): the same
 # report, dashboards, KEDA queries and rules against VictoriaMetrics; gcc: the simulated NVML
@@ -51,7 +60,7 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check exporter tests benchmarks scripts tools
 .venv/bin/lint-imports
 .venv/bin/mypy exporter tests tools
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider ${TIER[@]+"${TIER[@]}"} "$@"
 # The Helm chart as an installable archive, dist/gpu-exporter-<version>.tgz (tests/chart
 # checks its name, version and contents).
 .venv/bin/python scripts/chart.py package dist

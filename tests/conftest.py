@@ -25,6 +25,32 @@ from tests.support.exporter_process import (
 )
 from tests.support.paths import FIXTURES, ROOT
 
+SLOW_PATHS = (
+    "tests/image/",
+    "tests/stress/",
+    "tests/chart/test_running.py",
+    "tests/artifacts/test_e2e.py",
+    "tests/artifacts/test_e2e_prehopper.py",
+    "tests/report/test_ground_truth.py",
+    "tests/packaging/",
+    "tests/web/test_prometheus_tls.py",
+)
+"""Tests left out of the quick tier: image builds and arm64 under qemu, soak-like stress
+runs, the packaged wheel and the 0700 clone, and the end-to-end runs against a real
+Prometheus, VictoriaMetrics or Chromium. Everything runs in the full test command."""
+SLOW_FIXTURES = frozenset({"built_image"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the slow tier `slow`, so that `-m "not slow"` is the quick tier."""
+    for item in items:
+        path = Path(item.path).relative_to(ROOT).as_posix()
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (path.startswith(SLOW_PATHS) or item.get_closest_marker("e2e") is not None
+                or fixtures & SLOW_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+
+
 # Older spellings `from tests.conftest import ROOT, ExporterProcess, ...` keep working.
 __all__ = ["FIXTURES", "ROOT", "ExporterProcess", "free_port", "http_get"]
 

@@ -31,7 +31,7 @@ from exporter.fields.catalog import (
     FieldSpec,
     GpmLink,
     MetricType,
-    Part,
+    NvmlSource,
     Reader,
     Scope,
 )
@@ -113,7 +113,7 @@ def _constant(name: str) -> int:
     return value
 
 
-def _scope_of(row: Row, reader: Reader, part: Part) -> Scope:
+def _scope_of(row: Row, reader: Reader, part: NvmlSource) -> Scope:
     if row["scope"] == "link":
         return Scope.LINK
     if reader is Reader.P2P and part != P2P_BITMAP_PART:
@@ -135,7 +135,7 @@ def _type_of(row: Row) -> MetricType:
     return MetricType.COUNTER if cumulative else MetricType.GAUGE
 
 
-def _field_values(row: Row) -> tuple[Part, Convert, str] | None:
+def _field_values(row: Row) -> tuple[NvmlSource, Convert, str] | None:
     match = _FIELD_VALUES.fullmatch(row["nvml_source"])
     if match is None:
         return None
@@ -166,7 +166,7 @@ def _field_values(row: Row) -> tuple[Part, Convert, str] | None:
     return FieldRefs(tuple((i, scope) for i in ids)), convert, unit
 
 
-def _gpm(row: Row) -> tuple[Part, Convert, str] | None:
+def _gpm(row: Row) -> tuple[NvmlSource, Convert, str] | None:
     convert = _GPM_CONVERSIONS.get(row["conversion"])
     if convert is None:
         return None
@@ -194,8 +194,9 @@ def _call_args(args_text: str | None, link_scope: bool) -> tuple[Arg, ...]:
     return tuple(args)
 
 
-def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
-    """Fabric registration fields (the cluster UUID, a string, is a label field)."""
+def _fabric(conversion: str) -> tuple[Reader, NvmlSource, Convert] | None:
+    """Return the reader, source and conversion of the fabric registration fields (the cluster UUID,
+    a string, is a label field)."""
     if conversion.startswith(".state/.status -> dcgmFabricManagerStatus_t"):
         return Reader.FABRIC, None, Convert.FABRIC_MANAGER_STATUS
     if conversion.startswith(".status converted to a dcgmReturn_t code"):
@@ -204,7 +205,7 @@ def _fabric(conversion: str) -> tuple[Reader, Part, Convert] | None:
     return None if member is None else (Reader.FABRIC, member.group(1), Convert.NONE)
 
 
-def _memory(conversion: str) -> tuple[Reader, Part, Convert] | None:
+def _memory(conversion: str) -> tuple[Reader, NvmlSource, Convert] | None:
     if conversion.startswith("used / (total - reserved)"):
         return Reader.MEMORY, None, Convert.FB_USED_RATIO
     member = conversion.split(" ")[0]
@@ -265,7 +266,7 @@ def _pick_and_convert(function: str, conversion: str) -> tuple[Pick, Convert] | 
 
 
 def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
-    """What a struct read yields: a member (`.slotNumber`, with 0xFF meaning "not
+    """Return what a struct read yields: a member (`.slotNumber`, with 0xFF meaning "not
     reported" where the table says so), or the composed value itself."""
     found = _by_prefix(_STRUCT_CONVERSIONS, conversion)
     if found is not None:
@@ -278,7 +279,7 @@ def _struct_pick(conversion: str) -> tuple[Pick, Convert] | None:
 
 
 def _prm(row: Row) -> Call | None:
-    """A link's PRM register read: a PPCNT group (one call for all its members) or one
+    """Return a link's PRM register read: a PPCNT group (one call for all its members) or one
     counter, each as DCGM addresses the link's port (exporter.devices.prm)."""
     group = _PPCNT.fullmatch(row["nvml_source"])
     member = _PPCNT_MEMBER.fullmatch(row["conversion"])
@@ -291,8 +292,8 @@ def _prm(row: Row) -> Call | None:
     return None
 
 
-def _call(row: Row) -> tuple[Reader, Part, Convert] | None:
-    """A plain call: the table's function with constant arguments, and a conversion of a
+def _call(row: Row) -> tuple[Reader, NvmlSource, Convert] | None:
+    """Return a plain call: the table's function with constant arguments, and a conversion of a
     known phrasing. Calls that take a struct or need more than one call return None."""
     prm = _prm(row)
     if prm is not None:
@@ -339,7 +340,7 @@ _NOT_A_PLAIN_STRING = frozenset({
 
 
 def _string(row: Row) -> Call | None:
-    """A string field read with one plain call: served as a `label` field (the string is a
+    """Return a string field read with one plain call: served as a `label` field (the string is a
     label on the entity's other series, read once per enumeration)."""
     match = _CALL.fullmatch(row["nvml_source"])
     if match is None or row["conversion"] not in ("none", ".busId"):
@@ -364,7 +365,8 @@ def _converted_string(row: Row) -> tuple[Call, Convert] | None:
 
 
 def recipe(row: Row, help_text: str) -> FieldSpec | None:
-    """The spec serving the field of this canonical row, or None if it is not a plain read."""
+    """Return the spec serving the field of this canonical row, or None if it is not a plain
+    read."""
     if row["dcgm_type"] == "string":
         converted = _converted_string(row)
         string, convert = converted if converted is not None else (_string(row), Convert.NONE)

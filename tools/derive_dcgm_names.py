@@ -50,12 +50,13 @@ def _is_marker(row: Row) -> bool:
 
 
 def _is_other_name(row: Row) -> bool:
-    """A deprecated alias or a dcgm-exporter 1.x name: never a field's canonical name."""
+    """Tell whether a row is a deprecated alias or a dcgm-exporter 1.x name: never a field's
+    canonical name."""
     return row["notes"].startswith("DEPRECATED ALIAS") or row["dcgm_name"].islower()
 
 
 def classify(row: Row) -> Reason:
-    """The reason category of the field whose canonical row this is; first match wins, so a
+    """Return the reason category of the field whose canonical row this is; first match wins, so a
     ConnectX field (read by the NvSwitch module) is ConnectX and an NvSwitch port is NvSwitch,
     not a GPU link field."""
     notes, scope, source = row["notes"], row["scope"], row["nvml_source"]
@@ -83,7 +84,7 @@ def classify(row: Row) -> Reason:
 
 
 def derive(source_text: str) -> str:
-    """The text of dcgm-names.csv for the reference table's text."""
+    """Return the text of dcgm-names.csv for the reference table's text."""
     rows = list(csv.DictReader(io.StringIO(source_text)))
     renamed = {m.group(1) for r in rows if (m := _RENAMED_IN_461.search(r["notes"]))}
     by_id: dict[int, list[Row]] = defaultdict(list)

@@ -58,7 +58,7 @@ class Alert:
 
 
 def grew(series: str, window: str) -> str:
-    """True per series when a counter went up within `window`.
+    """Return True per series when a counter went up within `window`.
 
     `increase()` cannot see the first increment of a series that is born with value 1 (an
     XID code seen for the first time), so a series that was absent `window` ago and is now
@@ -222,8 +222,9 @@ a recovery retrains the link)."""
 
 
 def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
-    """NVLink errors growing, from the counters themselves: it fires before the link breaks,
-    which XID 74 (GpuNvlinkError) reports. Terms whose counter is not collected are left out."""
+    """Return the alert on NVLink errors growing, from the counters themselves: it fires before the
+    link breaks, which XID 74 (GpuNvlinkError) reports. Terms whose counter is not collected are
+    left out."""
     terms = [f"increase({name}[10m]) > {c.nvlink_errors_per_10m if tolerated else 0}"
              for name, tolerated in NVLINK_ERROR_COUNTERS if fields.has(name)]
     if not terms:
@@ -241,8 +242,8 @@ def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
 
 
 def _idle_alert(c: AlertConfig) -> Alert:
-    """Held devices doing (almost) nothing: graphics-engine activity from GPM, or NVML
-    utilisation before Hopper (`exporter.promql.measures`).
+    """Return the alert on held devices doing (almost) nothing: graphics-engine activity from GPM,
+    or NVML utilisation before Hopper (`exporter.promql.measures`).
 
     A device one container holds exclusively carries that pod's labels itself; a shared one
     is unlabelled and joined onto its `gpu_exporter_pod_gpu_allocation` rows.
@@ -265,7 +266,7 @@ def _idle_alert(c: AlertConfig) -> Alert:
 
 
 def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
-    """The alerts whose fields are enabled, reading only those."""
+    """Return the alerts whose fields are enabled, reading only those."""
     c = config or AlertConfig()
     c.xid.check()
     candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields)]
@@ -289,7 +290,7 @@ def rule_groups(fields: FieldSet, config: AlertConfig | None = None) -> list[dic
 
 
 def prometheus_rule(fields: FieldSet, config: AlertConfig | None = None) -> dict[str, Any]:
-    """The same groups as a prometheus-operator PrometheusRule object."""
+    """Return the same groups as a prometheus-operator PrometheusRule object."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",

@@ -33,12 +33,12 @@ class FieldSet:
         return all(n in self.names for n in names)
 
     def allows(self, promql: str) -> bool:
-        """True when every DCGM field a PromQL expression mentions is enabled."""
+        """Return True when every DCGM field a PromQL expression mentions is enabled."""
         return all(tok in self.names for tok in _FIELD_TOKEN.findall(promql))
 
     def resolve(self, promql: str) -> str | None:
-        """`promql` with its GPM measures (`exporter.promql.measures` placeholders) read from the
-        enabled sources only; None when a measure has none or another field is disabled."""
+        """Return `promql` with its GPM measures (`exporter.promql.measures` placeholders) read from
+        the enabled sources only; None when a measure has none or another field is disabled."""
         out = gpm.resolve(promql, self.names.__contains__)
         return out if out is not None and self.allows(out) else None
 
@@ -48,8 +48,8 @@ class FieldSet:
 
 
 def load_fieldset(path: Path | None) -> FieldSet:
-    """Fields enabled by the CSV at `path`; None: the built-in collectors.csv, the one the
-    package ships (so `generate` gives the same files installed as in the repository)."""
+    """Return the fields enabled by the CSV at `path`, or for None the built-in collectors.csv, the
+    one the package ships (so `generate` gives the same files installed as in the repository)."""
     if path is None:
         builtin = default_collectors_path()
         return FieldSet(str(builtin), load_collectors(builtin).names, DEFAULT_NAME)
@@ -57,5 +57,5 @@ def load_fieldset(path: Path | None) -> FieldSet:
 
 
 def everything() -> FieldSet:
-    """Every field the catalog serves (used to exercise every generated rule in tests)."""
+    """Return every field the catalog serves (used to exercise every generated rule in tests)."""
     return FieldSet("catalog", frozenset(s.name for s in CATALOG))

@@ -46,7 +46,7 @@ _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
 
 
 def deployment_pods(deployment: str) -> str:
-    """A regex matching the pods a Deployment's ReplicaSets create, and no other's."""
+    """Return a regex matching the pods a Deployment's ReplicaSets create, and no other's."""
     return f"{deployment}-{_SAFE}{{6,10}}-[a-z0-9]{{5}}"
 
 
@@ -73,7 +73,8 @@ class Pool:
     ns_op: str = "="
 
     def series(self, name: str | Measure) -> str:
-        """The metric `name` (or a GPM measure's placeholder) restricted to the pool's pods."""
+        """Return the metric `name` (or a GPM measure's placeholder) restricted to the pool's
+        pods."""
         namespace = f'namespace{self.ns_op}"{self.namespace}"'
         if self.role is None:
             return read(name, f'{{{namespace}, pod=~"{self.pod_regex}"}}')
@@ -93,7 +94,7 @@ class TriggerQuery:
 
 
 def gpu_query(metric: Metric, pool: Pool) -> TriggerQuery:
-    """The single-series query behind one GPU trigger, in percent."""
+    """Return the single-series query behind one GPU trigger, in percent."""
     pods = "the Deployment's pods" if pool.role is None else f"the {pool.role} pods"
     whose = "the Deployment's" if pool.role is None else f"the {pool.role} pods'"
     if metric is Metric.UTIL:
@@ -119,9 +120,9 @@ QUEUE_METRIC = "vllm:num_requests_waiting"
 
 def queue_query(pool: Pool, metric: str = QUEUE_METRIC, *,
                 gpu_field: str | Measure = "DCGM_FI_DEV_FB_USED") -> str:
-    """Requests waiting in the inference servers' queues, summed over the pool. A role pool's
-    pods are those whose `gpu_field` series (or measure) carry the role (serving metrics
-    have no pod labels of their own)."""
+    """Return the requests waiting in the inference servers' queues, summed over the pool. A role
+    pool's pods are those whose `gpu_field` series (or measure) carry the role (serving metrics have
+    no pod labels of their own)."""
     if pool.role is None:
         return f"sum({pool.series(metric)})"
     namespace = f'namespace{pool.ns_op}"{pool.namespace}"'
@@ -152,7 +153,7 @@ class ScaledObjectSpec:
 
 
 def _number(value: float) -> str:
-    """KEDA's CRD wants metadata values as strings: "70", not 70 or "70.0"."""
+    """Write a number as KEDA's CRD wants metadata values, as a string: "70", not 70 or "70.0"."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
@@ -177,7 +178,7 @@ def check_spec(spec: ScaledObjectSpec, fields: FieldSet) -> None:
 
 
 def _needs(query: str, fields: FieldSet) -> str:
-    """What `query` reads that `fields` lacks: plain fields, and for a GPM measure with no
+    """Return what `query` reads that `fields` lacks: plain fields, and for a GPM measure with no
     enabled source, its sources."""
     missing = [f for f in dict.fromkeys(re.findall(r"\bDCGM_FI_[A-Z0-9_]+", query))
                if f not in fields.names]
@@ -198,7 +199,7 @@ def _resolved(query: str, fields: FieldSet) -> str:
 
 
 def scaled_object(spec: ScaledObjectSpec, fields: FieldSet) -> dict[str, Any]:
-    """The ScaledObject, reading only fields `fields` enables (check_spec first)."""
+    """Return the ScaledObject, reading only fields `fields` enables (check_spec first)."""
     gpu = gpu_query(spec.metric, spec.pool)
     triggers: list[dict[str, Any]] = []
     if spec.queue_target is not None:
@@ -286,7 +287,7 @@ EXAMPLES: tuple[Example, ...] = (
 
 
 def examples(fields: FieldSet) -> list[tuple[Example, dict[str, Any]]]:
-    """The example objects whose GPU metric the collectors enable."""
+    """Return the example objects whose GPU metric the collectors enable."""
     out = []
     for ex in EXAMPLES:
         if fields.resolve(gpu_query(ex.spec.metric, ex.spec.pool).query) is not None:

@@ -26,7 +26,7 @@ DEFAULT_GROUPINGS: tuple[str, ...] = ("namespace",)
 
 
 def group_rules(names: Sequence[str]) -> list[GroupRules]:
-    """The groupings to record, from `--group-by` values (each may list several, comma
+    """Return the groupings to record, from `--group-by` values (each may list several, comma
     separated); `pod` needs none (the per-pod rules are always there), a repeat counts
     once. ConfigError names an unknown one."""
     out: dict[str, GroupRules] = {}
@@ -40,7 +40,7 @@ def group_rules(names: Sequence[str]) -> list[GroupRules]:
 
 def usage_rule_groups(fields: FieldSet, groupings: Sequence[str] = DEFAULT_GROUPINGS
                       ) -> list[dict[str, Any]]:
-    """The recording rule groups; none without the framebuffer field, which marks every
+    """Return the recording rule groups; none without the framebuffer field, which marks every
     held device."""
     if not fields.has(FRAMEBUFFER):
         return []
@@ -49,7 +49,7 @@ def usage_rule_groups(fields: FieldSet, groupings: Sequence[str] = DEFAULT_GROUP
 
 def usage_prometheus_rule(fields: FieldSet, groupings: Sequence[str] = DEFAULT_GROUPINGS
                           ) -> dict[str, Any]:
-    """The same groups as a prometheus-operator PrometheusRule object."""
+    """Return the same groups as a prometheus-operator PrometheusRule object."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",

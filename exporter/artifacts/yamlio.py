@@ -20,7 +20,7 @@ _Dumper.add_representer(str, _str)
 
 
 def dump(*documents: Any, header: str = "") -> str:
-    """YAML text for one or more documents; `header` lines become `#` comments on top."""
+    """Return the YAML text of one or more documents; `header` lines become `#` comments on top."""
     body = yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, width=4096,
                          default_flow_style=False, allow_unicode=True, explicit_start=True)
     comments = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())

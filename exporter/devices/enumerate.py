@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.filter import DeviceFilter
+from exporter.devices.mig_profile_names import nvml_profile_name
 from exporter.devices.model import Entity, EntityKey, Inventory, MigDevice
 from exporter.devices.nvml_api import (
     NVML_DEVICE_MIG_ENABLE,
@@ -142,7 +143,10 @@ def enumerate_devices(
                     device=base.device,
                     model=base.model,
                     gpu_instance_id=gi_id,
-                    gpu_instance_profile=profile_from_name(members[0][0].name),
+                    # NVML's name for the profile, as dcgm-exporter 4.8.4; else the
+                    # MIG device's name.
+                    gpu_instance_profile=nvml_profile_name(lib, h, gi_id)
+                    or profile_from_name(members[0][0].name),
                     mig_devices=tuple(m for m, _ in members),
                 )
             )

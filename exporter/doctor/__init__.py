@@ -28,8 +28,8 @@ DESCRIPTION = ("Check NVML, the GPUs, the kubelet pod-resources API and the API 
 
 
 def report_settings(settings: Resolution, report: Report) -> None:
-    """One line per option not at its default, naming where its value came from: what the
-    checks below ran with (and, in the exporter's pod, what serve runs with)."""
+    """Report one line per option not at its default, naming where its value came from: what
+    the checks below ran with (and, in the exporter's pod, what serve runs with)."""
     for setting in settings.changed():
         report.line(INFO, "setting", setting.describe())
     for warning in settings.warnings():

@@ -79,7 +79,8 @@ def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
 
 
 def check_nvml(settings: Resolution, report: Report) -> Inventory | None:
-    """NVML loadable, driver version, GPUs and MIG instances; the inventory when all worked."""
+    """Check that NVML loads, the driver version, the GPUs and MIG instances; return the inventory
+    when all worked."""
     lib = _load_library(settings, report)
     if lib is None:
         return None
@@ -142,7 +143,7 @@ def _check_devices(lib: NvmlLib, report: Report) -> Inventory | None:
 
 
 def _check_profiling(lib: NvmlLib, enum: Enumeration, report: Report) -> None:
-    """GPM, the source of DCGM_FI_PROF_*: a driver restricting it to administrators still
+    """Check GPM, the source of DCGM_FI_PROF_*: a driver restricting it to administrators still
     reports support, so one sample is taken per GPU (per first GPU instance with MIG)."""
     from exporter.devices.gpm import probe_gpus
 

@@ -10,7 +10,7 @@ from exporter.web.webconfig import WebConfigError, load_web_config
 
 
 def check_web_config(path: Path | None, report: Report) -> None:
-    """One line: plain HTTP without a file; else what the file configures, or why serve
+    """Report one line: plain HTTP without a file; else what the file configures, or why serve
     would refuse to start with it; then one WARN per setting honoured otherwise than Go's
     exporter-toolkit would."""
     if path is None:

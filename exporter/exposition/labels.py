@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from exporter import label_registry as names
 from exporter.devices.model import Entity
+from exporter.fields.xid_messages import xid_message
 from exporter.k8s.types import PodRef
 from exporter.sampling.snapshot import HostLabel
-from exporter.series import Labels
+from exporter.series import Labels, Sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,28 @@ def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Label
         (names.POD, owner.pod),
         *owner.extra,
     )
+
+
+def xid_attributes(value: float) -> Labels:
+    """`err_code` and `err_msg` of a last-XID value, as dcgm-exporter labels
+    `DCGM_FI_DEV_XID_ERRORS` (0: "No Error"); nothing for a value that is no code."""
+    if not math.isfinite(value):
+        return ()
+    code = int(value)
+    return ((names.ERR_CODE, str(code)), (names.ERR_MSG, xid_message(code)))
+
+
+def with_xid_attributes(samples: Iterable[Sample]) -> tuple[Sample, ...]:
+    """The samples, each with its value's XID attributes after its other labels, where
+    dcgm-exporter renders its "attributes"."""
+    by_value: dict[float, Labels] = {}
+    out = []
+    for s in samples:
+        attributes = by_value.get(s.value)
+        if attributes is None:
+            attributes = by_value[s.value] = xid_attributes(s.value)
+        out.append(Sample((*s.labels, *attributes), s.value))
+    return tuple(out)
 
 
 def escape(value: str) -> str:

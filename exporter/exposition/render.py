@@ -23,6 +23,7 @@ from exporter.exposition.labels import (
     format_labels,
     link_labels,
     pod_labels,
+    with_xid_attributes,
 )
 from exporter.fields.catalog import MetricType, Reader, Scope
 from exporter.k8s.hpc_jobs import HPC_JOB_LABEL, NO_JOBS, JobMap
@@ -118,6 +119,9 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
             samples = _xid_window_samples(snapshot, labels)
         elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
             samples = _clock_event_samples(snapshot, labels)
+        elif spec.reader is Reader.XID_EVENTS and spec.part is None:
+            # The last XID code, under any of its names: `err_code`/`err_msg` follow.
+            samples = with_xid_attributes(_field_samples(snapshot, spec.name, labels, unheld))
         elif spec.scope is Scope.LINK:
             samples = _link_samples(snapshot, spec.name, labels, style)
         elif spec.scope is Scope.PEER:

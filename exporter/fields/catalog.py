@@ -145,7 +145,10 @@ class GpmLink:
         return f"{self.low}+2n (n<18), {self.high}+2(n-18)"
 
 
-Part = str | int | Call | FieldRefs | GpmLink | None
+NvmlSource = str | int | Call | FieldRefs | GpmLink | None
+"""Where a field's value comes from in NVML: a struct attribute of the reader's answer, an
+NVML_FI_* or GPM id, `FieldRefs`, `GpmLink` or a `Call`; None when the reader's answer is the
+value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +160,7 @@ class FieldSpec:
     help: str
     unit: str
     reader: Reader
-    part: Part
+    part: NvmlSource
     """Which part of the reader's answer: a struct attribute, an NVML_FI_* id (or `FieldRefs`),
     a GPM id (or `GpmLink`), or for `Reader.CALL` the `Call`."""
     convert: Convert
@@ -220,7 +223,7 @@ def _f(
     help_: str,
     unit: str,
     reader: Reader,
-    part: Part,
+    part: NvmlSource,
     convert: Convert,
     scope: Scope,
     default: bool = True,

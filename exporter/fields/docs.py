@@ -160,9 +160,19 @@ def render_markdown() -> str:
         "drifts from them.",
         "",
         "Device series carry the labels `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, "
-        "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances, then the host label "
+        "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances (the profile as NVML names "
+        "it, `nvmlDeviceGetGpuInstanceProfileInfoByIdV`, as dcgm-exporter 4.8.4 does; the "
+        "profile in the MIG device's name where NVML names none), then the host label "
         "(`Hostname` by default), then label-type fields (`DCGM_FI_DRIVER_VERSION`), then "
-        "`container`, `namespace`, `pod` when one container holds the device.",
+        "`container`, `namespace`, `pod` when one container holds the device (with "
+        "`pod_uid` under `--kubernetes-enable-pod-uid`, on the device-plugin, virtual-GPU "
+        "and DRA paths alike, and the pod's copied labels).",
+        "",
+        "A copied pod label never repeats one of the series' own labels: one whose name is "
+        "taken is copied as `pod_label_<name>`, then `pod_label_<name>_conflict1`, "
+        "`_conflict2`, ... while that is taken too, as dcgm-exporter 4.8.3 renames it "
+        "(`pod`, `gpu`, `hostname`, `err_code`, `DCGM_*`, ...: every name "
+        "`exporter/label_registry.py` declares for a series that can carry pod labels).",
         "",
         "Link fields (`Scope.LINK`) have one series per active NVLink of a GPU (MIG off), "
         "labelled as dcgm-exporter labels link entities: `nvlink`, `gpu`, `gpu_uuid`, "
@@ -203,7 +213,10 @@ def render_markdown() -> str:
         "- GPM bandwidths (`DCGM_FI_PROF_*_BYTES`) keep the fraction of a byte per second "
         "that DCGM truncates.",
         "- `DCGM_FI_DEV_XID_ERRORS` is the last XID code seen (0: none since start), as in "
-        f"dcgm-exporter; alert on `increase({XID_ERRORS.exposed_name}[..])` instead.",
+        f"dcgm-exporter; alert on `increase({XID_ERRORS.exposed_name}[..])` instead. As in "
+        "dcgm-exporter, its series end with `err_code` (the code) and `err_msg` "
+        "(dcgm-exporter's text for it, `exporter/fields/xid-messages.csv`: `No Error` for 0, "
+        "`Unknown Error` past code 172).",
         "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
         "- `DCGM_EXP_CLOCK_EVENTS_COUNT` counts, per GPU and clock event reason (`clock_event`, "
         "named as dcgm-exporter names the reason bits: `power_cap`, `sw_thermal`, ...), the "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.fields.catalog import HANDLE, LINK, Arg, Call, FieldRefs, GpmLink, Part
+from exporter.fields.catalog import HANDLE, LINK, Arg, Call, FieldRefs, GpmLink, NvmlSource
 
 _CALL = re.compile(r"(\w+)\(([^)]*)\)(?:\.(\w+)|\[(\d+)\])?")
 
@@ -22,7 +22,7 @@ def _arg(text: str) -> Arg:
     return text if text in (HANDLE, LINK) else int(text)
 
 
-def format_part(part: Part) -> str:
+def format_part(part: NvmlSource) -> str:
     if part is None:
         return ""
     if isinstance(part, int):
@@ -38,7 +38,7 @@ def format_part(part: Part) -> str:
     return f"{part.function}({','.join(map(str, part.args))}){pick}"
 
 
-def parse_part(text: str) -> Part:
+def parse_part(text: str) -> NvmlSource:
     """The inverse of `format_part`; ValueError for text it did not write."""
     if not text:
         return None

@@ -8,8 +8,9 @@ looked up in this node's ResourceSlices (`exporter.k8s.resourceslices`) and beco
 held by one container -> `pod`/`namespace`/`container` on the series; held by several, or
 under a `share_id` -> allocation rows. dcgm-exporter's labels of a DRA-attributed series
 follow (`dra_claim_name`, `dra_claim_namespace`, `dra_driver_name`, `dra_pool_name`,
-`dra_device_name`, and on MIG `dra_mig_profile`, `dra_mig_device_uuid`); allocation rows
-also carry `dra_share_id` when there is one.
+`dra_device_name`, and on MIG `dra_mig_profile` and, when known, `dra_mig_device_uuid`);
+allocation rows also carry `dra_share_id` when there is one. With `--kubernetes-enable-pod-uid`
+`pod_uid` comes first, as on the device-plugin path (dcgm-exporter 4.8.4).
 
 A device no slice names yet (the watch has not delivered it) or whose slice gives no UUID
 (dynamic MIG, vfio) is counted in `gpu_exporter_dra_unresolved_devices{reason}` and labels
@@ -91,8 +92,10 @@ def claim_labels(
         (names.DRA_DEVICE_NAME, device_name),
     )
     if device.kind == "mig":
-        labels += ((names.DRA_MIG_PROFILE, device.profile or ""),
-                   (names.DRA_MIG_DEVICE_UUID, device.uuid or ""))
+        labels += ((names.DRA_MIG_PROFILE, device.profile or ""),)
+        # dcgm-exporter 4.8.4 writes the MIG device's UUID only when there is one.
+        if device.uuid:
+            labels += ((names.DRA_MIG_DEVICE_UUID, device.uuid),)
     return labels
 
 

@@ -16,10 +16,22 @@ since Prometheus rejects such a name and with it the whole scrape. Values are co
 are (the exposition escapes them); an empty value is left out, as Prometheus reads an empty
 label as an absent one.
 
-A pod label never replaces one of the series' own labels: a name `exporter.label_registry`
-declares for any family (device, MIG, link, GPU pair, windows, allocation, DRA, ...) is
-dropped, and so is a name a key earlier in sort order already took (`a.b` and `a-b` both
-sanitise to `a_b`). The caller reports each drop.
+A pod label never replaces one of the series' own labels; it is renamed, as dcgm-exporter
+4.8.3 renames it (`copyPodLabels`): a name that is taken becomes `pod_label_<name>`, and
+while that is taken too, `pod_label_<name>_conflict1`, `_conflict2`, ... A name is taken
+when `exporter.label_registry` declares it for a series that can carry pod labels (device,
+MIG, link, GPU pair, windows, XID attributes, allocation, DRA, ... and the names
+dcgm-exporter reserves on its other entities), or when another copied label already has it.
+As upstream, the keys whose names are free are copied first (in key order), then each
+taken one is renamed (in key order) against everything copied so far, so the outcome
+depends only on the pod's labels. Two keys of one copy that sanitise to one name (`a.b` and
+`a-b` both become `a_b`) are one label, as in dcgm-exporter's map of sanitised keys: the
+first in sort order is kept and the other is dropped. The caller reports each rename and
+drop.
+
+The names are reserved for the whole pod, not per series: dcgm-exporter renames a pod label
+`xid` only on the series that carry an `xid` label, this exporter on all the pod's series,
+so that one pod label has one name on every series of the pod.
 
 This module is pure (no `kubernetes` import): the API-server watch in `exporter.k8s.pod_metadata`
 applies it to every pod it sees, once per pod event, never per scrape.
@@ -29,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from exporter import label_registry
@@ -42,14 +54,28 @@ from exporter.series import Labels
 
 log = logging.getLogger(__name__)
 
-RESERVED = "reserved"
-"""Drop reason: the name is one of the series' own labels."""
+RENAMED = "renamed"
+"""The name is one of the series' own labels (or was taken): copied as `pod_label_<name>`."""
 DUPLICATE = "duplicate"
-"""Drop reason: another key of the same pod sanitised to the same name first."""
+"""Dropped: another key of the same copy sanitised to the same name first."""
+INVALID = "invalid"
+"""Dropped: the key gives no usable label name (the empty key)."""
+
 
 def is_reserved(name: str) -> bool:
-    """A name the exporter writes itself on some series (`exporter.label_registry`)."""
-    return label_registry.is_declared(name)
+    """A name the exporter writes itself on series that can carry pod labels."""
+    return label_registry.taken_from_pod_labels(name)
+
+
+def renamed(name: str, taken: Callable[[str], bool]) -> str:
+    """dcgm-exporter's new name for a pod label whose `name` is taken: `pod_label_<name>`,
+    else the first free `pod_label_<name>_conflict<N>`, N = 1, 2, ..."""
+    base = label_registry.POD_LABEL_PREFIX + name
+    candidate, n = base, 0
+    while taken(candidate):
+        n += 1
+        candidate = f"{base}{label_registry.CONFLICT_SUFFIX}{n}"
+    return candidate
 
 
 def _encodable(value: str) -> str:
@@ -88,13 +114,17 @@ def _any_of(filters: Iterable[KeyFilter]) -> KeyFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class DroppedLabel:
+class LabelNote:
+    """A pod label not copied under the name its key gives."""
+
     key: str
     """The pod label key, as on the pod."""
     name: str
-    """The label name it would have had."""
+    """The label name its key gives."""
     reason: str
-    """RESERVED or DUPLICATE."""
+    """RENAMED, DUPLICATE or INVALID."""
+    renamed_to: str = ""
+    """With RENAMED: the name it is copied under."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,23 +177,34 @@ class PodLabelRules:
         return self.uid or self.copies_labels
 
     def apply(self, uid: str, pod_labels: Mapping[str, str]
-              ) -> tuple[Labels, tuple[DroppedLabel, ...]]:
+              ) -> tuple[Labels, tuple[LabelNote, ...]]:
         """(the labels to add after `pod`: `pod_uid` then the copied labels sorted by name,
-        the pod labels left out because of their name)."""
+        the pod labels renamed or left out because of their name)."""
         taken: dict[str, str] = {}
-        dropped: list[DroppedLabel] = []
+        notes: list[LabelNote] = []
+        colliding: list[tuple[str, str]] = []
         for copy in self._copies:
+            named: set[str] = set()
             for key in sorted(pod_labels):
                 if not copy.selects(key):
                     continue
                 name = series_label_name(key, copy.prefix)
-                if is_reserved(name) or not name:
-                    dropped.append(DroppedLabel(key, name, RESERVED))
-                elif name in taken:
-                    dropped.append(DroppedLabel(key, name, DUPLICATE))
+                if not name:
+                    notes.append(LabelNote(key, name, INVALID))
+                elif name in named:
+                    notes.append(LabelNote(key, name, DUPLICATE))
+                elif is_reserved(name) or name in taken:
+                    named.add(name)
+                    colliding.append((key, name))
                 else:
+                    named.add(name)
                     taken[name] = _encodable(pod_labels[key])
+        # Then the taken names, each against everything copied before it.
+        for key, name in colliding:
+            new_name = renamed(name, lambda n: is_reserved(n) or n in taken)
+            taken[new_name] = _encodable(pod_labels[key])
+            notes.append(LabelNote(key, name, RENAMED, new_name))
         pairs: list[tuple[str, str]] = [(label_registry.POD_UID, _encodable(uid))
                                         ] if self.uid and uid else []
         pairs += [(name, value) for name, value in sorted(taken.items()) if value != ""]
-        return tuple(pairs), tuple(dropped)
+        return tuple(pairs), tuple(notes)

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.k8s.pod_labels import DUPLICATE, RESERVED, DroppedLabel, PodLabelRules
-from exporter.selfmetrics import POD_LABELS_DROPPED
+from exporter.k8s.pod_labels import DUPLICATE, INVALID, RENAMED, LabelNote, PodLabelRules
+from exporter.selfmetrics import POD_LABELS_DROPPED, POD_LABELS_RENAMED
 from exporter.series import Family, Labels
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,8 @@ PodObject = Mapping[str, Any]
 """A Pod as the API server serves it (`metadata`, `status`), decoded from JSON."""
 
 _DROPPED_MEMORY = 4096
-"""Distinct dropped pod label keys remembered (so each is logged once); bounded because
-label keys are chosen by every tenant of the cluster."""
+"""Distinct renamed or dropped pod label keys remembered (so each is logged once);
+bounded because label keys are chosen by every tenant of the cluster."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,8 @@ class PodMap:
         self._pods: dict[tuple[str, str], PodRecord] = {}
         self._by_uid: dict[str, tuple[str, str]] = {}
         self._dropped_seen: set[tuple[str, str]] = set()
-        self._dropped: dict[str, int] = {RESERVED: 0, DUPLICATE: 0}
+        self._dropped: dict[str, int] = {DUPLICATE: 0, INVALID: 0}
+        self._renamed = 0
 
     # -- reading --------------------------------------------------------------------------
 
@@ -76,12 +77,14 @@ class PodMap:
         return None if name is None else (key[0], key[1], name)
 
     def families(self) -> list[Family]:
-        """`gpu_exporter_pod_labels_dropped_total`, while pod labels are copied."""
+        """`gpu_exporter_pod_labels_dropped_total` and `..._renamed_total`, while pod labels
+        are copied."""
         if not self._rules.copies_labels:
             return []
         return [POD_LABELS_DROPPED.family(
             POD_LABELS_DROPPED.sample(float(n), reason=reason)
-            for reason, n in sorted(self._dropped.items()))]
+            for reason, n in sorted(self._dropped.items())),
+            POD_LABELS_RENAMED.single(float(self._renamed))]
 
     # -- writing --------------------------------------------------------------------------
 
@@ -114,17 +117,24 @@ class PodMap:
         containers = _container_ids(obj.get("status") or {})
         return key, PodRecord(labels, uid, containers)
 
-    def _note_dropped(self, pod: tuple[str, str], dropped: tuple[DroppedLabel, ...]) -> None:
-        """Counts and logs each dropped key once (per reason), whichever pods carry it."""
-        for d in dropped:
+    def _note_dropped(self, pod: tuple[str, str], notes: tuple[LabelNote, ...]) -> None:
+        """Counts and logs each renamed or dropped key once (per reason), whichever pods
+        carry it."""
+        for d in notes:
             if (d.key, d.reason) in self._dropped_seen:
                 continue
             if len(self._dropped_seen) >= _DROPPED_MEMORY:
                 self._dropped_seen.clear()
             self._dropped_seen.add((d.key, d.reason))
+            if d.reason == RENAMED:
+                self._renamed += 1
+                log.info("pod label %r (first seen on %s/%s) copied as %r: its name %r is one "
+                         "of the series' own labels", d.key, pod[0], pod[1], d.renamed_to,
+                         d.name)
+                continue
             self._dropped[d.reason] += 1
-            why = ("is one of the series' own labels" if d.reason == RESERVED
-                   else "is taken by another label of the pod")
+            why = ("is taken by another label of the pod" if d.reason == DUPLICATE
+                   else "is not a label name")
             log.warning("pod label %r (first seen on %s/%s) not copied: its name %r %s",
                         d.key, pod[0], pod[1], d.name, why)
 

@@ -1,6 +1,6 @@
 """One declarative table of every command's options, and what is built from it: argparse for
 each command, the resolution flag -> environment -> default (with where each value came
-from), and the README's flag table.
+from), and the flag tables of the docs.
 
 Declaring an option: add an `Option` to `serve_table.py` (or the table of its command) with
 its flags, variables in precedence order, value type, default, help and commands. A flag of

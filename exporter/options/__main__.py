@@ -1,4 +1,4 @@
-"""`python -m exporter.options [--command report] --markdown | --write-readme README.md`."""
+"""`python -m exporter.options [--command report] --markdown | --write-readme PAGE.md`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from exporter.options.markdown import markdown_table, write_readme
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exporter.options",
                                      description="The flag table of a command.")
-    parser.add_argument("--command", choices=("serve", "report"), default="serve",
+    parser.add_argument("--command", choices=("serve", "report", "advise"), default="serve",
                         help="whose flags (serve's go in README.md, report's in "
-                             "docs/report.md)")
+                             "docs/report.md, advise's in docs/advise.md)")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--markdown", action="store_true", help="print it as markdown")
     action.add_argument("--write-readme", type=Path, metavar="README",

@@ -1,7 +1,8 @@
-"""The README's flag table, generated from the option table.
+"""The flag tables of the docs (serve's in docs/configuration.md, report's in docs/report.md),
+generated from the option table.
 
-`python -m exporter.options --markdown` prints it; `--write-readme README.md` replaces the
-lines between the marker comments, which a test keeps in step with the table.
+`python -m exporter.options --markdown` prints one; `--write-readme docs/configuration.md`
+replaces the lines between the marker comments, which a test keeps in step with the table.
 """
 
 from __future__ import annotations
@@ -74,15 +75,15 @@ def markdown_table(command: Command = "serve", table: Table = OPTIONS) -> str:
 
 
 def with_table(readme: str, table_text: str) -> str:
-    """`readme` with the text between the markers replaced by `table_text`."""
+    """Return `readme` with the text between the markers replaced by `table_text`."""
     start, end = readme.find(BEGIN), readme.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"the README has no {BEGIN} ... {END} block")
+        raise ValueError(f"the page has no {BEGIN} ... {END} block")
     return readme[:start + len(BEGIN)] + "\n" + table_text + readme[end:]
 
 
 def write_readme(path: Path, table_text: str | None = None) -> bool:
-    """Rewrite the table block of the README at `path`; True when the file changed."""
+    """Rewrite the table block of the page at `path`; return True when the file changed."""
     old = path.read_text(encoding="utf-8")
     new = with_table(old, markdown_table() if table_text is None else table_text)
     if new != old:

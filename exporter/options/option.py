@@ -11,7 +11,7 @@ from exporter.options.values import Switch, Value
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-Command = Literal["serve", "doctor", "generate", "report"]
+Command = Literal["serve", "doctor", "generate", "report", "advise"]
 
 
 def first_long_flag(flags: tuple[str, ...]) -> str | None:
@@ -50,16 +50,16 @@ class Option(Generic[T_co]):
     value: Value[T_co]
     default: T_co
     help: str
-    """One line; `code` in backticks (kept in the README, dropped in --help)."""
+    """One line; `code` in backticks (kept in the docs' flag tables, dropped in --help)."""
     commands: frozenset[Command]
     flags: tuple[str, ...] = ()
     """Spellings on the command line; none for a setting read only from the environment."""
     env: tuple[str, ...] = ()
     """Variables in precedence order."""
     default_text: str | None = None
-    """The default as the README shows it (markdown); None: derived from `default`."""
+    """The default as the flag tables show it (markdown); None: derived from `default`."""
     metavar: str | None = None
-    """Placeholder after the flag in --help and the README; None: the value type's."""
+    """Placeholder after the flag in --help and the flag tables; None: the value type's."""
     group: str | None = None
     """Heading this option is listed under in --help."""
     ignored: str | None = None
@@ -88,7 +88,7 @@ class Option(Generic[T_co]):
         return self.name.replace("_", " ")
 
     def shown_default(self) -> str:
-        """The default as the README shows it (markdown; "" when there is none to show)."""
+        """Return the default as the flag tables show it (markdown; "" when there is none)."""
         if self.default_text is not None:
             return self.default_text
         if isinstance(self.value, Switch):

@@ -35,6 +35,8 @@ Progress = Literal["auto", "on", "off"]
 PROGRESS: tuple[Progress, ...] = ("auto", "on", "off")
 
 REPORT: frozenset[Command] = frozenset({"report"})
+READS: frozenset[Command] = frozenset({"report", "advise"})
+"""Commands reading Prometheus: they share how to reach it, the range's ends and prices."""
 CONNECTION_GROUP = "connection"
 RANGE_GROUP = "range and grouping"
 FIGURES_GROUP = "figures"
@@ -117,52 +119,52 @@ class GroupBy(Value[str]):
 
 
 PROMETHEUS: Option[str | None] = Option(
-    "prometheus_url", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "prometheus_url", Text(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--prometheus",), env=("GPU_EXPORTER_PROMETHEUS_URL",), metavar="URL",
     help="Prometheus, VictoriaMetrics, Thanos or Mimir query URL (Mimir: up to "
          "`/prometheus`); required")
 BEARER_TOKEN: Option[str | None] = Option(
-    "bearer_token", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "bearer_token", Text(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--bearer-token",), env=("GPU_EXPORTER_PROMETHEUS_TOKEN",), metavar="TOKEN",
     help="sent as `Authorization: Bearer`; prefer the variable or `--bearer-token-file`")
 BEARER_TOKEN_FILE: Option[Path | None] = Option(
-    "bearer_token_file", FilePath(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "bearer_token_file", FilePath(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--bearer-token-file",), help="file holding the bearer token")
 BASIC_AUTH_USER: Option[str | None] = Option(
-    "basic_auth_user", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "basic_auth_user", Text(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--basic-auth-user",), metavar="USER", help="basic authentication user")
 BASIC_AUTH_PASSWORD: Option[str | None] = Option(
-    "basic_auth_password", Text(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "basic_auth_password", Text(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--basic-auth-password",), env=("GPU_EXPORTER_PROMETHEUS_PASSWORD",),
     metavar="PASSWORD", help="basic authentication password")
 BASIC_AUTH_PASSWORD_FILE: Option[Path | None] = Option(
-    "basic_auth_password_file", FilePath(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "basic_auth_password_file", FilePath(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--basic-auth-password-file",), help="file holding the password")
 CA_FILE: Option[Path | None] = Option(
-    "ca_file", FilePath(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "ca_file", FilePath(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--ca-file",), help="CA bundle the server's certificate must chain to")
 CERT_FILE: Option[Path | None] = Option(
-    "cert_file", FilePath(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "cert_file", FilePath(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--cert-file",), help="client certificate (PEM), for mutual TLS")
 KEY_FILE: Option[Path | None] = Option(
-    "key_file", FilePath(), None, commands=REPORT, group=CONNECTION_GROUP,
+    "key_file", FilePath(), None, commands=READS, group=CONNECTION_GROUP,
     flags=("--key-file",), help="the client certificate's key (PEM)")
 INSECURE: Option[bool] = Option(
-    "insecure_skip_verify", Switch(), False, commands=REPORT, group=CONNECTION_GROUP,
+    "insecure_skip_verify", Switch(), False, commands=READS, group=CONNECTION_GROUP,
     flags=("--insecure-skip-verify",), help="do not check the server's certificate")
 HEADERS: Option[tuple[str, ...]] = Option(
-    "headers", Repeated(Text()), (), commands=REPORT, group=CONNECTION_GROUP,
+    "headers", Repeated(Text()), (), commands=READS, group=CONNECTION_GROUP,
     flags=("--header",), metavar="'NAME: VALUE'",
     help="extra request header, repeatable, e.g. `X-Scope-OrgID: team-a` for Mimir")
 TIMEOUT: Option[float] = Option(
-    "timeout", Span(), 120.0, commands=REPORT, group=CONNECTION_GROUP, flags=("--timeout",),
+    "timeout", Span(), 120.0, commands=READS, group=CONNECTION_GROUP, flags=("--timeout",),
     default_text="`2m`", help="deadline of each query, passed to the server too")
 
 START: Option[float | None] = Option(
-    "start", Instant(), None, commands=REPORT, group=RANGE_GROUP, flags=("--start",),
+    "start", Instant(), None, commands=READS, group=RANGE_GROUP, flags=("--start",),
     default_text="`--end` minus `--last`", help="start of the range")
 END: Option[float | None] = Option(
-    "end", Instant(), None, commands=REPORT, group=RANGE_GROUP, flags=("--end",),
+    "end", Instant(), None, commands=READS, group=RANGE_GROUP, flags=("--end",),
     default_text="now", help="end of the range")
 LAST: Option[float] = Option(
     "last", Span(), 86400.0, commands=REPORT, group=RANGE_GROUP, flags=("--last",),
@@ -179,7 +181,7 @@ STEP: Option[float | None] = Option(
     default_text="a day, an hour or a minute, by the range",
     help="width of the chart bars and of the JSON time series")
 RESOLUTION: Option[float] = Option(
-    "resolution", Span(), 60.0, commands=REPORT, group=RANGE_GROUP, flags=("--resolution",),
+    "resolution", Span(), 60.0, commands=READS, group=RANGE_GROUP, flags=("--resolution",),
     default_text="`1m`",
     help="sampling interval of raw series (at least the scrape interval; holdings shorter "
          "than it are sampled)")
@@ -202,10 +204,10 @@ IDLE_WINDOW: Option[float] = Option(
     flags=("--idle-window",), default_text="`30m`",
     help="how long activity must stay below `--idle-below` (whole windows from the start)")
 PRICE: Option[float | None] = Option(
-    "price", Number(), None, commands=REPORT, group=FIGURES_GROUP, flags=("--price",),
+    "price", Number(), None, commands=READS, group=FIGURES_GROUP, flags=("--price",),
     metavar="PER_GPU_HOUR", help="cost of one allocated GPU-hour")
 PRICE_FILE: Option[Path | None] = Option(
-    "price_file", FilePath(), None, commands=REPORT, group=FIGURES_GROUP,
+    "price_file", FilePath(), None, commands=READS, group=FIGURES_GROUP,
     flags=("--price-file",),
     help="YAML or JSON map of `modelName` to price per GPU-hour; `\"*\"` for any other")
 GRID_INTENSITY: Option[float | None] = Option(
@@ -224,7 +226,7 @@ OUTPUT: Option[Path | None] = Option(
     default_text="standard output",
     help="file to write; written whole or not at all")
 PROGRESS_OPTION: Option[Progress] = Option(
-    "progress", Choice(PROGRESS), "auto", commands=REPORT, flags=("--progress",),
+    "progress", Choice(PROGRESS), "auto", commands=READS, flags=("--progress",),
     help="progress on standard error; `auto`: when it is a terminal")
 
 REPORT_OPTIONS: tuple[Option[object], ...] = (

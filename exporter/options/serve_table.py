@@ -2,7 +2,7 @@
 
 Each also reads the GPU_EXPORTER_* variable shown and, where dcgm-exporter has one, its
 variable after ours, so a GPU Operator ClusterPolicy written for dcgm-exporter keeps working.
-Order here is the order of --help and of the README table.
+Order here is the order of --help and of the flag table in docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ SIM_PROFILE: Option[str] = Option(
     "sim_profile", Text(), "h200-mig", commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.profile",), env=("GPU_EXPORTER_SIM_PROFILE",), metavar="PROFILE",
     help="simulated node: `h100-8`, `h200-mig`, `a100-timesliced`, `l4-1`")
+SIM_MIG_CONFIG: Option[str | None] = Option(
+    "sim_mig_config", Text(), None, commands=SERVE, group=SIM_GROUP,
+    flags=("--sim.mig-config",), env=("GPU_EXPORTER_SIM_MIG_CONFIG",), metavar="FILE[:NAME]",
+    help="start the simulated GPUs with config NAME of this mig-parted file applied (the "
+         "only one when NAME is left out), as the MIG Manager would")
 SIM_SEED: Option[int] = Option(
     "sim_seed", Integer(), 0, commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.seed",), env=("GPU_EXPORTER_SIM_SEED",),
@@ -231,7 +236,7 @@ SKIP_KUBERNETES: Option[bool] = Option(
     help="check only NVML and the GPUs")
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
-    BACKEND, SIM_PROFILE, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
+    BACKEND, SIM_PROFILE, SIM_MIG_CONFIG, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
     CONFIG_FILE, COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS,
     WEB_CONFIG_FILE, WEB_READ_TIMEOUT, WEB_WRITE_TIMEOUT, MAX_CONCURRENT_SCRAPES,
     ENABLE_EXPORTER_METRICS, HEALTH_REQUIRE_GPUS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,

@@ -66,7 +66,7 @@ def _either(exclusive: str, shared: str) -> str:
 
 
 def _per_pod(expr: str, aggregation: str = "sum", drop: tuple[str, ...] = ()) -> str:
-    """`expr`'s holdings folded into one series per pod."""
+    """Return `expr`'s holdings folded into one series per pod."""
     return f"{aggregation} without ({', '.join((h.FOLDED, *drop))}) (\n{expr}\n)"
 
 
@@ -104,8 +104,8 @@ def _framebuffer(fn: str, s: Sampling) -> str:
 
 
 def _held(s: Sampling) -> str:
-    """Steps held: the most of any one device, exclusive and shared holdings apart (a pod's
-    devices are held together; a time-sliced device may pass from one to the other)."""
+    """Return the steps held: the most of any one device, exclusive and shared holdings apart (a
+    pod's devices are held together; a time-sliced device may pass from one to the other)."""
     exclusive = h.rows_win(h.labelled("count_over_time", h.FRAMEBUFFER, s), s)
     rows = h.carried(f"count_over_time({h.ALLOCATION}{s.steps()})", s)
     kinds = " or ".join(
@@ -115,7 +115,7 @@ def _held(s: Sampling) -> str:
 
 
 def pod_figure(figure: Figure, window_s: float, resolution_s: float) -> str:
-    """`figure` per pod over the `window_s` before each evaluation time."""
+    """Return `figure` per pod over the `window_s` before each evaluation time."""
     s = Sampling(window_s, resolution_s)
     if figure is ALLOCATED:
         return _allocated(s)
@@ -135,7 +135,7 @@ def pod_figure(figure: Figure, window_s: float, resolution_s: float) -> str:
 
 
 def idle_pods(window_s: float, resolution_s: float, below: float) -> str:
-    """Per pod, the GPU-hours of a window in which its activity stayed below `below` (0-1)
+    """Return, per pod, the GPU-hours of a window in which its activity stayed below `below` (0-1)
     the whole time it held its devices; absent for a pod that was busy at any point."""
     allocated = pod_figure(ALLOCATED, window_s, resolution_s)
     peak = pod_figure(ACTIVITY_MAX, window_s, resolution_s)
@@ -143,7 +143,8 @@ def idle_pods(window_s: float, resolution_s: float, below: float) -> str:
 
 
 def idle_pods_from_rules(window_s: float, below: float) -> str:
-    """As `idle_pods`, over the recording rules (the window a multiple of theirs)."""
+    """Return what `idle_pods` returns, over the recording rules (the window a multiple of
+    theirs)."""
     span = f"[{round(window_s * 1000) - 1}ms]"
     return (f"sum_over_time({ALLOCATED.rule}{span})\nand\n"
             f"(max_over_time({ACTIVITY_MAX.rule}{span}) < {below!r})")

@@ -90,7 +90,7 @@ FOLDED = ", ".join((*DEVICE_LABELS, SLICES, GPU_SLICES))
 
 
 def duration(seconds: float) -> str:
-    """A PromQL duration: whole days, hours, minutes or seconds where exact, else
+    """Return a PromQL duration: whole days, hours, minutes or seconds where exact, else
     milliseconds."""
     ms = round(seconds * 1000)
     if ms <= 0:
@@ -110,7 +110,7 @@ class Sampling:
     resolution_s: float
 
     def steps(self, from_start: bool = False) -> str:
-        """The subquery range over the window's steps (the multiples of the resolution in
+        """Return the subquery range over the window's steps (the multiples of the resolution in
         it), its start left out: Prometheus before 3.0 includes a step lying exactly on it,
         which the previous window already counted (VictoriaMetrics and Prometheus 3 leave
         it out; a millisecond short, all agree). `from_start` adds the step before the
@@ -121,7 +121,7 @@ class Sampling:
         return f"[{ms}ms:{duration(self.resolution_s)}]"
 
     def span(self) -> str:
-        """The window as a plain range, its start left out."""
+        """Return the window as a plain range, its start left out."""
         return f"[{round(self.window_s * 1000) - 1}ms]"
 
     @property
@@ -138,19 +138,20 @@ class Sampling:
 
 def labelled(fn: str, metric: str, sampling: Sampling, from_start: bool = False,
              selector: str = LABELLED) -> str:
-    """`fn` (a range function) of every labelled series of `metric` over the window's steps."""
+    """Return `fn` (a range function) of every labelled series of `metric` over the window's
+    steps."""
     return f"{fn}({metric}{selector}{sampling.steps(from_start)})"
 
 
 def shared_by_slices(figure: Callable[[str], str]) -> str:
-    """`figure` (of a labelled-series selector) times each holding's share: whole GPUs as
+    """Return `figure` (of a labelled-series selector) times each holding's share: whole GPUs as
     they are, MIG instances by their slices. Apart, so the share's joins touch the
     instances only."""
     return f"(\n{figure(WHOLE_GPUS)}\n)\nor\n{slice_share(figure(INSTANCES))}"
 
 
 def rows_win(expr: str, sampling: Sampling) -> str:
-    """Labelled holdings in `expr` less those whose pod holds the device through a row in
+    """Return the labelled holdings in `expr` less those whose pod holds the device through a row in
     the window: virtual-GPU copies. A replica copy (`vgpu`) gives way to its replica's row
     only, so a time-sliced device's one holder (no `vgpu`) keeps its labelled part."""
     r = sampling.steps()
@@ -161,7 +162,7 @@ def rows_win(expr: str, sampling: Sampling) -> str:
 
 
 def _slice_shares() -> str:
-    """One constant per (instance slices, GPU slices) pair the share join matches on,
+    """Return one constant per (instance slices, GPU slices) pair the share join matches on,
     valued by the share: 1 for a whole GPU (`s`), k/7 (k/4 on an A30) for a k-slice
     instance (`s<k>`)."""
     def constant(value: str, slices: str, total: int) -> str:
@@ -176,7 +177,7 @@ def _slice_shares() -> str:
 
 
 def slice_share(expr: str) -> str:
-    """`expr` (device series or figures of them, keeping `GPU_I_PROFILE` and `modelName`)
+    """Return `expr` (device series or figures of them, keeping `GPU_I_PROFILE` and `modelName`)
     times each device's share of its GPU; adds the `gpu_usage_*slices` labels, which the
     fold per pod drops.
 
@@ -193,7 +194,7 @@ def slice_share(expr: str) -> str:
 
 
 def _activity(selector: str, wrap: Callable[[str], str]) -> str:
-    """`wrap` (a figure over the window) of each source's series matching `selector`, with
+    """Return `wrap` (a figure over the window) of each source's series matching `selector`, with
     its `activity_source`: profiling where the GPU has it, else utilisation / 100; the
     choice made once per GPU and window."""
     sources = gpm.GR_ENGINE.labelled(ACTIVITY_SOURCE, PROFILING, UTILISATION, selector,
@@ -203,13 +204,13 @@ def _activity(selector: str, wrap: Callable[[str], str]) -> str:
 
 
 def labelled_activity(fn: str, sampling: Sampling, selector: str = LABELLED) -> str:
-    """`fn` of each labelled holding's activity (0-1) over the window (`_activity`)."""
+    """Return `fn` of each labelled holding's activity (0-1) over the window (`_activity`)."""
     steps = sampling.steps()
     return _activity(selector, lambda series: f"{fn}({series}{steps})")
 
 
 def labelled_energy_mj(sampling: Sampling) -> str:
-    """Per labelled whole GPU: the counter's rise over the steps it was held (mJ).
+    """Return, per labelled whole GPU, the counter's rise over the steps it was held (mJ).
 
     The rise is the last value less the least, the least taken from the step before the
     window's first where the GPU was held then. A holding that began inside the window has no
@@ -229,12 +230,12 @@ def labelled_energy_mj(sampling: Sampling) -> str:
 
 
 def row_fraction() -> str:
-    """Per row, at one step: the holder's part of its device (1 / rows of the device)."""
+    """Return, per row at one step, the holder's part of its device (1 / rows of the device)."""
     return (f"{ALLOCATION}\n  / on({DEVICE}) group_left count by ({DEVICE}) ({ALLOCATION})")
 
 
 def shared_devices(sampling: Sampling) -> str:
-    """Per device with rows in the window: its share of its GPU, with the device labels the
+    """Return, per device with rows in the window, its share of its GPU, with the device labels the
     rows borrow."""
     span = sampling.span()
     marked = (f"(last_over_time({FRAMEBUFFER}{UNLABELLED}{span}) "
@@ -243,13 +244,13 @@ def shared_devices(sampling: Sampling) -> str:
 
 
 def shared(expr: str, sampling: Sampling) -> str:
-    """Row figures in `expr` times their device's share, with its device labels."""
+    """Return the row figures in `expr` times their device's share, with its device labels."""
     return (f"(\n{expr}\n)\n* on({DEVICE}) group_left({CARRIED})\n"
             f"{shared_devices(sampling)}")
 
 
 def carried(expr: str, sampling: Sampling) -> str:
-    """Row figures in `expr` with their device's labels, values unchanged."""
+    """Return the row figures in `expr` with their device's labels, values unchanged."""
     return (f"(\n{expr}\n)\n* on({DEVICE}) group_left({CARRIED})\n"
             f"({shared_devices(sampling)} > bool 0)")
 
@@ -260,7 +261,7 @@ labels, and the profile its share follows from (`slice_share`)."""
 
 
 def rows_over(fn: str, series: str, sampling: Sampling, part: bool = True) -> str:
-    """Per allocation row: `fn` (a range function) over the window's steps of its device's
+    """Return, per allocation row, `fn` (a range function) over the window's steps of its device's
     value in `series` (a selector of the devices' unlabelled series), times the row's part
     of the device where `part`, as it is otherwise (a peak of activity); with the labels the
     row borrows (`BORROWED`).
@@ -277,7 +278,7 @@ def rows_over(fn: str, series: str, sampling: Sampling, part: bool = True) -> st
 
 
 def rows_activity(fn: str, sampling: Sampling, part: bool = True) -> str:
-    """`rows_over` of each row's device activity (0-1) (`_activity`)."""
+    """Return `rows_over` of each row's device activity (0-1) (`_activity`)."""
     return _activity(UNLABELLED, lambda series: rows_over(fn, series, sampling, part))
 
 
@@ -286,7 +287,7 @@ MIG_HOLDINGS = FRAMEBUFFER + INSTANCES
 
 
 def gpu_energy_mj(gpus: str, sampling: Sampling) -> str:
-    """Per GPU (UUID) that `gpus` (a selector) names, at one step: the energy counter's rise
+    """Return, per GPU (UUID) that `gpus` (a selector) names, at one step, the energy counter's rise
     over the last step (mJ), from the GPU's unlabelled series.
 
     The plain difference of the values at consecutive steps, not `increase()`: summed over
@@ -299,7 +300,7 @@ def gpu_energy_mj(gpus: str, sampling: Sampling) -> str:
 
 
 def holders_energy_mj(holders: str, gpus: str, sampling: Sampling) -> str:
-    """Per holding in `holders` (one series each, valued by its part of its device), summed
+    """Return, per holding in `holders` (one series each, valued by its part of its device), summed
     over the window: that part of its GPU's energy (mJ), before the device's share. `gpus`
     is a selector naming the GPUs the holders sit on."""
     return (f"sum_over_time((\n{holders}\n* on(UUID) group_left()\n"

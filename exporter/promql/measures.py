@@ -54,7 +54,7 @@ _TOKEN = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]*){_CLOSE}")
 
 
 def _one_of(parts: list[str]) -> str:
-    """Alternatives joined with `or` (a series matching several is kept once)."""
+    """Return the alternatives joined with `or` (a series matching several is kept once)."""
     return parts[0] if len(parts) == 1 else f"({' or '.join(parts)})"
 
 
@@ -67,7 +67,7 @@ class Measure:
         return self.facts.key
 
     def select(self, *selectors: str, window: str | None = None) -> str:
-        """A placeholder for the measure on series matching any of `selectors` (label
+        """Return a placeholder for the measure on series matching any of `selectors` (label
         matcher blocks, `{...}`); `window` is the rate window of a counter counterpart.
         `resolve` turns it into PromQL."""
         blocks = selectors or ("",)
@@ -106,7 +106,7 @@ class Measure:
 
     def promql(self, *selectors: str, window: str | None = None,
                enabled: Enabled = everything) -> str | None:
-        """The measure on series matching any of `selectors`, from its enabled sources: GPM
+        """Return the measure on series matching any of `selectors`, from its enabled sources: GPM
         where a GPU has it, else NVML's counterpart. None when no source is enabled."""
         blocks = selectors or ("",)
         gpm = self._gpm(blocks, enabled)
@@ -119,11 +119,11 @@ class Measure:
 
     def labelled(self, label: str, gpm_value: str, nvml_value: str, *selectors: str,
                  enabled: Enabled = everything, wrap: Wrap = as_is) -> str | None:
-        """As `promql`, each series labelled with where it came from (`label`: `gpm_value`
-        or `nvml_value`), one alternative a line. Labels added this way differ between
-        the two sides, which is why the join matches on the GPU alone. `wrap` is applied to
-        each field's series first (a range function over a window: the choice between GPM
-        and NVML is then made once per GPU and window)."""
+        """Return what `promql` returns, each series labelled with where it came from (`label`:
+        `gpm_value` or `nvml_value`), one alternative a line. Labels added this way differ between
+        the two sides, which is why the join matches on the GPU alone. `wrap` is applied to each
+        field's series first (a range function over a window: the choice between GPM and NVML is
+        then made once per GPU and window)."""
         blocks = selectors or ("",)
         sides = [(side, value) for side, value in (
             (self._gpm(blocks, enabled, wrap), gpm_value),
@@ -140,7 +140,7 @@ _BY_KEY = {m.key: m for m in (Measure(f) for f in facts.MEASURES)}
 
 
 def read(source: str | Measure, *selectors: str, window: str | None = None) -> str:
-    """A plain field or a measure on series matching any of `selectors`: a field as
+    """Return a plain field or a measure on series matching any of `selectors`: a field as
     `name{...}` (alternatives joined with `or`), a measure as its placeholder."""
     if isinstance(source, Measure):
         return source.select(*selectors, window=window)
@@ -148,7 +148,7 @@ def read(source: str | Measure, *selectors: str, window: str | None = None) -> s
 
 
 def resolve(expr: str, enabled: Enabled = everything) -> str | None:
-    """`expr` with every placeholder turned into PromQL over the enabled sources; None when
+    """Return `expr` with every placeholder turned into PromQL over the enabled sources; None when
     a measure in it has none."""
     missing: list[str] = []
 
@@ -165,11 +165,11 @@ def resolve(expr: str, enabled: Enabled = everything) -> str | None:
 
 
 def measures_in(expr: str) -> list[GpmMeasure]:
-    """The measures whose placeholders `expr` holds, in order, each once."""
+    """Return the measures whose placeholders `expr` holds, in order, each once."""
     keys = dict.fromkeys(m.group(1).split(_SEP)[0] for m in _TOKEN.finditer(expr))
     return [_BY_KEY[key].facts for key in keys]
 
 
 def unresolved(expr: str) -> bool:
-    """Whether `expr` still holds a placeholder (or a piece of one)."""
+    """Tell whether `expr` still holds a placeholder (or a piece of one)."""
     return any(c in expr for c in (_OPEN, _SEP, _CLOSE))

@@ -67,7 +67,7 @@ class GroupRules:
 
 
 def previous(rule: str, window_s: float) -> str:
-    """Tier 1's sample of the window before: the one sample of `rule` in a window-long range
+    """Return tier 1's sample of the window before: the one sample of `rule` in a window-long range
     centred one window back. An evaluation up to half a window late or early still finds
     it: vmalert's queries run at VictoriaMetrics' `-search.latencyOffset` (30 s) before the
     time they are recorded at."""
@@ -75,7 +75,7 @@ def previous(rule: str, window_s: float) -> str:
 
 
 def idle_pods_chained(window_s: float, below: float) -> str:
-    """Per pod, the GPU-hours of the window before if the pod's activity stayed under
+    """Return, per pod, the GPU-hours of the window before if the pod's activity stayed under
     `below` all through it."""
     return (f"{previous(ALLOCATED.rule, window_s)}\nand\n"
             f"({previous(ACTIVITY_MAX.rule, window_s)} < {below!r})")
@@ -86,7 +86,7 @@ def _labelled(expr: str, grouping: GroupRules) -> str:
 
 
 def group_figure(figure: Figure, grouping: GroupRules, window_s: float, below: float) -> str:
-    """`figure` of the window before, per group of `grouping`."""
+    """Return `figure` of the window before, per group of `grouping`."""
     extra = (BY_MODEL[figure.key],) if figure.key in BY_MODEL else ()
     by = ", ".join((*grouping.labels, *extra))
     if figure is IDLE:
@@ -105,7 +105,7 @@ per pod, for idleness)."""
 def recording_rules(window_s: float = 3600.0, resolution_s: float = 60.0,
                     groupings: Sequence[GroupRules] = (),
                     idle_below: float = DEFAULT_IDLE_BELOW) -> list[dict[str, Any]]:
-    """The rule groups (a `groups:` list): every figure per pod once a window, then per group
+    """Return the rule groups (a `groups:` list): every figure per pod once a window, then per group
     of each of `groupings`. `window_s` must be a multiple of `resolution_s`."""
     if round(window_s * 1000) % round(resolution_s * 1000):
         raise ValueError(f"the rules' window {duration(window_s)} is not a multiple of their "

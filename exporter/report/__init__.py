@@ -68,7 +68,7 @@ class ReportOptions(TypedDict, total=False):
 
 
 def usage_report(prometheus: str, **options: Unpack[ReportOptions]) -> UsageReport:
-    """The whole report: `totals` (a frame per group), `steps`, `idle_pods` and notes."""
+    """Return the whole report: `totals` (a frame per group), `steps`, `idle_pods` and notes."""
     from exporter.report.compute import build_report
     from exporter.report.prometheus_api import PrometheusClient
     from exporter.report.request import build, from_keywords
@@ -78,7 +78,7 @@ def usage_report(prometheus: str, **options: Unpack[ReportOptions]) -> UsageRepo
 
 
 def usage(prometheus: str, **options: Unpack[ReportOptions]) -> pd.DataFrame:
-    """One row per group: allocated, active and idle GPU-hours, energy, framebuffer, cost.
+    """Return one row per group: allocated, active and idle GPU-hours, energy, framebuffer, cost.
 
     The frame's `attrs` say where the figures came from (`source`), the range (`start`,
     `end`, Unix seconds) and the notes."""

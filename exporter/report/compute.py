@@ -86,7 +86,7 @@ class _Runner:
         self.client, self.planned, self.done, self.progress = client, planned, 0, progress
 
     def run(self, expr: str, call: Call, lag_s: float = 0.0) -> list[Series]:
-        """`expr` over `call`'s times, evaluated `lag_s` later (rules recorded a lag after
+        """Return `expr` over `call`'s times, evaluated `lag_s` later (rules recorded a lag after
         their window); the points come back at the times of the call."""
         if call.instant:
             result = self.client.query(expr, call.last + lag_s)
@@ -103,8 +103,8 @@ class _Runner:
 
 def _covered(client: PrometheusClient, range_s: float, at: float, grouping: str | None
              ) -> tuple[float, float] | None:
-    """(samples, window) of the rules' marker over the range ending at `at`; None without
-    one."""
+    """Return the samples and the window of the rules' marker over the range ending at `at`; None
+    without one."""
     count_expr, window_expr = q.rule_coverage(range_s, grouping)
     counted, window = client.query(count_expr, at), client.query(window_expr, at)
     if not counted or not window:
@@ -158,7 +158,7 @@ def _records(series: list[Series], group: Grouping, value: str, extra: str | Non
 
 def build_report(client: PrometheusClient, request: ReportRequest,
                  progress: Progress | None = None) -> UsageReport:
-    """The report for a request `exporter.report.request.build` made (it checked the range
+    """Return the report for a request `exporter.report.request.build` made (it checked the range
     and the window counts before any query)."""
     source = _choose_source(client, request)
     unit = source.unit_s

@@ -39,7 +39,7 @@ tr.total td { font-weight: bold; border-top: 2px solid #888; }
 
 
 def _own_ids(svg: str, prefix: str) -> str:
-    """The SVG with its element ids (and references to them) prefixed, so that charts in
+    """Return the SVG with its element ids (and references to them) prefixed, so that charts in
     one page never share an id (matplotlib names glyphs and clip paths alike in each)."""
     svg = re.sub(r'\bid="', f'id="{prefix}', svg)
     svg = svg.replace('href="#', f'href="#{prefix}')
@@ -65,7 +65,7 @@ def _svg(draw: Callable[[Axes], None], height: float = 3.6) -> str:
 
 
 def _wide(report: UsageReport, column: str) -> pd.DataFrame:
-    """Per window (rows) and group (columns), the groups holding most GPU-hours first (the
+    """Return, per window (rows) and group (columns), the groups holding most GPU-hours first (the
     same order, and so the same colours, in every chart), the rest summed."""
     wide = report.steps.pivot_table(index=TIME, columns=GROUP, values=column, aggfunc="sum",
                                     fill_value=0.0)

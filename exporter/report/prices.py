@@ -28,7 +28,7 @@ class Prices:
         return self.by_model.get(model, self.default)
 
     def cost(self, hours: Iterable[tuple[str, str, float]]) -> dict[str, float]:
-        """Cost per group from (group, modelName, GPU-hours)."""
+        """Return the cost per group from (group, modelName, GPU-hours)."""
         rows = list(hours)
         missing = sorted({model for _, model, _ in rows if self.price(model) is None})
         if missing:
@@ -41,7 +41,7 @@ class Prices:
 
 
 def load_prices(path: Path | None, default: float | None, where: str) -> Prices | None:
-    """Prices from `--price-file` and `--price` (the file's `"*"` wins over `--price`);
+    """Return the prices from `--price-file` and `--price` (the file's `"*"` wins over `--price`);
     errors name the file's option as `where` spells it."""
     if path is None:
         return None if default is None else Prices(default)

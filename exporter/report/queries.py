@@ -32,7 +32,7 @@ class Source:
         return self.unit_s * GROUP_LAG_WINDOWS if self.grouping else 0.0
 
     def idle_recorded(self, idle_window_s: float, below: float) -> bool:
-        """Whether the grouping's idle rules hold idle time as asked: the same threshold,
+        """Tell whether the grouping's idle rules hold idle time as asked: the same threshold,
         windows of the rules' own length."""
         return (self.grouping is not None and self.idle_below is not None
                 and abs(self.idle_below - below) < 1e-9
@@ -46,7 +46,7 @@ class Source:
 
 
 def _short(window_s: float) -> str:
-    """A range selector one millisecond short of the window (see exporter.promql.figures)."""
+    """Return a range selector one millisecond short of the window (see exporter.promql.figures)."""
     return f"[{round(window_s * 1000) - 1}ms]"
 
 
@@ -55,7 +55,7 @@ def _grouped(rule: str, grouping: str) -> str:
 
 
 def per_window(figure: Figure, by: str, window_s: float, source: Source) -> str:
-    """`figure` over the `window_s` before each evaluation time (plus the source's lag), one
+    """Return `figure` over the `window_s` before each evaluation time (plus the source's lag), one
     series per `by`."""
     over = "max_over_time" if figure.combine == "max" else "sum_over_time"
     if source.grouping is not None:
@@ -68,7 +68,7 @@ def per_window(figure: Figure, by: str, window_s: float, source: Source) -> str:
 
 
 def idle(by: str, span_s: float, window_s: float, below: float, source: Source) -> str:
-    """GPU-hours held in idle windows of `window_s` (aligned to multiples of it) over the
+    """Return the GPU-hours held in idle windows of `window_s` (aligned to multiples of it) over the
     `span_s` before the evaluation time, one series per `by`; from the grouping's idle rules
     where they hold it (evaluated a lag later)."""
     if source.idle_recorded(window_s, below):
@@ -81,7 +81,7 @@ def idle(by: str, span_s: float, window_s: float, below: float, source: Source) 
 
 def top_idle_pods(top: int, span_s: float, window_s: float, below: float,
                   source: Source) -> str:
-    """The `top` pods with the most idle GPU-hours over the `span_s` before the evaluation
+    """Return the `top` pods with the most idle GPU-hours over the `span_s` before the evaluation
     time; from the per-pod idle rule where the grouping's rules hold idle time as asked
     (evaluated a lag later)."""
     if source.idle_recorded(window_s, below):
@@ -99,13 +99,13 @@ def _idle_pods(window_s: float, below: float, source: Source) -> str:
 
 
 def rule_coverage(range_s: float, grouping: str | None = None) -> tuple[str, str]:
-    """(samples of the rules' marker in the range, the rules' window): the per-pod rules',
-    or a grouping's."""
+    """Return the queries of the samples of the rules' marker in the range and of the rules' window:
+    the per-pod rules', or a grouping's."""
     marker = RULE_MARKER if grouping is None else _grouped(GROUP_MARKER, grouping)
     return (f"count_over_time({marker}{_short(range_s)})",
             f"max_over_time({marker}{_short(range_s)})")
 
 
 def idle_threshold(range_s: float) -> str:
-    """The idle threshold the idle rules were recorded at over the range."""
+    """Return the idle threshold the idle rules were recorded at over the range."""
     return f"max_over_time({IDLE_MARKER}{_short(range_s)})"

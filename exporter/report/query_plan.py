@@ -37,7 +37,7 @@ class Call:
 
 
 def multiple_of(seconds: float, unit: float) -> float:
-    """`seconds` rounded up to a whole number of `unit`s (at least one)."""
+    """Return `seconds` rounded up to a whole number of `unit`s (at least one)."""
     return max(1, math.ceil(round(seconds / unit, 6))) * unit
 
 
@@ -52,7 +52,7 @@ def auto_step(range_s: float, unit: float) -> float:
 
 
 def check_window_count(range_s: float, width_s: float, option: str) -> None:
-    """ReportError naming `option` when windows of `width_s` cut `range_s` into more than
+    """Raise ReportError naming `option` when windows of `width_s` cut `range_s` into more than
     MAX_WINDOWS."""
     count = math.ceil(range_s / width_s)
     if count > MAX_WINDOWS:
@@ -63,7 +63,7 @@ def check_window_count(range_s: float, width_s: float, option: str) -> None:
 
 
 def windows(start: float, end: float, step_s: float) -> list[Window]:
-    """Consecutive windows from `start`: whole steps, then what is left (shorter)."""
+    """Return the consecutive windows from `start`: whole steps, then what is left (shorter)."""
     out: list[Window] = []
     t = start
     while end - t > 1e-6:
@@ -74,7 +74,7 @@ def windows(start: float, end: float, step_s: float) -> list[Window]:
 
 
 def calls(parts: list[Window], max_chunk_s: float) -> list[Call]:
-    """Range queries over runs of equal windows, each under MAX_POINTS points and
+    """Return the range queries over runs of equal windows, each under MAX_POINTS points and
     `max_chunk_s` of time (at least one window)."""
     out: list[Call] = []
     i = 0
@@ -91,7 +91,7 @@ def calls(parts: list[Window], max_chunk_s: float) -> list[Call]:
 
 
 def aligned_windows(start: float, end: float, window_s: float) -> list[float]:
-    """End times of the windows of `window_s` aligned to multiples of it (from the Unix
+    """Return the end times of the windows of `window_s` aligned to multiples of it (from the Unix
     epoch, as subqueries align) that lie wholly inside [start, end]."""
     first = math.ceil(round((start + window_s) / window_s, 6)) * window_s
     last = math.floor(round(end / window_s, 6)) * window_s

@@ -30,7 +30,7 @@ COLUMNS: dict[str, tuple[str, int]] = {
 
 
 def with_total(report: UsageReport) -> pd.DataFrame:
-    """The totals per group, a TOTAL row, and the derived share of active time."""
+    """Return the totals per group, a TOTAL row, and the derived share of active time."""
     groups = report.totals.copy()
     total: dict[str, Any] = {}
     for column in groups.columns:
@@ -62,7 +62,7 @@ def heading(report: UsageReport) -> str:
 
 
 def cell(value: object, decimals: int) -> str:
-    """A table cell: text as it is, a number with `decimals` places."""
+    """Return a table cell: text as it is, a number with `decimals` places."""
     return str(value) if decimals < 0 else f"{value:,.{decimals}f}"
 
 

@@ -39,7 +39,7 @@ SERVER_ARGUMENT = "prometheus"
 
 
 def spelled(settings: Resolution, option: Option[object], spelling: Spelling) -> str:
-    """The option as the caller wrote it (its keyword; its flag, or the variable it came
+    """Return the option as the caller wrote it (its keyword; its flag, or the variable it came
     from)."""
     if spelling == "keywords":
         return SERVER_ARGUMENT if option is opt.PROMETHEUS else option.name
@@ -53,7 +53,7 @@ def spelled(settings: Resolution, option: Option[object], spelling: Spelling) ->
 
 
 def _text(given: object, where: str) -> str:
-    """A keyword's value as the text a flag would carry, so the table's parser reads it."""
+    """Return a keyword's value as the text a flag would carry, so the table's parser reads it."""
     if isinstance(given, str):
         return given
     if isinstance(given, bool):
@@ -68,7 +68,7 @@ def _text(given: object, where: str) -> str:
 
 
 def _items(given: object, where: str) -> list[str]:
-    """A repeatable option's items: a mapping (headers: name -> value) or a list of text."""
+    """Return a repeatable option's items: a mapping (headers: name -> value) or a list of text."""
     if isinstance(given, Mapping):
         return [f"{name}: {value}" for name, value in given.items()]
     if isinstance(given, Sequence) and not isinstance(given, str) and all(
@@ -92,7 +92,7 @@ def _keyword_setting(option: Option[object], given: object, where: str) -> Setti
 
 
 def from_keywords(prometheus: str, keywords: Mapping[str, object]) -> Resolution:
-    """The report's options from the library call's arguments; ConfigError names the first
+    """Return the report's options from the library call's arguments; ConfigError names the first
     keyword that is unknown or whose value its option refuses."""
     known = {o.name for o in KEYWORD_OPTIONS}
     unknown = sorted(set(keywords) - known)
@@ -112,9 +112,9 @@ def from_keywords(prometheus: str, keywords: Mapping[str, object]) -> Resolution
 
 def build(settings: Resolution, now: float, spelling: Spelling
           ) -> tuple[Connection, ReportRequest]:
-    """What the report runs with: how to reach the server and what to ask it. ConfigError
+    """Return what the report runs with: how to reach the server and what to ask it. ConfigError
     names the option at fault, as `spelling` writes it; nothing is asked of the server."""
-    return _connection(settings, spelling), _request(settings, now, spelling)
+    return connection(settings, spelling), _request(settings, now, spelling)
 
 
 def _read_secret(path: Path, what: str) -> str:
@@ -131,7 +131,9 @@ def parse_header(text: str, where: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def _connection(settings: Resolution, spelling: Spelling) -> Connection:
+def connection(settings: Resolution, spelling: Spelling) -> Connection:
+    """How to reach the server, from the connection options (which `advise` shares);
+    ConfigError names the option at fault."""
     def name(option: Option[object]) -> str:
         return spelled(settings, option, spelling)
 

@@ -136,7 +136,7 @@ class Sampler(Generic[Published]):
     # --- reload ---------------------------------------------------------------------
 
     def request_reload(self) -> None:
-        """From the SIGHUP handler (on the loop): reload now, not at the next interval."""
+        """Reload now, not at the next interval (called from the SIGHUP handler, on the loop)."""
         self._reload_requested = True
         self._wake.set()
 
@@ -247,7 +247,7 @@ class Sampler(Generic[Published]):
 
     async def _attribute(self, source: AttributionSource, inventory: Inventory,
                          started: float) -> Attribution:
-        """This poll's attribution, waited for only until the poll's deadline: a slow kubelet
+        """Return this poll's attribution, waited for only until the poll's deadline: a slow kubelet
         must delay neither fresh device data nor /ready. A refresh that takes longer goes on
         (the source bounds it) and a later poll uses its answer; until then the last
         attribution stays. The first poll waits for its answer: there is nothing to keep."""
@@ -264,7 +264,7 @@ class Sampler(Generic[Published]):
             return self.snapshot.attribution
 
     async def _republish(self) -> None:
-        """The last readings again, with the failure just counted (they stay stale for
+        """Publish the last readings again, with the failure just counted (they stay stale for
         /ready, which keys on fresh data only)."""
         loop = asyncio.get_running_loop()
         self.current = await loop.run_in_executor(
@@ -287,7 +287,8 @@ class Sampler(Generic[Published]):
             self._wake.clear()
 
     async def close(self, budget_s: float = 2.0) -> None:
-        """Best effort within `budget_s`: a stuck driver or kubelet never delays exit."""
+        """Close the attribution and the backend, best effort within `budget_s`: a stuck driver or
+        kubelet never delays exit."""
         loop = asyncio.get_running_loop()
         if self._refreshing is not None and not self._refreshing.done():
             self._refreshing.cancel()

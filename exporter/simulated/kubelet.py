@@ -76,7 +76,7 @@ def pod_resources(
     containers: Mapping[str, Iterable[DeviceGrant]],
     claims: Mapping[str, Iterable[ClaimGrant]] | None = None,
 ) -> PodResources:
-    """A pod's answer: device-plugin grants per container, and DRA claims per container
+    """Return a pod's answer: device-plugin grants per container, and DRA claims per container
     (`claims` may name containers that hold no device-plugin grant)."""
     claims = claims or {}
     names = list(containers) + [c for c in claims if c not in containers]
@@ -124,7 +124,7 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
             self._allocatable = tuple(devices)
 
     def fail_next(self, code: grpc.StatusCode, details: str, times: int = 1) -> None:
-        """The next `times` calls (of any method) fail with this status."""
+        """Make the next `times` calls (of any method) fail with this status."""
         with self._lock:
             self._failures += [(code, details)] * times
 
@@ -181,7 +181,7 @@ class SimKubeletHandle:
     _server: grpc.Server
 
     def stop(self) -> None:
-        """Stops serving and removes the socket, as a stopped kubelet leaves the directory."""
+        """Stop serving and remove the socket, as a stopped kubelet leaves the directory."""
         self._server.stop(grace=None).wait(timeout=5)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
@@ -228,7 +228,7 @@ def _pod_name(deployment: str, index: int, rs_hash: str = INFERENCE_REPLICASET_H
 def _whole_gpu_roles(
     inventory: Inventory, shared_by: SharedBy
 ) -> tuple[list[Entity], list[Entity]]:
-    """(GPUs handed out whole, time-sliced GPUs) among the GPUs not in MIG mode."""
+    """Return the GPUs handed out whole and the time-sliced GPUs among the GPUs not in MIG mode."""
     mig_gpus = {inst.gpu for inst in inventory.instances}
     whole = [g for g in inventory.gpus if g.gpu not in mig_gpus]
     if shared_by:
@@ -249,7 +249,7 @@ def _mig_resource(inst: Entity) -> str:
 
 def plan_allocations(inventory: Inventory, *, shared_by: SharedBy = NOT_SHARED
                      ) -> list[PodResources]:
-    """Deterministic demo allocations for this inventory.
+    """Plan deterministic demo allocations for this inventory.
 
     - every MIG device (compute instance) goes to its own inference pod, under
       `nvidia.com/mig-<GPU-instance profile>`;
@@ -309,7 +309,7 @@ def plan_allocations(inventory: Inventory, *, shared_by: SharedBy = NOT_SHARED
 def allocatable_for(
     inventory: Inventory, *, shared_by: SharedBy = NOT_SHARED
 ) -> list[ContainerDevices]:
-    """What the device plugin would advertise for this inventory (one entry per resource)."""
+    """Return what the device plugin would advertise for this inventory (one entry per resource)."""
     by_resource: dict[str, list[str]] = {}
     _, shared = _whole_gpu_roles(inventory, shared_by)
     shared_gpus = {g.gpu for g in shared}

@@ -86,7 +86,7 @@ def _llm_d_labels(mig_profile: str) -> dict[str, str]:
 
 
 def demo_pod_labels(pods: Sequence[PodResources]) -> dict[tuple[str, str], dict[str, str]]:
-    """(namespace, name) -> the labels of each of the simulated kubelet's pods."""
+    """Return the labels, by (namespace, name), of each of the simulated kubelet's pods."""
     whole = [(p.namespace, p.name) for p in pods if any(
         res == "nvidia.com/gpu" and not any("::" in i for i in ids)
         for res, ids in _resources(p))]
@@ -115,12 +115,12 @@ def demo_pod_uid(namespace: str, name: str) -> str:
 
 
 def demo_container_id(namespace: str, pod: str, container: str) -> str:
-    """A container runtime id (64 hex digits, as containerd's), fixed per container."""
+    """Return a container runtime id (64 hex digits, as containerd's), fixed per container."""
     return hashlib.sha256(f"{namespace}/{pod}/{container}".encode()).hexdigest()
 
 
 def demo_pod_objects(pods: Sequence[PodResources], node_name: str) -> list[PodObject]:
-    """The pods as the API server serves them (what the watch would list), running."""
+    """Return the pods as the API server serves them (what the watch would list), running."""
     labels = demo_pod_labels(pods)
     objects: list[PodObject] = []
     for pod in pods:
@@ -142,7 +142,7 @@ def demo_pod_objects(pods: Sequence[PodResources], node_name: str) -> list[PodOb
 
 def write_demo_proc(root: Path, pods: Sequence[PodResources],
                     tenant_pids: Mapping[str, Sequence[int]]) -> int:
-    """Writes `<root>/<pid>/cgroup` for each simulated process that runs in a pod (cgroup v2,
+    """Write `<root>/<pid>/cgroup` for each simulated process that runs in a pod (cgroup v2,
     systemd driver, containerd, as on a current node); returns how many."""
     written = 0
     for pod in pods:
@@ -192,4 +192,4 @@ class SimPodMetadata:
                 *self._map.families()]
 
     def close(self) -> None:
-        """Nothing to stop: no thread, no connection."""
+        """Do nothing: there is no thread and no connection to stop."""

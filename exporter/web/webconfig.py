@@ -88,7 +88,7 @@ class TlsSettings:
 class HttpSettings:
     http2: bool | None = None
     """As the file gives it (None: absent). Accepted for compatibility and warned about: this
-    server speaks HTTP/1.1 only (see README)."""
+    server speaks HTTP/1.1 only (see docs/security.md)."""
     headers: tuple[tuple[str, str], ...] = ()
     """Added to every response, in file order."""
 

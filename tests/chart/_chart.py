@@ -7,10 +7,13 @@ from there, so that what they check is what that script writes.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import importlib.util
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,6 +34,8 @@ Obj = dict[str, Any]
 CHART = ROOT / "charts" / "gpu-exporter"
 VALUES_DIR = Path(__file__).resolve().parent / "values"
 UPSTREAM_CHART = FIXTURES / "dcgm-exporter-chart"
+UPSTREAM_484 = FIXTURES / "dcgm-exporter-4.8.4"
+"""dcgm-exporter 4.8.4's values.yaml, Chart.yaml, daemonset.yaml and config-configmap.tpl."""
 RELEASE = "dcgm-exporter"
 NAMESPACE = "gpu-monitoring"
 OUR_IMAGE = {"repository": "registry.example.com/platform/gpu-exporter", "tag": "0.1.0",
@@ -123,3 +128,55 @@ def validation_problems(objs: list[Obj]) -> list[str]:
         for version in versions:
             problems += [f"{name_of(obj)}: {p}" for p in validate_object(obj, version)]
     return problems
+
+
+STAND_INS_484 = """\
+{{- /*
+Stand-ins for the two helpers 4.8.4's templates call that are not among the copied files
+(tests/fixtures/dcgm-exporter-4.8.4), as 4.8.4's values.yaml describes them: the token
+derived from pod labels or UIDs with rbac.create, or DRA, unless set; the config ConfigMap
+named <fullname>-config unless config.name, which config.create false requires.
+*/ -}}
+{{- define "dcgm-exporter.automountServiceAccountToken" -}}
+{{- $set := .Values.serviceAccount.automountServiceAccountToken -}}
+{{- if kindIs "bool" $set -}}{{ $set }}{{- else -}}
+{{- or (and (or .Values.kubernetes.enablePodLabels .Values.kubernetes.enablePodUID) \
+.Values.kubernetes.rbac.create) .Values.kubernetesDRA.enabled -}}
+{{- end -}}
+{{- end -}}
+{{- define "dcgm-exporter.configConfigMap" -}}
+{{- if .Values.config.create -}}
+{{- default (printf "%s-config" (include "dcgm-exporter.fullname" .)) .Values.config.name -}}
+{{- else -}}
+{{- required "config.name must be set when config.create is false" .Values.config.name -}}
+{{- end -}}
+{{- end -}}
+"""
+
+
+@functools.cache
+def upstream_484_chart() -> Path:
+    """dcgm-exporter's chart as of 4.8.4, as far as its files were copied: the 4.8.2 chart
+    with 4.8.4's Chart.yaml, values.yaml, daemonset.yaml and config-configmap.tpl, and
+    STAND_INS_484 for the helpers that 4.8.4's daemonset.yaml calls."""
+    folder = Path(tempfile.mkdtemp(prefix="dcgm-exporter-4.8.4-"))
+    atexit.register(shutil.rmtree, folder, True)
+    chart = folder / "dcgm-exporter"
+    shutil.copytree(UPSTREAM_CHART, chart)
+    for name in ("Chart.yaml", "values.yaml", "templates/daemonset.yaml",
+                 "templates/config-configmap.tpl"):
+        shutil.copyfile(UPSTREAM_484 / name, chart / name)
+    (chart / "templates" / "_stand_ins.tpl").write_text(STAND_INS_484, encoding="utf-8")
+    return chart
+
+
+def upstream_objects(values: Obj, *, name: str = RELEASE,
+                     chart: Path = UPSTREAM_CHART) -> list[Obj]:
+    """dcgm-exporter's chart rendered: Helm installs every non-partial template's output,
+    config-configmap.tpl's too (only names starting with _ are skipped)."""
+    rendered = render(values, name=name, chart=chart)
+    as_installed = {(k[:-len(".tpl")] + ".yaml" if k.endswith(".tpl")
+                     and not k.rpartition("/")[2].startswith("_") else k): v
+                    for k, v in rendered.items()}
+    found: list[Obj] = script().objects(as_installed)
+    return found

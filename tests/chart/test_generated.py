@@ -95,9 +95,9 @@ def test_the_prometheus_rules_carry_the_generated_groups() -> None:
     for name, artifact in (("alerts", "gpu-exporter.prometheusrule.yaml"),
                            ("usage", "gpu-exporter-usage.prometheusrule.yaml")):
         generated = yaml.safe_load((ROOT / "alerts" / artifact).read_text(encoding="utf-8"))
-        assert rules[f"dcgm-exporter-gpu-exporter-{name}"]["spec"] == generated["spec"]
+        assert rules[f"dcgm-exporter-{name}"]["spec"] == generated["spec"]
     # `{{ $labels.instance }}` reached the object as text for Prometheus, not as a template.
-    assert "{{ $labels.instance }}" in json.dumps(rules["dcgm-exporter-gpu-exporter-alerts"])
+    assert "{{ $labels.instance }}" in json.dumps(rules["dcgm-exporter-alerts"])
 
 
 def test_promtool_accepts_the_rendered_rules(tmp_path: Path) -> None:

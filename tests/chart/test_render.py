@@ -215,8 +215,8 @@ def test_network_policy_opens_the_metrics_port_to_the_monitoring_namespace() -> 
 
 def test_rules_and_dashboards_go_where_asked() -> None:
     rules = of_kind(objects(values_file("rules")), "PrometheusRule")
-    assert [r["metadata"]["name"] for r in rules] == ["dcgm-exporter-gpu-exporter-alerts",
-                                                      "dcgm-exporter-gpu-exporter-usage"]
+    assert [r["metadata"]["name"] for r in rules] == ["dcgm-exporter-alerts",
+                                                      "dcgm-exporter-usage"]
     assert all(r["metadata"]["labels"]["release"] == "kube-prometheus-stack" for r in rules)
     boards = of_kind(objects(values_file("dashboards")), "ConfigMap")
     assert len(boards) == 6
@@ -228,12 +228,6 @@ def test_rules_and_dashboards_go_where_asked() -> None:
                                            "folder": ""}}), "ConfigMap")
     assert [list(b["data"]) for b in only] == [["gpu-mig.json"]]
     assert "annotations" not in only[0]["metadata"]
-
-
-def test_debug_dump_is_accepted_and_has_no_effect() -> None:
-    plain = objects()
-    dumping = objects({"debugDump": {"enabled": True, "directory": "/var/log/dumps"}})
-    assert dumping == plain
 
 
 def test_probe_timing_and_upstream_probe_values() -> None:

@@ -169,6 +169,7 @@ def test_pod_scope_with_get_disabled(
     assert "POD_NAME / POD_NAMESPACE are not set" in lines_about(lines, "pod scope")[0]
 
 
+@pytest.mark.drops_privileges
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_socket_not_permitted_for_non_root(socket_dir: Path) -> None:
     os.chmod(socket_dir, 0o755)

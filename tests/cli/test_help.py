@@ -21,7 +21,7 @@ def help_of(command: Command, capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_every_command_has_options() -> None:
-    assert COMMANDS == ["doctor", "generate", "report", "serve"]
+    assert COMMANDS == ["advise", "doctor", "generate", "report", "serve"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,4 +1,5 @@
-"""The README's flag table is the generator's output, and the generator's command works."""
+"""The flag table of docs/configuration.md is the generator's output, and the generator's
+command works."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ from exporter.options import OPTIONS, build_parser, resolve
 from exporter.options.markdown import BEGIN, END, markdown_table, with_table, write_readme
 from tests.conftest import ROOT
 
-README = ROOT / "README.md"
+FLAG_PAGE = ROOT / "docs" / "configuration.md"
+"""The page that holds serve's flag table."""
 
 
-def readme_block(text: str) -> str:
+def table_block(text: str) -> str:
     return text[text.index(BEGIN) + len(BEGIN):text.index(END)].lstrip("\n")
 
 
-def test_readme_table_matches_the_option_table() -> None:
-    assert readme_block(README.read_text(encoding="utf-8")) == markdown_table(), (
-        "README.md is out of date: run `python -m exporter.options --write-readme README.md`")
+def test_the_flag_table_matches_the_option_table() -> None:
+    assert table_block(FLAG_PAGE.read_text(encoding="utf-8")) == markdown_table(), (
+        "docs/configuration.md is out of date: run "
+        "`python -m exporter.options --write-readme docs/configuration.md`")
 
 
 class _ReadRecorder(Mapping[str, str]):
@@ -50,9 +53,9 @@ class _ReadRecorder(Mapping[str, str]):
 
 
 def _committed_rows() -> list[tuple[set[str], set[str]]]:
-    """(flags, variables) of each row of the README's table as committed."""
+    """Return the flags and the variables of each row of the committed table."""
     rows = []
-    for line in readme_block(README.read_text(encoding="utf-8")).splitlines()[2:]:
+    for line in table_block(FLAG_PAGE.read_text(encoding="utf-8")).splitlines()[2:]:
         cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
         flags = set(re.findall(r"`(-[^\s`]+)", cells[0]))
         variables = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", cells[1]))
@@ -85,15 +88,15 @@ def test_the_table_has_a_row_per_option_serve_takes_and_every_variable_it_reads(
 
 
 def test_write_readme_replaces_only_the_block(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\nbefore\n{BEGIN}\n| stale |\n{END}\nafter\n", encoding="utf-8")
-    assert write_readme(readme)
-    text = readme.read_text(encoding="utf-8")
+    page = tmp_path / "configuration.md"
+    page.write_text(f"# title\n\nbefore\n{BEGIN}\n| stale |\n{END}\nafter\n", encoding="utf-8")
+    assert write_readme(page)
+    text = page.read_text(encoding="utf-8")
     assert text == f"# title\n\nbefore\n{BEGIN}\n{markdown_table()}{END}\nafter\n"
-    assert not write_readme(readme)  # already current: the file is left alone
+    assert not write_readme(page)  # already current: the file is left alone
 
 
-def test_a_readme_without_markers_is_refused() -> None:
+def test_a_page_without_markers_is_refused() -> None:
     with pytest.raises(ValueError, match="options:begin"):
         with_table("# no table here\n", markdown_table())
 
@@ -102,11 +105,11 @@ def test_module_command_prints_and_writes(tmp_path: Path) -> None:
     printed = subprocess.run([sys.executable, "-m", "exporter.options", "--markdown"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     assert printed.stdout == markdown_table()
-    readme = tmp_path / "README.md"
-    readme.write_text(f"{BEGIN}\n{END}\n", encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "exporter.options", "--write-readme", str(readme)],
+    page = tmp_path / "configuration.md"
+    page.write_text(f"{BEGIN}\n{END}\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "exporter.options", "--write-readme", str(page)],
                    cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
-    assert readme.read_text(encoding="utf-8") == f"{BEGIN}\n{markdown_table()}{END}\n"
+    assert page.read_text(encoding="utf-8") == f"{BEGIN}\n{markdown_table()}{END}\n"
 
 
 def test_every_option_is_documented() -> None:

@@ -9,6 +9,7 @@ Expected values are written from the scenario in NVML's units and converted by h
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import textwrap
@@ -197,6 +198,34 @@ def test_mig_sparse_indices_and_profile_labels(nvmlsim_lib: Path, tmp_path: Path
     assert gi2["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == pytest.approx(0.50)
     assert gi9["DCGM_FI_PROF_SM_ACTIVE"] == pytest.approx(0.05)
     assert "DCGM_FI_PROF_PIPE_FP16_ACTIVE" not in gi9  # the scenario's GI 9 lacks metric 13
+
+
+def test_mig_profiles_come_from_nvmls_profile_info_through_pynvml(
+        nvmlsim_lib: Path, tmp_path: Path) -> None:
+    """Real pynvml over the library: one profile lookup per GPU instance at enumeration, and
+    NVML's name wins over the MIG device's (as `7g.80gb` over DCGM's `7g.79gb`); the MIG
+    device's name when NVML refuses it."""
+    device = json.loads(json.dumps(H200_MIG))
+    device["mig"][0]["profile"] = "3g.72gb"  # its compute instances keep `...3g.71gb` names
+    r = backend_child(nvmlsim_lib, tmp_path, {"clock": "manual", "devices": [device]}, """
+        backend.start()
+        poll()
+        poll()
+        out["asked"] = sim.call_count("nvmlDeviceGetGpuInstanceProfileInfoByIdV")
+        out["info"] = sim.call_count("nvmlGpuInstanceGetInfo")
+        out["instances"] = inventory()["instances"]
+    """)
+    assert (r["asked"], r["info"]) == (2, 2)
+    assert [(i[2], i[3][0][2]) for i in r["instances"]] == [
+        ("3g.72gb", "NVIDIA H200 MIG 1c.3g.71gb"), ("1g.18gb", "NVIDIA H200 MIG 1g.18gb")]
+    refused = {"clock": "manual", "devices": [device],
+               "return_codes": {"nvmlDeviceGetGpuInstanceProfileInfoByIdV": "NOT_SUPPORTED"}}
+    r = backend_child(nvmlsim_lib, tmp_path, refused, """
+        backend.start()
+        poll()
+        out["profiles"] = [i[2] for i in inventory()["instances"]]
+    """)
+    assert r["profiles"] == ["3g.71gb", "1g.18gb"]
 
 
 B200_MIG: dict[str, Any] = {

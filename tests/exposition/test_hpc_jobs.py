@@ -7,15 +7,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from exporter.k8s.hpc_jobs import MAX_FILE_BYTES, HpcJobMapping, entity_key, parse_jobs
-from tests.support.paths import ROOT
+from tests.support.privileges import NOBODY, run_as
 
 
 @pytest.mark.parametrize(("name", "key"), [
@@ -82,20 +80,16 @@ def test_a_problem_that_comes_back_is_reported_again(
     assert "no series get an hpc_job label" in caplog.records[0].getMessage()
 
 
-_READ_AS_NOBODY = """
-import sys
-from pathlib import Path
-from exporter.k8s.hpc_jobs import HpcJobMapping
-directory = Path(sys.argv[1])
-try:
-    (directory / "0").read_text()
-except PermissionError:
-    print(HpcJobMapping(directory).read())
-else:
-    print("readable")
-"""
+def _read_as_nobody(directory: Path) -> str:
+    """Return what the mapping reads from `directory`, or "readable" if the secret is."""
+    try:
+        (directory / "0").read_text()
+    except PermissionError:
+        return repr(HpcJobMapping(directory).read())
+    return "readable"
 
 
+@pytest.mark.drops_privileges
 def test_an_unreadable_file_labels_nothing() -> None:
     # Root reads files whatever their mode: as root (CI), the mapping is read by a process
     # that drops to `nobody`, as an unprivileged exporter would run.
@@ -109,13 +103,10 @@ def test_an_unreadable_file_labels_nothing() -> None:
         if os.geteuid() != 0:
             assert HpcJobMapping(directory).read() == {(1, -1): ("job-1",)}
             return
-        setpriv = shutil.which("setpriv")
-        assert setpriv is not None, "setpriv (util-linux) is needed to drop privileges"
-        result = subprocess.run(
-            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-             sys.executable, "-c", _READ_AS_NOBODY, str(directory)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == "{(1, -1): ('job-1',)}"
+        # A forked child drops to nobody after the parent's imports, so the test never
+        # depends on whether nobody could read the checkout.
+        status, text = run_as(NOBODY, lambda: _read_as_nobody(directory))
+        assert status == 0, text
+        assert text == "{(1, -1): ('job-1',)}"
     finally:
         shutil.rmtree(directory, ignore_errors=True)

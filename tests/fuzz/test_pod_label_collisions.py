@@ -3,10 +3,13 @@
 Any pod label keys and values, copied under every label-copying option (ours, dcgm-exporter's
 pod labels with and without an allow-list, a preset, `pod_uid`, virtual GPUs, 1.x names, HPC
 jobs, the label budget), on every simulated node and with a field of every scope (GPU, MIG
-instance, NVLink, GPU pair, XID and clock-event windows, `label`-type fields, allocation
-rows): every line of the body keeps unique label names, every name is either one the
-exporter declares (`exporter.label_registry`) or a copied pod label, and Prometheus' own
-parser (promtool) and prometheus_client accept the body.
+instance, NVLink, GPU pair, XID and clock-event windows, the last XID's `err_code` and
+`err_msg`, `label`-type fields, allocation rows): every line of the body keeps unique label
+names, every name is either one the exporter declares (`exporter.label_registry`) or a
+copied pod label, and Prometheus' own parser (promtool) and prometheus_client accept the
+body. A pod label whose name is taken is renamed as dcgm-exporter 4.8.3 renames it
+(`pod_label_<name>`, then `_conflict<N>`), never lost, and the names depend only on the
+pod's labels, never on the order they come in.
 
 The devices are read once per node through the real NVML backend over the simulated node;
 each example attributes them to hostile pods and renders, as a poll does.
@@ -36,7 +39,7 @@ from exporter.k8s.attribution import Allocation, DeviceResolver, attribute
 from exporter.k8s.config import DRA_GPU_DRIVER, KubernetesConfig
 from exporter.k8s.dra import claim_labels
 from exporter.k8s.hpc_jobs import HpcJobMapping
-from exporter.k8s.pod_labels import PodLabelRules
+from exporter.k8s.pod_labels import RENAMED, PodLabelRules
 from exporter.k8s.resourceslices import SliceDevice
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
@@ -54,6 +57,7 @@ DCGM_FI_DEV_FB_USED, gauge, framebuffer used
 DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_PER_LINK_TOTAL, counter, per-link CRC flit errors
 DCGM_EXP_P2P_STATUS, gauge, P2P status per GPU pair
 DCGM_EXP_XID_ERRORS_COUNT, gauge, XIDs in the window
+DCGM_FI_DEV_XID_ERRORS, gauge, last XID
 DCGM_EXP_CLOCK_EVENTS_COUNT, counter, clock events in the window
 DCGM_FI_DRIVER_VERSION, label, driver version
 DCGM_FI_DEV_SERIAL, label, serial
@@ -127,7 +131,9 @@ hostile_key = st.one_of(
     st.sampled_from(_declared).map(lambda n: "example.com/" + n),
     st.sampled_from(["model-name", "link-status", "peer.gpu", "nvlink", "GPU_I_ID",
                      "DCGM_FI_DRIVER_VERSION", "dra_claim_name", "__name__", "le", "",
-                     "label_app", "3scale.net/tier", "a.b", "a-b", "app"]),
+                     "label_app", "3scale.net/tier", "a.b", "a-b", "app", "err_code",
+                     "err-msg", "pod_label_pod", "pod_label_pod_conflict1", "pod-label-gpu",
+                     "pod_label_err_code", "pod_label_label_app", "version", "kind"]),
     st.text(max_size=12),
 )
 any_value = st.one_of(st.text(max_size=16), st.sampled_from(["", "llama-3-8b", '"\\\n{}']))
@@ -225,7 +231,16 @@ def test_no_pod_label_repeats_a_name_or_breaks_the_body(
     rows = POD_GPU_ALLOCATION.family(Sample(row, 1.0) for row in result.allocation_rows)
     text = publisher(snapshot, PollStats(1.0), [rows]).text.decode()
 
-    copied = {name for name, _ in rules.apply("uid-1", labels)[0]}
+    applied, notes = rules.apply("uid-1", labels)
+    copied = {name for name, _ in applied}
+    # Deterministic: the same labels in reverse order get the same names.
+    assert rules.apply("uid-1", dict(reversed(labels.items()))) == (applied, notes)
+    # A renamed label is copied under dcgm-exporter's name for it, never lost.
+    for note in notes:
+        if note.reason == RENAMED:
+            assert re.fullmatch(re.escape("pod_label_" + note.name) + r"(_conflict[1-9]\d*)?",
+                                note.renamed_to), note
+            assert note.renamed_to in copied or labels[note.key] == "", note
     for line in text.splitlines():
         if line.startswith("#"):
             continue

@@ -1,26 +1,21 @@
-"""The image's other commands: `doctor` on the node, `generate` and `report --help`.
-
-`generate` in the image writes the same dashboards, rules and KEDA objects the repository
-commits (its generator tests keep those current), given the repository's collectors.csv.
+"""The image's other commands: `doctor` on the node; `report`, `generate` (and any other
+command whose libraries the image leaves out) answering one line that says where to get
+them, in the bare image and run as the GPU Operator, the chart and the sidecar run it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
+from exporter.cli import COMMANDS, NODE_COMMANDS
 from tests.deploy.operator_render import helm_default_policy
-from tests.support.container import Bind, ContainerSpec, run_once
-from tests.support.paths import ROOT
+from tests.support.container import ContainerSpec, run_once
 
 from .node import ContainerNode, operator_container
 
 pytestmark = pytest.mark.timeout(1800)  # the first test may build the image
-
-GENERATED_DIRS = ("dashboards", "alerts", "deploy/keda")
-"""Every JSON and YAML file in these is generated (deploy/keda/README.md is not)."""
 
 
 def test_doctor_on_the_operators_node_finds_nothing_wrong(node: ContainerNode,
@@ -39,33 +34,70 @@ def test_doctor_on_the_operators_node_finds_nothing_wrong(node: ContainerNode,
     assert lines[-1].endswith("all checks passed"), output
 
 
-def test_generate_writes_the_committed_artifacts(built_image: str, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    out.mkdir(mode=0o777)
-    out.chmod(0o777)
-    collectors = tmp_path / "collectors.csv"
-    collectors.write_bytes((ROOT / "collectors.csv").read_bytes())
-    collectors.chmod(0o644)
-    spec = dataclasses.replace(
-        operator_container_free(built_image),
-        args=("generate", "all", "--collectors", "/in/collectors.csv", "--out", "/out"),
-        binds=(Bind(collectors, "/in/collectors.csv"), Bind(out, "/out", read_only=False)))
+TOOLS = sorted(set(COMMANDS) - NODE_COMMANDS)
+"""`report`, `generate` and whatever else does not run on a node: not in the image."""
+TOOL_ARGS = {"generate": ("generate", "all", "--out", "/tmp/out"),
+             "report": ("report", "--prometheus", "http://prometheus:9090")}
+
+
+def _answers_one_line(spec: ContainerSpec, command: str) -> None:
     code, output = run_once(spec)
-    assert code == 0, output
-    written = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
-    committed = sorted(p.relative_to(ROOT) for d in GENERATED_DIRS
-                       for p in (ROOT / d).iterdir() if p.suffix in (".json", ".yaml", ".yml"))
-    assert written == committed
-    for rel in written:
-        assert (out / rel).read_bytes() == (ROOT / rel).read_bytes(), rel
+    assert code == 1, output
+    (line,) = output.strip().splitlines()
+    assert line.startswith(f"gpu-exporter: `{command}` is not in this installation ("), line
+    assert line.endswith(f"run `{command}` from `pip install gpu-exporter`, which installs "
+                         "every command"), line
+    assert "Traceback" not in output
 
 
-def test_report_help(built_image: str) -> None:
-    code, output = run_once(dataclasses.replace(operator_container_free(built_image),
-                                                args=("report", "--help")))
-    assert code == 0, output
-    assert output.startswith("usage: gpu-exporter report ")
-    assert "--prometheus URL" in output
+@pytest.mark.parametrize("command", TOOLS)
+def test_a_tool_answers_one_line_in_the_bare_image(built_image: str, command: str) -> None:
+    for argv in ((command,), (command, "--help"), TOOL_ARGS.get(command, (command,))):
+        _answers_one_line(dataclasses.replace(operator_container_free(built_image), args=argv),
+                          command)
+
+
+@pytest.mark.parametrize("command", TOOLS)
+def test_a_tool_answers_one_line_as_the_operator_runs_the_image(
+        node: ContainerNode, built_image: str, command: str) -> None:
+    spec = operator_container(node, helm_default_policy().with_our_image(), built_image)
+    _answers_one_line(dataclasses.replace(spec, args=TOOL_ARGS.get(command, (command,))),
+                      command)
+
+
+@pytest.mark.parametrize("command", TOOLS)
+def test_a_tool_answers_one_line_as_the_chart_runs_the_image(
+        node: ContainerNode, built_image: str, command: str) -> None:
+    """`helm install ... --set arguments={report}`: the chart's container with those args."""
+    from tests.chart._chart import objects, one
+
+    daemonset = one(objects({"arguments": list(TOOL_ARGS.get(command, (command,)))}),
+                    "DaemonSet")
+    pod = daemonset["spec"]["template"]["spec"]
+    _answers_one_line(node.spec(pod, pod["containers"][0], built_image), command)
+
+
+@pytest.mark.parametrize("command", TOOLS)
+def test_a_tool_answers_one_line_as_the_sidecar_runs_the_image(
+        node: ContainerNode, built_image: str, command: str) -> None:
+    from .test_sidecar_image import sidecar_spec
+
+    spec = sidecar_spec(node, built_image)
+    _answers_one_line(dataclasses.replace(spec, args=TOOL_ARGS.get(command, (command,))),
+                      command)
+
+
+def test_the_tools_libraries_are_not_in_the_image(built_image: str) -> None:
+    from scripts.podman import mounted_image
+
+    from .test_node_dependencies import node_dependencies, tools_only
+
+    with mounted_image(built_image) as rootfs:
+        site = rootfs / "usr" / "local" / "lib" / "python3.11" / "dist-packages"
+        present = {p.name.split("-")[0].replace("_", "-").lower()
+                   for p in site.glob("*.dist-info")}
+    assert not present & (tools_only() | {"numpy", "pillow", "fonttools", "contourpy"})
+    assert node_dependencies() <= present
 
 
 def operator_container_free(image: str) -> ContainerSpec:

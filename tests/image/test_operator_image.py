@@ -80,7 +80,7 @@ def test_the_container_runs_read_only_without_capabilities(operator_run: Operato
 
 
 def test_health_answers_within_seconds(operator_run: OperatorRun) -> None:
-    # The probe allows 45 s; the image answers in a few (the figure is in the README).
+    # The probe allows 45 s; the image answers in a few (the figure is in docs/performance.md).
     assert operator_run.health_after_s < 15
 
 

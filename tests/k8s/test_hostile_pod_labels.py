@@ -3,8 +3,9 @@
 The case as a user meets it: the simulated 8x H100 node with a per-link NVLink field and
 GPU-pair P2P status, dcgm-exporter's `--kubernetes-enable-pod-labels`, and one pod holding
 GPU 0 labelled `model-name: llama-3-8b` (and names the link and pair series write). The link
-series already carry dcgm-exporter's `model_name`: copied, the pod label would repeat it,
-promtool would fail the body and Prometheus would mark the target down, every GPU with it.
+series already carry dcgm-exporter's `model_name`: copied as it is, the pod label would
+repeat it, promtool would fail the body and Prometheus would mark the target down, every GPU
+with it. As dcgm-exporter 4.8.3 does, it is copied as `pod_label_model_name` instead.
 """
 
 from __future__ import annotations
@@ -59,20 +60,23 @@ def test_a_hostile_pod_label_leaves_the_target_up(
                   and 'gpu="0"' in line]
     assert link_lines
     for line in link_lines:
-        assert line.count("model_name=") == 1, line
+        assert line.count(",model_name=") + line.startswith("model_name=") == 1, line
         assert 'model_name="NVIDIA H100 80GB HBM3"' in line
+        assert 'pod_label_model_name="llama-3-8b"' in line
         assert 'team="ml"' in line
     pair_lines = [line for line in text.splitlines()
                   if line.startswith("DCGM_EXP_P2P_STATUS{") and 'pod="llm-0"' in line]
     assert pair_lines
     for line in pair_lines:
-        assert line.count("link_status=") == 1, line
-        assert line.count("peer_gpu=") == 1, line
+        assert line.count(",link_status=") == 1, line
+        assert line.count(",peer_gpu=") == 1, line
+        assert 'pod_label_link_status="up"' in line
+        assert 'pod_label_peer_gpu="7"' in line
     assert not promtool_problems(text)
-    dropped = [line for line in text.splitlines()
-               if line.startswith('gpu_exporter_pod_labels_dropped_total{reason="reserved"}')]
-    assert dropped
-    assert float(dropped[0].split()[-1]) >= 6
+    renamed = [line for line in text.splitlines()
+               if line.startswith("gpu_exporter_pod_labels_renamed_total ")]
+    assert renamed
+    assert float(renamed[0].split()[-1]) >= 6
 
     prometheus = PrometheusProcess(tmp_path / "prometheus", {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},

@@ -242,11 +242,14 @@ async def test_dcgm_pod_labels_and_virtual_gpus_through_a_poll(
         # Without process reads no holder's own framebuffer is known: the device's alone.
         (used,) = of(series, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.71gb")
         assert "pod" not in used
-        # The pod label named `pod` never replaced the pod's name; it was counted once.
+        # The pod label named `pod` never replaced the pod's name: it was renamed, and
+        # counted once.
         assert "forged" not in {s.get("pod") for s in of(series, util)}
+        assert {s.get("pod_label_pod") for s in of(series, util) if "pod" in s} == {"forged"}
         dropped = {dict(labels)["reason"]: v for (n, labels), v in series.items()
                    if n == "gpu_exporter_pod_labels_dropped_total"}
-        assert dropped == {"reserved": 1.0, "duplicate": 0.0}
+        assert dropped == {"invalid": 0.0, "duplicate": 0.0}
+        assert series[("gpu_exporter_pod_labels_renamed_total", frozenset())] == 1.0
 
         # A label change arrives through the watch, without a new list.
         changed = pod("research", "notebook-bob-0", "uid-notebook-bob-0",

@@ -1,5 +1,6 @@
 """Naming rules of pod labels copied onto series: ours (`label_<key>`) and dcgm-exporter's
-(the bare sanitised key), allow-lists, and names a pod label may never take."""
+(the bare sanitised key), allow-lists, and the renaming of a pod label whose name is one of
+the series' own (dcgm-exporter 4.8.3's `pod_label_<name>[_conflict<N>]`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from exporter.fields.csv import parse_collectors
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.pod_labels import (
     DUPLICATE,
-    RESERVED,
+    INVALID,
+    RENAMED,
     PodLabelRules,
     allowlist_filter,
     is_reserved,
+    renamed,
     sanitise_label_name,
 )
 from exporter.k8s.types import Attribution, PodRef
@@ -84,26 +87,74 @@ def test_allowlist_skips_bad_patterns_and_falls_back_to_all(
     assert allowlist_filter([])("anything")
 
 
-def test_series_labels_are_never_replaced() -> None:
+def test_series_labels_are_never_replaced_but_renamed() -> None:
     labels = {"pod": "evil", "Hostname": "x", "GPU_I_ID": "9", "DCGM_FI_DRIVER_VERSION": "1",
               "vgpu": "7", "pod_uid": "forged", "dra_pool_name": "p", "a.b": "1", "a-b": "2",
-              "ok": "yes"}
-    copied, dropped = dcgm_rules(uid=True).apply("uid-1", labels)
-    assert copied == (("pod_uid", "uid-1"), ("a_b", "2"), ("ok", "yes"))
-    assert {(d.key, d.reason) for d in dropped} == {
-        ("pod", RESERVED), ("Hostname", RESERVED), ("GPU_I_ID", RESERVED),
-        ("DCGM_FI_DRIVER_VERSION", RESERVED), ("vgpu", RESERVED), ("pod_uid", RESERVED),
-        ("dra_pool_name", RESERVED), ("a.b", DUPLICATE),
+              "ok": "yes", "err_code": "e"}
+    copied, notes = dcgm_rules(uid=True).apply("uid-1", labels)
+    assert copied == (
+        ("pod_uid", "uid-1"),
+        ("a_b", "2"),
+        ("ok", "yes"),
+        ("pod_label_DCGM_FI_DRIVER_VERSION", "1"),
+        ("pod_label_GPU_I_ID", "9"),
+        ("pod_label_Hostname", "x"),
+        ("pod_label_dra_pool_name", "p"),
+        ("pod_label_err_code", "e"),
+        ("pod_label_pod", "evil"),
+        ("pod_label_pod_uid", "forged"),
+        ("pod_label_vgpu", "7"),
+    )
+    assert {(d.key, d.reason, d.renamed_to) for d in notes} == {
+        ("pod", RENAMED, "pod_label_pod"), ("Hostname", RENAMED, "pod_label_Hostname"),
+        ("GPU_I_ID", RENAMED, "pod_label_GPU_I_ID"),
+        ("DCGM_FI_DRIVER_VERSION", RENAMED, "pod_label_DCGM_FI_DRIVER_VERSION"),
+        ("vgpu", RENAMED, "pod_label_vgpu"), ("pod_uid", RENAMED, "pod_label_pod_uid"),
+        ("dra_pool_name", RENAMED, "pod_label_dra_pool_name"),
+        ("err_code", RENAMED, "pod_label_err_code"), ("a.b", DUPLICATE, ""),
     }
+
+
+def test_a_taken_new_name_gets_the_next_conflict_suffix() -> None:
+    """dcgm-exporter's order: free names first, then each taken one (in key order) against
+    everything copied so far."""
+    labels = {"pod": "1", "pod_label_pod": "2", "pod_label_pod_conflict1": "3",
+              "gpu": "4", "pod_label_gpu_conflict1": "5"}
+    copied, notes = dcgm_rules().apply("u", labels)
+    assert dict(copied) == {
+        "pod_label_pod": "2", "pod_label_pod_conflict1": "3", "pod_label_pod_conflict2": "1",
+        "pod_label_gpu": "4", "pod_label_gpu_conflict1": "5"}
+    assert [(d.key, d.renamed_to) for d in notes] == [
+        ("gpu", "pod_label_gpu"), ("pod", "pod_label_pod_conflict2")]
+    taken = {"pod_label_x", "pod_label_x_conflict1"}
+    assert renamed("x", taken.__contains__) == "pod_label_x_conflict2"
+    assert renamed("x", lambda _n: False) == "pod_label_x"
+
+
+def test_names_only_label_less_self_metrics_use_stay_free() -> None:
+    """`version`, `kind`, `code` never sit beside pod labels: copied as they are, as
+    dcgm-exporter copies them."""
+    copied, notes = dcgm_rules().apply("u", {"version": "v1", "kind": "k", "code": "c"})
+    assert copied == (("code", "c"), ("kind", "k"), ("version", "v1"))
+    assert notes == ()
+
+
+def test_the_empty_key_is_dropped() -> None:
+    copied, notes = dcgm_rules().apply("u", {"": "x", "ok": "1"})
+    assert copied == (("ok", "1"),)
+    assert [(d.key, d.reason) for d in notes] == [("", INVALID)]
 
 
 def test_both_ways_together_share_one_uid_and_never_collide() -> None:
     rules = PodLabelRules.from_config(KubernetesConfig(
         pod_labels="team", enable_pod_labels=True, pod_label_allowlist=("team", "label_team")))
-    copied, dropped = rules.apply("u", {"team": "ml", "label_team": "other"})
-    assert copied == (("pod_uid", "u"), ("label_team", "ml"), ("team", "ml"))
-    assert [(d.key, d.name, d.reason) for d in dropped] == [
-        ("label_team", "label_team", DUPLICATE)]
+    copied, notes = rules.apply("u", {"team": "ml", "label_team": "other"})
+    # Ours makes `label_team` of `team`; dcgm-exporter's copy of the key `label_team` finds
+    # that name taken and is renamed.
+    assert copied == (("pod_uid", "u"), ("label_team", "ml"),
+                      ("pod_label_label_team", "other"), ("team", "ml"))
+    assert [(d.key, d.name, d.reason) for d in notes] == [
+        ("label_team", "label_team", RENAMED)]
 
 
 def test_every_label_the_exposition_writes_is_reserved() -> None:
@@ -113,6 +164,7 @@ def test_every_label_the_exposition_writes_is_reserved() -> None:
     keys = [e.key for e in (*inventory.gpus, *inventory.instances)]
     collectors = parse_collectors(
         "DCGM_FI_DEV_FB_USED, gauge, FB.\nDCGM_EXP_XID_ERRORS_COUNT, gauge, XIDs.\n"
+        "DCGM_FI_DEV_XID_ERRORS, gauge, Last XID.\n"
         "DCGM_FI_DRIVER_VERSION, label, Driver.\n", "t.csv")
     attribution = Attribution(
         owners={(0, -1): PodRef("p", "ns", "c", (("pod_uid", "u"),))},
@@ -122,7 +174,8 @@ def test_every_label_the_exposition_writes_is_reserved() -> None:
     for host in ("Hostname", "hostname"):
         snapshot = Snapshot(
             inventory,
-            Readings(values={k: {"DCGM_FI_DEV_FB_USED": 1.0} for k in keys},
+            Readings(values={k: {"DCGM_FI_DEV_FB_USED": 1.0, "DCGM_FI_DEV_XID_ERRORS": 79.0}
+                             for k in keys},
                      xid_window=tuple(XidCount(k, 79, 1) for k in keys),
                      xid_totals=tuple(XidTotal(k, 79, 1, 1.0) for k in keys),
                      xid_window_s=300.0),
@@ -131,5 +184,6 @@ def test_every_label_the_exposition_writes_is_reserved() -> None:
             names |= {name for s in fam.samples for name, _ in s.labels}
     for metric in (POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION):
         names |= set(metric.labels)
-    assert {"GPU_I_PROFILE", "vgpu", "xid", "window_size_in_ms", "resource"} <= names
+    assert {"GPU_I_PROFILE", "vgpu", "xid", "window_size_in_ms", "resource", "err_code",
+            "err_msg"} <= names
     assert [n for n in sorted(names) if not is_reserved(n)] == []

@@ -11,6 +11,7 @@ import pytest
 
 from exporter.k8s.socket_check import unusable_socket
 from exporter.serve import main as serve_main
+from tests.support.privileges import run_as
 
 
 def test_an_absent_socket_in_a_mounted_directory_is_retried_later(tmp_path: Path) -> None:
@@ -57,6 +58,7 @@ def test_serve_exits_2_with_that_line_before_touching_nvml(
                    "the flag at the socket inside it"]
 
 
+@pytest.mark.drops_privileges
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")
 def test_a_root_only_socket_refuses_another_uid(tmp_path: Path) -> None:
     # The kubelet's modes: directory 0750, socket 0755, both root's. A child running as
@@ -68,18 +70,8 @@ def test_a_root_only_socket_refuses_another_uid(tmp_path: Path) -> None:
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(str(path))
         path.chmod(0o755)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: no interpreter start-up, just the check
-            os.close(read)
-            os.setgid(65532)
-            os.setuid(65532)
-            os.write(write, (unusable_socket(str(path)) or "usable").encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read) as answer:
-            problem = answer.read()
-        os.waitpid(pid, 0)
+        status, problem = run_as(65532, lambda: unusable_socket(str(path)) or "usable")
+    assert status == 0, problem
     assert problem == (f"--kubernetes.pod-resources-socket {path}: permission denied on the "
                        "path for uid 65532; the kubelet lets only uid 0 reach it: run as root "
                        "(runAsUser: 0, no capability needed)")

@@ -43,6 +43,12 @@ static unsigned long long g_hang_epoch; /* bumped to end the current hangs early
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct nvmlDevice_st g_gpu_handles[SIM_MAX_GPUS];
 static struct nvmlDevice_st g_mig_handles[SIM_MAX_GPUS][SIM_MAX_MIG];
+/* A GPU instance handle: the GPU and the instance's slot in sim_gpu.gis. */
+struct nvmlGpuInstance_st {
+    int gpu;
+    int slot;
+};
+static struct nvmlGpuInstance_st g_gi_handles[SIM_MAX_GPUS][SIM_MAX_GI];
 
 static void once_init(void) {
     pthread_condattr_t attr;
@@ -57,6 +63,10 @@ static void once_init(void) {
         for (int s = 0; s < SIM_MAX_MIG; s++) {
             g_mig_handles[i][s].gpu = i;
             g_mig_handles[i][s].slot = s;
+        }
+        for (int s = 0; s < SIM_MAX_GI; s++) {
+            g_gi_handles[i][s].gpu = i;
+            g_gi_handles[i][s].slot = s;
         }
     }
     sim_reset_state();
@@ -657,6 +667,95 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice
         else *device = &g_gpu_handles[g - g_sim.gpus];
     }
     return finish(r);
+}
+
+/* NVML's GPU instance profile id (nvidia-smi mig -lgip's ID): for a plain `<g>g.<n>gb` profile
+ * by slice count, as the built-in node numbers them (api_identity.gpu_instance_profile_id);
+ * a variant (`+me`, `-me`, `+gfx`) gets an id of its own, 32 + the first slot holding that
+ * profile, so that two variants of one size never share an id. */
+static unsigned gi_profile_id(const sim_gpu *g, int slot) {
+    const sim_gi *gi = &g->gis[slot];
+    if (!strpbrk(gi->profile, "+-")) {
+        switch (gi->slices) {
+        case 1: return 19;
+        case 2: return 14;
+        case 3: return 9;
+        case 4: return 5;
+        case 7: return 0;
+        default: break;
+        }
+    }
+    for (int s = 0; s < SIM_MAX_GI; s++)
+        if (g->gis[s].used && strcmp(g->gis[s].profile, gi->profile) == 0) return 32u + (unsigned)s;
+    return 32u + (unsigned)slot;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                          nvmlGpuInstance_t *gpuInstance) {
+    sim_gpu *g;
+    int slot;
+    nvmlReturn_t r = begin_device(FN_nvmlDeviceGetGpuInstanceById, device, H_PHYS, &g, &slot);
+    if (r == NVML_SUCCESS) {
+        if (!gpuInstance) r = NVML_ERROR_INVALID_ARGUMENT;
+        else if (!g->mig_capable) r = NVML_ERROR_NOT_SUPPORTED;
+        else if (!mig_active(g)) r = NVML_ERROR_INVALID_STATE;
+        else {
+            r = NVML_ERROR_NOT_FOUND;
+            for (int s = 0; s < SIM_MAX_GI; s++) {
+                if (g->gis[s].used && g->gis[s].id == id) {
+                    *gpuInstance = &g_gi_handles[g - g_sim.gpus][s];
+                    r = NVML_SUCCESS;
+                    break;
+                }
+            }
+        }
+    }
+    return finish(r);
+}
+
+nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info) {
+    nvmlReturn_t r = begin_call(FN_nvmlGpuInstanceGetInfo);
+    if (r != NVML_SUCCESS) return finish(r);
+    uintptr_t first = (uintptr_t)&g_gi_handles[0][0];
+    uintptr_t at = (uintptr_t)gpuInstance;
+    if (!info || at < first || at >= first + sizeof g_gi_handles ||
+        (at - first) % sizeof g_gi_handles[0][0])
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    if ((unsigned)gpuInstance->gpu >= g_sim.ngpus) return finish(NVML_ERROR_INVALID_ARGUMENT);
+    sim_gpu *g = &g_sim.gpus[gpuInstance->gpu];
+    const sim_gi *gi = &g->gis[gpuInstance->slot];
+    if (!mig_active(g) || !gi->used) return finish(NVML_ERROR_INVALID_ARGUMENT);
+    memset(info, 0, sizeof *info);
+    info->device = &g_gpu_handles[gpuInstance->gpu];
+    info->id = gi->id;
+    info->profileId = gi_profile_id(g, gpuInstance->slot);
+    return finish(NVML_SUCCESS);
+}
+
+/* The profile's v2 info, for the profiles the GPU's layout uses; its name as nvidia-smi
+ * prints it ("MIG 3g.71gb"), as the built-in node answers. */
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId,
+                                                      nvmlGpuInstanceProfileInfo_v2_t *info) {
+    sim_gpu *g;
+    int slot;
+    nvmlReturn_t r = begin_device(FN_nvmlDeviceGetGpuInstanceProfileInfoByIdV, device, H_PHYS,
+                                  &g, &slot);
+    if (r != NVML_SUCCESS) return finish(r);
+    if (!info) return finish(NVML_ERROR_INVALID_ARGUMENT);
+    if (!g->mig_capable) return finish(NVML_ERROR_NOT_SUPPORTED);
+    for (int s = 0; s < SIM_MAX_GI; s++) {
+        const sim_gi *gi = &g->gis[s];
+        if (!gi->used || gi_profile_id(g, s) != profileId) continue;
+        unsigned version = info->version;
+        memset(info, 0, sizeof *info);
+        info->version = version;
+        info->id = profileId;
+        info->sliceCount = gi->slices;
+        info->memorySizeMB = gi->mem_total / MIB;
+        snprintf(info->name, sizeof info->name, "MIG %s", gi->profile);
+        return finish(NVML_SUCCESS);
+    }
+    return finish(NVML_ERROR_NOT_SUPPORTED);
 }
 
 static nvmlReturn_t attributes(int fn, nvmlDevice_t device, nvmlDeviceAttributes_t *a) {

@@ -323,7 +323,9 @@ const char *nvmlsim_function_name(int index) {
     X(nvmlProcessInfo_t)                \
     X(nvmlProcessInfo_v2_t)             \
     X(nvmlProcessUtilizationSample_t)   \
-    X(nvmlDeviceAttributes_t)
+    X(nvmlDeviceAttributes_t)           \
+    X(nvmlGpuInstanceInfo_t)            \
+    X(nvmlGpuInstanceProfileInfo_v2_t)
 
 unsigned long nvmlsim_sizeof(const char *name) {
     if (!name) return 0;
@@ -404,7 +406,24 @@ unsigned long nvmlsim_sizeof(const char *name) {
     X(nvmlDeviceAttributes_t, sharedOfaCount)              \
     X(nvmlDeviceAttributes_t, gpuInstanceSliceCount)       \
     X(nvmlDeviceAttributes_t, computeInstanceSliceCount)   \
-    X(nvmlDeviceAttributes_t, memorySizeMB)
+    X(nvmlDeviceAttributes_t, memorySizeMB)                \
+    X(nvmlGpuInstanceInfo_t, device)                       \
+    X(nvmlGpuInstanceInfo_t, id)                           \
+    X(nvmlGpuInstanceInfo_t, profileId)                    \
+    X(nvmlGpuInstanceInfo_t, placement)                    \
+    X(nvmlGpuInstanceProfileInfo_v2_t, version)            \
+    X(nvmlGpuInstanceProfileInfo_v2_t, id)                 \
+    X(nvmlGpuInstanceProfileInfo_v2_t, isP2pSupported)     \
+    X(nvmlGpuInstanceProfileInfo_v2_t, sliceCount)         \
+    X(nvmlGpuInstanceProfileInfo_v2_t, instanceCount)      \
+    X(nvmlGpuInstanceProfileInfo_v2_t, multiprocessorCount)\
+    X(nvmlGpuInstanceProfileInfo_v2_t, copyEngineCount)    \
+    X(nvmlGpuInstanceProfileInfo_v2_t, decoderCount)       \
+    X(nvmlGpuInstanceProfileInfo_v2_t, encoderCount)       \
+    X(nvmlGpuInstanceProfileInfo_v2_t, jpegCount)          \
+    X(nvmlGpuInstanceProfileInfo_v2_t, ofaCount)           \
+    X(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB)       \
+    X(nvmlGpuInstanceProfileInfo_v2_t, name)
 
 /* Offset of a member, or -1 when the struct or member is not probed. */
 long nvmlsim_offsetof(const char *struct_name, const char *field) {

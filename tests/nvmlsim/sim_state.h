@@ -65,6 +65,9 @@
     X(nvmlDeviceGetComputeInstanceId)                      \
     X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)        \
     X(nvmlDeviceGetAttributes_v2)                          \
+    X(nvmlDeviceGetGpuInstanceById)                        \
+    X(nvmlGpuInstanceGetInfo)                              \
+    X(nvmlDeviceGetGpuInstanceProfileInfoByIdV)            \
     X(nvmlDeviceGetAttributes)                             \
     X(nvmlDeviceGetClockInfo)                              \
     X(nvmlDeviceGetTemperature)                            \

@@ -32,12 +32,17 @@ STRUCTS: dict[str, str] = {
     "nvmlProcessInfo_v2_t": "c_nvmlProcessInfo_v2_t",
     "nvmlProcessUtilizationSample_t": "c_nvmlProcessUtilizationSample_t",
     "nvmlDeviceAttributes_t": "c_nvmlDeviceAttributes",
+    "nvmlGpuInstanceInfo_t": "c_nvmlGpuInstanceInfo_t",
+    "nvmlGpuInstanceProfileInfo_v2_t": "c_nvmlGpuInstanceProfileInfo_v2_t",
 }
 
-# Calls outside the NvmlLib protocol (MIG attributes), and the entry points pynvml itself
-# needs.
+# Calls outside the NvmlLib protocol (MIG attributes, GPU instance profile names), and the
+# entry points pynvml itself needs.
 EXTRA_CALLS = (
     "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlGpuInstanceGetInfo",
+    "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
     "nvmlErrorString",
     "nvmlInitWithFlags",
 )

@@ -18,7 +18,6 @@ import json
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import ROOT
+from tests.support.venvs import venv_with_our_dependencies
 
 GENERATED_DIRS = ("dashboards", "alerts", "deploy/keda")
 """What `gpu-exporter generate all` writes, committed at the repository's root."""
@@ -71,18 +71,10 @@ def _build_wheel(tmp: Path) -> Path:
 
 def _fresh_venv(tmp: Path, wheel: Path) -> Path:
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                   capture_output=True, text=True, timeout=120, check=True)
-    python = venv / "bin" / "python"
+    python = venv_with_our_dependencies(venv)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
                     "--no-deps", "--no-index", str(wheel)],
                    capture_output=True, text=True, timeout=300, check=True)
-    purelib = subprocess.run([str(python), "-c",
-                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, timeout=60, check=True)
-    dependencies = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    Path(purelib.stdout.strip(), "dependencies.pth").write_text(
-        "".join(f"{path}\n" for path in sorted(dependencies)), encoding="utf-8")
     return venv
 
 

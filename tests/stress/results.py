@@ -1,10 +1,10 @@
-"""The fault matrix's cases, its results file, and the README table made from it.
+"""The fault matrix's cases, its results file, and the table of docs/testing.md made from it.
 
 The suite writes `results.json` when run with $STRESS_RESULTS set (as
-`scripts/fault_matrix.py --run` does); the README's table between the `fault-matrix` markers
-is rendered from that file and nothing else, and `tests/stress/test_table.py` fails when the
-two differ, when the file does not cover exactly the cases below, or when a case run now ends
-otherwise than its row says.
+`scripts/fault_matrix.py --run` does); the table of docs/testing.md between the
+`fault-matrix` markers is rendered from that file and nothing else, and
+`tests/stress/test_table.py` fails when the two differ, when the file does not cover exactly
+the cases below, or when a case run now ends otherwise than its row says.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _seconds(seconds: float | None) -> str:
 
 
 def render_table(document: Mapping[str, Any]) -> str:
-    """The README's table for a results document."""
+    """Return the table of docs/testing.md for a results document."""
     lines = [
         "| case | what the suite does | fault held | scrapes (rate) | failed scrapes | "
         "`/ready` | recovery |",
@@ -116,7 +116,7 @@ def replace_block(readme: str, table: str) -> str:
     head, begin, rest = readme.partition(BEGIN)
     _, end, tail = rest.partition(END)
     if not begin or not end:
-        raise ValueError(f"README has no {BEGIN} ... {END} block")
+        raise ValueError(f"the page has no {BEGIN} ... {END} block")
     return f"{head}{BEGIN}\n{table}{END}{tail}"
 
 
@@ -124,5 +124,5 @@ def readme_block(readme: str) -> str:
     _, begin, rest = readme.partition(BEGIN)
     block, end, _ = rest.partition(END)
     if not begin or not end:
-        raise ValueError(f"README has no {BEGIN} ... {END} block")
+        raise ValueError(f"the page has no {BEGIN} ... {END} block")
     return block.removeprefix("\n")

@@ -1,5 +1,5 @@
-"""The README's fault-matrix table is the suite's: rendered from the results file the suite
-wrote, and what each row claims still holds when the matrix runs now.
+"""The fault-matrix table of docs/testing.md is the suite's: rendered from the results file the
+suite wrote, and what each row claims still holds when the matrix runs now.
 
 The committed `results.json` is only what a past run recorded; on its own no code change
 could make it wrong. So the rows are also compared with the cases this test run ran: the whole
@@ -28,11 +28,11 @@ under the 25 Hz scraper, in about a minute."""
 
 
 def test_readme_table_is_rendered_from_the_results() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "testing.md").read_text()
     committed = load_results()
     assert list(committed["cases"]) == list(CASES)
     assert readme_block(readme) == render_table(committed), (
-        "README's fault-matrix table is stale or edited by hand: run "
+        "docs/testing.md's fault-matrix table is stale or edited by hand: run "
         "`python scripts/fault_matrix.py --run` (or --write)")
 
 

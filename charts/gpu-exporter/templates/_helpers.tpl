@@ -9,12 +9,17 @@ through and monitors, policies and queries selecting those labels keep matching.
 {{- default "dcgm-exporter" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+The release name when it contains the chart's name, as dcgm-exporter's chart derives it; a
+release whose name contains dcgm-exporter (how that chart's releases are usually named) keeps
+its name too, so that `helm upgrade` of it with this chart replaces its objects in place.
+*/}}
 {{- define "gpu-exporter.fullname" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
-{{- if contains $name .Release.Name -}}
+{{- if or (contains $name .Release.Name) (and (not .Values.nameOverride) (contains "dcgm-exporter" .Release.Name)) -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
@@ -48,8 +53,22 @@ app.kubernetes.io/part-of: gpu-exporter
 {{- end -}}
 {{- end -}}
 
+{{/* By digest when image.digest is set (the tag is then ignored), else by tag. */}}
 {{- define "gpu-exporter.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap holding the exporter's YAML config file (config.*). */}}
+{{- define "gpu-exporter.configConfigMap" -}}
+{{- if .Values.config.create -}}
+{{- default (printf "%s-config" (include "gpu-exporter.fullname" .)) .Values.config.name -}}
+{{- else -}}
+{{- required "config.name must be set when config.create is false" .Values.config.name -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -102,9 +121,17 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* Whether the pod gets a service account token: only what calls the API server needs one. */}}
+{{/*
+Whether the pod (and the ServiceAccount) mount a service account token: an explicit
+serviceAccount.automountServiceAccountToken wins; unset, only what calls the API server gets
+one. Unlike dcgm-exporter's chart, that holds with kubernetes.rbac.create false too: the
+RBAC is then the user's own, and the exporter still needs the token to use it.
+*/}}
 {{- define "gpu-exporter.needsToken" -}}
-{{- if or (include "gpu-exporter.readsPods" .) (include "gpu-exporter.configmapData" .) -}}
+{{- $explicit := .Values.serviceAccount.automountServiceAccountToken -}}
+{{- if kindIs "bool" $explicit -}}
+{{- if $explicit }}true{{ end -}}
+{{- else if or (include "gpu-exporter.readsPods" .) (include "gpu-exporter.configmapData" .) -}}
 true
 {{- end -}}
 {{- end -}}

@@ -18,7 +18,7 @@ ALL: tuple[Dashboard, ...] = (FLEET, NODE, MIG, WORKLOADS, AUTOSCALING, CHARGEBA
 
 
 def build(fields: FieldSet) -> dict[str, str]:
-    """File name -> JSON text of every dashboard, using only the enabled fields."""
+    """Return the JSON text of every dashboard by file name, using only the enabled fields."""
     out: dict[str, str] = {}
     for spec in ALL:
         model: dict[str, Any] = render(spec.restricted_to(fields))

@@ -28,7 +28,7 @@ TS, STAT, TABLE = Kind.TIMESERIES, Kind.STAT, Kind.TABLE
 
 
 def _bit(bit: int) -> str:
-    """GPUs whose clock-event-reasons bitmask has `bit` set (0 when none)."""
+    """Return the GPUs whose clock-event-reasons bitmask has `bit` set (0 when none)."""
     return (f"count(floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS{S} / {bit}) % 2 == 1) "
             f"or vector(0)")
 

@@ -39,14 +39,14 @@ NO_QUEUE = ("No GPU series with kai_scheduler_queue: KAI-scheduled pods, and the
 
 
 def with_role(expr: str) -> str:
-    """`expr` with a `role` label copied from whichever role label its series carry."""
+    """Return `expr` with a `role` label copied from whichever role label its series carry."""
     for source in reversed(ROLE.sources):  # the highest precedence is applied last
         expr = f'label_replace({expr}, "role", "$1", "{source.label}", "({source.values})")'
     return expr
 
 
 def role_holders(metric: str | Measure, *matchers: str) -> str:
-    """`metric` on devices held by a pod with an inference role (a series matching several
+    """Return `metric` on devices held by a pod with an inference role (a series matching several
     role labels is kept once: `or` drops equal label sets)."""
     return read(metric, *(sel(*matchers, f'{s.label}=~"{s.values}"') for s in ROLE.sources))
 
@@ -145,7 +145,8 @@ HOLDERS_PER_DEVICE = (f"count by ({DEVICE}) (group by ({DEVICE}, namespace, pod)
 
 
 def queue_share(*matchers: str) -> str:
-    """Per (device, holder in a queue): the holder's share of the device, 1 / its holders."""
+    """Return, per (device, holder in a queue), the holder's share of the device, 1 / its
+    holders."""
     exclusive = f"group by ({HOLDER}) ({sel(ANY_FIELD, JOB, *matchers, IN_A_QUEUE, HELD)})"
     shared = f"group by ({HOLDER}) ({ALLOCATIONS}{sel(JOB, *matchers, IN_A_QUEUE)})"
     return f"({exclusive} or {shared}) / on ({DEVICE}) group_left {HOLDERS_PER_DEVICE}"
@@ -155,13 +156,13 @@ WHOLE, MIG = 'GPU_I_ID=""', 'GPU_I_ID!=""'
 
 
 def hours(share: str) -> str:
-    """Device-hours over the dashboard's range, sampled every $__interval."""
+    """Return the device-hours over the dashboard's range, sampled every $__interval."""
     return (f"sum by ({QUEUE_LABEL}) (sum_over_time(({share})[$__range:$__interval])) "
             "* $__interval_ms / 3600000")
 
 
 def queue_activity(field: str | Measure) -> str:
-    """`field` per (device, holder in a queue), exclusive and shared devices alike."""
+    """Return `field` per (device, holder in a queue), exclusive and shared devices alike."""
     keep = f"{DEVICE}, {HOST}, gpu"
     exclusive = (f"max by ({keep}, namespace, pod, container, {QUEUE_LABEL}) "
                  f"({read(field, sel(JOB, IN_A_QUEUE, HELD))})")

@@ -34,7 +34,7 @@ NO_PCIE = ("Needs Hopper or newer: older GPUs have no GPM, and NVML's own PCIe t
 
 def _series(*fields: tuple[str, str], legend: str = GPU_LEGEND, fmt: str = "{}") -> tuple[
         Query, ...]:
-    """One query per (field, legend suffix); `fmt` wraps the selected series."""
+    """Return one query per (field, legend suffix); `fmt` wraps the selected series."""
     return tuple(Query(fmt.format(f"{name}{S}"), f"{legend} {suffix}".rstrip())
                  for name, suffix in fields)
 

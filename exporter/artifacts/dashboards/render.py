@@ -168,7 +168,7 @@ def _query_variable(var: Variable) -> Json:
 
 
 def _layout(spec: Dashboard) -> tuple[list[Any], list[tuple[int, Panel]]]:
-    """grafanalib panels positioned on the 24-column grid, plus (id, spec) for each."""
+    """Return grafanalib panels positioned on the 24-column grid, plus (id, spec) for each."""
     objects: list[Any] = []
     placed: list[tuple[int, Panel]] = []
     next_id = 1
@@ -203,7 +203,7 @@ def _requires(spec: Dashboard) -> list[Json]:
 
 
 def render(spec: Dashboard) -> Json:
-    """The importable dashboard JSON model for one spec (already restricted to fields)."""
+    """Return the importable dashboard JSON model for one spec (already restricted to fields)."""
     objects, placed = _layout(spec)
     by_id = dict(placed)
     built = g.Dashboard(

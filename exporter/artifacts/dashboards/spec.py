@@ -55,7 +55,7 @@ class Panel:
     """What the panel says instead of "No data": which source or setting its data needs."""
 
     def restricted_to(self, fields: FieldSet) -> Panel | None:
-        """The panel with only the queries whose fields are enabled, their measures resolved
+        """Return the panel with only the queries whose fields are enabled, their measures resolved
         (None if no query is left)."""
         resolved = ((q, fields.resolve(q.expr)) for q in self.queries)
         queries = tuple(replace(q, expr=expr) for q, expr in resolved if expr is not None)
@@ -103,7 +103,8 @@ class Dashboard:
 
 
 def sel(*matchers: str) -> str:
-    """A label matcher block: sel('job=~"$job"', 'gpu=~"$gpu"') -> '{job=~"$job",gpu=~"$gpu"}'."""
+    """Return a label matcher block: sel('job=~"$job"', 'gpu=~"$gpu"') ->
+    '{job=~"$job",gpu=~"$gpu"}'."""
     return "{" + ", ".join(matchers) + "}"
 
 

@@ -46,13 +46,13 @@ POD_VAR = Variable("pod", "Pod",
 
 
 def holders(*matchers: str) -> str:
-    """One series per (device, pod, container) holding it, exclusive or shared."""
+    """Return one series per (device, pod, container) holding it, exclusive or shared."""
     return (f'group by ({HOLDER}) ({{__name__=~"DCGM_F.+", {", ".join(matchers)}, {LABELLED}}})'
             f" or group by ({HOLDER}) (gpu_exporter_pod_gpu_allocation{sel(*matchers)})")
 
 
 def per_container(field: str | Measure, *matchers: str) -> str:
-    """A per-device field (or GPM measure) on every (pod, container) holding the device."""
+    """Return a per-device field (or GPM measure) on every (pod, container) holding the device."""
     keep = f"{DEVICE}, {HOST}, gpu"
     exclusive = (f"max by ({keep}, namespace, pod, container) "
                  f"({read(field, sel(*matchers, LABELLED))})")

@@ -58,7 +58,7 @@ class EventCalls(SimCore):
         return min(due, key=lambda d: (d[1].at, d[0])) if due else None
 
     def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
-        """Blocks until a registered GPU's XID is due, or raises TIMEOUT after timeout_ms.
+        """Block until a registered GPU's XID is due, or raise TIMEOUT after timeout_ms.
 
         XIDs timed before their GPU was registered on this set are lost, as with NVML."""
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0

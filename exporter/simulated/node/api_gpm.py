@@ -65,7 +65,7 @@ class GpmCalls(SimCore):
         return sample
 
     def nvmlGpmSampleGet(self, handle: Handle, sample: Any) -> Any:
-        """A GPU handle samples the whole GPU; a MIG device handle its compute instance."""
+        """Sample the whole GPU for a GPU handle, its compute instance for a MIG device handle."""
         with self._lock:
             t = self._begin("nvmlGpmSampleGet")
             device = self._resolve(handle, t)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pynvml
@@ -158,6 +159,44 @@ class IdentityCalls(SimCore):
             t = self._begin("nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
             return self._device_handle(self._mig_handle(mig_handle, t).gpu.address)
 
+    def nvmlDeviceGetGpuInstanceById(self, handle: Handle, gi_id: int) -> Handle:
+        with self._lock:
+            t = self._begin("nvmlDeviceGetGpuInstanceById")
+            gpu = self._mig_capable_gpu(handle, t)
+            if not gpu.mig_on:
+                fail(pynvml.NVML_ERROR_INVALID_STATE)
+            if _gpu_instance(gpu, gi_id) is None:
+                fail(pynvml.NVML_ERROR_NOT_FOUND)
+            return GpuInstanceHandle(gpu.address, gi_id)
+
+    def nvmlGpuInstanceGetInfo(self, gi_handle: Handle) -> Any:
+        with self._lock:
+            t = self._begin("nvmlGpuInstanceGetInfo")
+            if not isinstance(gi_handle, GpuInstanceHandle):
+                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            gpu = self._resolve(self._device_handle(gi_handle.gpu_address), t)
+            gi = _gpu_instance(gpu, gi_handle.gi_id) if isinstance(gpu, GpuEntry) else None
+            if gi is None:
+                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            info = pynvml.c_nvmlGpuInstanceInfo_t()
+            info.id, info.profileId = gi.gi_id, gpu_instance_profile_id(gi)
+            return info
+
+    def nvmlDeviceGetGpuInstanceProfileInfoByIdV(self, handle: Handle, profile_id: int) -> Any:
+        """The profile's v2 info; its name as nvidia-smi prints it (`MIG 3g.71gb`), for
+        the profiles this GPU's layout uses (the others: NOT_SUPPORTED)."""
+        with self._lock:
+            t = self._begin("nvmlDeviceGetGpuInstanceProfileInfoByIdV")
+            gpu = self._mig_capable_gpu(handle, t)
+            gi = next((g for g in gpu.spec.mig or ()
+                       if gpu_instance_profile_id(g) == profile_id), None)
+            if gi is None:
+                fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            info = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
+            info.id, info.sliceCount, info.memorySizeMB = profile_id, gi.slices, gi.memory_mib
+            info.name = f"MIG {gi.profile}".encode()
+            return info
+
     def nvmlDeviceGetAttributes_v2(self, handle: Handle) -> Any:
         with self._lock:
             t = self._begin("nvmlDeviceGetAttributes_v2")
@@ -174,6 +213,27 @@ class IdentityCalls(SimCore):
                 attrs.computeInstanceSliceCount = attrs.gpuInstanceSliceCount
                 attrs.memorySizeMB = device.spec.board.memory_total_mib
             return attrs
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInstanceHandle:
+    """A GPU instance handle (nvmlGpuInstance_t) of the simulated node."""
+
+    gpu_address: int
+    gi_id: int
+
+
+_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
+"""NVML's GPU instance profile ids (`nvidia-smi mig -lgip`'s ID column) by slice count."""
+
+
+def gpu_instance_profile_id(gi: P.GpuInstanceSpec) -> int:
+    """The NVML profile id of a simulated GPU instance (1g: 19, 2g: 14, 3g: 9, 4g: 5, 7g: 0)."""
+    return _PROFILE_IDS[gi.slices]
+
+
+def _gpu_instance(gpu: GpuEntry, gi_id: int) -> P.GpuInstanceSpec | None:
+    return next((g for g in gpu.spec.mig or () if g.gi_id == gi_id), None)
 
 
 def _pci_info(spec: P.GpuSpec) -> Any:

@@ -28,9 +28,10 @@ _PORT_XMIT_WAIT = 201
 
 
 def _is_ppcnt_query(words: tuple[int, ...], size: int, register_size: int) -> bool:
-    """The access register interface's query of PPCNT, word by word: operation TLV (type 1,
-    4 words; class register, method query, register 0x5008; no transaction id), register TLV
-    (type 3, the register's words + 1), PPCNT header with only port and group set."""
+    """Tell whether the words are the access register interface's query of PPCNT: operation
+    TLV (type 1, 4 words; class register, method query, register 0x5008; no transaction id),
+    register TLV (type 3, the register's words + 1), PPCNT header with only port and group
+    set."""
     return (size == 20 + register_size and words[0] == 0x08040000 and words[1] == 0x50080101
             and words[2] == words[3] == 0 and words[4] == (3 << 27 | (register_size // 4 + 1) << 16)
             and words[5] & ~(0xFF << 16 | 0x3F) == 0 and words[6] == 0)
@@ -91,8 +92,8 @@ class PrmCalls(SimCore):
                     else int(gpu.dyn.activity_integral(0.0, t) * 1000)
 
     def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
-        """NVLink P2P is OK between two NVLink GPUs without MIG (the NVSwitch fabric joins
-        every pair); a PCIe board or a MIG-enabled GPU has none (NOT_SUPPORTED, 5)."""
+        """Answer that NVLink P2P is OK between two NVLink GPUs without MIG (the NVSwitch fabric
+        joins every pair); a PCIe board or a MIG-enabled GPU has none (NOT_SUPPORTED, 5)."""
         with self._lock:
             t = self._begin("nvmlDeviceGetP2PStatus")
             gpus = (self._physical(handle, t), self._physical(peer, t))

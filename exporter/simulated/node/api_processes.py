@@ -37,15 +37,15 @@ class ProcessCalls(SimCore):
             return out
 
     def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Handle) -> list[Any]:
-        """The simulated node runs no MPS control daemon: its tenants take turns by
-        time-slicing, so no GPU has MPS clients to list."""
+        """Return no process: the simulated node runs no MPS control daemon (its tenants take
+        turns by time-slicing), so no GPU has MPS clients to list."""
         with self._lock:
             t = self._begin("nvmlDeviceGetMPSComputeRunningProcesses_v3")
             self._resolve(handle, t)
             return []
 
     def nvmlDeviceGetProcessUtilization(self, handle: Handle, timeStamp: int) -> list[Any]:
-        """One sample per process busy in NVML's latest sampling period, stamped with that
+        """Return one sample per process busy in NVML's latest sampling period, stamped with that
         sample's CPU time (µs); NOT_FOUND when there is none newer than `timeStamp`."""
         with self._lock:
             t = self._begin("nvmlDeviceGetProcessUtilization")

@@ -33,7 +33,7 @@ from exporter.simulated.node.core import Asked, Handle, MigEntry, SimCore, fail
 
 
 def _struct(pointer: Any) -> Any:
-    """The struct a `ctypes.byref(...)` (or a pointer, or the struct itself) refers to."""
+    """Return the struct a `ctypes.byref(...)` (or a pointer, or the struct itself) refers to."""
     if isinstance(pointer, ctypes._Pointer):
         return pointer.contents
     return getattr(pointer, "_obj", pointer)
@@ -60,7 +60,7 @@ def _put(struct: Any, member: Member, value: Any) -> None:
 
 
 def _fill(struct: Any, answer: Struct, values: Mapping[str, Any]) -> None:
-    """Writes the members (NOT_SUPPORTED if a needed one has no value)."""
+    """Write the members (NOT_SUPPORTED if a needed one has no value)."""
     if any(m.unset is None and values.get(m.name) is None for m in answer.members):
         fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
     if answer.cleared:
@@ -76,7 +76,7 @@ def _fill(struct: Any, answer: Struct, values: Mapping[str, Any]) -> None:
 
 
 def _shaped(call: SimCall, value: Any, args: tuple[Any, ...]) -> Any:
-    """pynvml's answer from the demo's value."""
+    """Return pynvml's answer from the demo's value."""
     answer = call.answer
     if call.shape is not None:
         return call.shape(value, *args)
@@ -106,7 +106,7 @@ def _shaped(call: SimCall, value: Any, args: tuple[Any, ...]) -> Any:
 
 
 def _signature(call: SimCall) -> inspect.Signature:
-    """The protocol's signature where it declares the call, else pynvml's (its arguments
+    """Return the protocol's signature where it declares the call, else pynvml's (its arguments
     without a default), so the method reads as the function it stands in for."""
     declared = getattr(NvmlLib, call.function, None)
     if declared is not None:
@@ -118,7 +118,7 @@ def _signature(call: SimCall) -> inspect.Signature:
 
 
 def answering(call: SimCall) -> Callable[..., Any]:
-    """The method answering `call`, with pynvml's arguments (and the caller's struct last,
+    """Return the method answering `call`, with pynvml's arguments (and the caller's struct last,
     where pynvml's function takes one)."""
     passes_struct = isinstance(call.answer, Struct) and not call.answer.pynvml_class
     system = call.handles is Handles.SYSTEM

@@ -133,19 +133,19 @@ class SimCall:
         return self.symbols or (self.function,)
 
     def accepts(self, args: Sequence[int]) -> bool:
-        """Whether the arguments (after the link of a LINK call) are ones NVML knows."""
+        """Tell whether the arguments (after the link of a LINK call) are ones NVML knows."""
         if len(args) != len(self.args):
             return False
         return all((isinstance(self.answer, Words) and i == 0 and arg > 0) or arg in domain
                    for i, (arg, domain) in enumerate(zip(args, self.args, strict=True)))
 
     def arguments(self, links: int = 0) -> Iterator[tuple[int, ...]]:
-        """Every argument tuple the entry lists, the links of a GPU with `links` first."""
+        """Return every argument tuple the entry lists, the links of a GPU with `links` first."""
         domains = ((tuple(range(links)),) if self.handles is Handles.LINK else ()) + self.args
         return itertools.product(*domains)
 
     def keys(self, args: Sequence[int]) -> tuple[tuple[str, str], ...]:
-        """(scenario table, key) of each value the call answers with these arguments: the
+        """Return the (scenario table, key) of each value the call answers with these arguments: the
         call as pynvml makes it without the handle, then the member or list entry."""
         call = f"{self.function}({','.join(str(a) for a in args)})"
         answer = self.answer
@@ -160,7 +160,7 @@ class SimCall:
         return (("calls", call),)
 
     def needed_keys(self, args: Sequence[int]) -> tuple[str, ...]:
-        """The keys that must hold a value for the call to answer (the rest have `unset`)."""
+        """Return the keys that must hold a value for the call to answer (the rest have `unset`)."""
         answer = self.answer
         if isinstance(answer, Value) and answer.unset is not None:
             return ()

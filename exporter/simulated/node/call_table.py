@@ -87,7 +87,7 @@ def _threshold(a: Asked, threshold: int) -> int | None:
 
 
 def _bar1(a: Asked) -> dict[str, int]:
-    """Per MIG device too (DCGM reads BAR1 of a GPU instance through its MIG handle): the
+    """Answer per MIG device too (DCGM reads BAR1 of a GPU instance through its MIG handle): the
     GPU instance's share of the slices."""
     total = a.figures.bar1_total_mib * _MIB
     if a.mig is not None:
@@ -114,7 +114,7 @@ def _ecc(a: Asked, error_type: int, counter_type: int, location: int) -> int | N
 
 
 def _cpus(a: Asked, size: int) -> list[int]:
-    """Two sockets of 56 cores (112 threads): GPUs 0-3 on the first, 4-7 on the second."""
+    """Answer as two sockets of 56 cores (112 threads): GPUs 0-3 on the first, 4-7 on the second."""
     words = [0] * size
     first = 0 if a.gpu.index < 4 else 56
     for cpu in (*range(first, first + 56), *range(first + 112, first + 168)):
@@ -130,22 +130,22 @@ def _numa_nodes(a: Asked, size: int, scope: int) -> list[int]:  # noqa: ARG001 (
 
 
 def _fabric(a: Asked) -> dict[str, int] | None:
-    """Registration completed without error, as every NVLink capture shows; boards without
-    NVLink have no fabric."""
+    """Answer that registration completed without error, as every NVLink capture shows; boards
+    without NVLink have no fabric."""
     if not a.board.nvlink_links:
         return None
     return {"state": pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, "status": 0}
 
 
 def _platform(a: Asked) -> dict[str, int] | None:
-    """Only the Module Id is reported (7 on the H100 capture, 1 on the H200 and L40S ones);
+    """Answer with the Module Id only (7 on the H100 capture, 1 on the H200 and L40S ones);
     none where no capture shows it."""
     module = a.figures.module_id
     return None if module is None else {"moduleId": module}
 
 
 def _licensing(state: int | None) -> Any:
-    """The vGPU feature's state; None: licensing not supported (the pass-through boards)."""
+    """Return the vGPU feature's state; None: licensing not supported (the pass-through boards)."""
     features = pynvml.c_nvmlGridLicensableFeatures_v4_t()
     if state is not None:
         features.isGridLicenseSupported, features.licensableFeaturesCount = 1, 1
@@ -168,7 +168,7 @@ def _slices(a: Asked, profile: int) -> int | None:
 
 
 def _fixed(value: Any) -> Callable[..., Any]:
-    """A figure that is the same on every board, whatever the arguments."""
+    """Return a figure that is the same on every board, whatever the arguments."""
     return lambda *_: value
 
 
@@ -285,6 +285,8 @@ COMPUTED = frozenset({
     "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceIsMigDeviceHandle",
     "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo",
+    "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
     # values that move with time (the test library: its named device keys)
     "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetTotalEnergyConsumption",

@@ -148,8 +148,13 @@ class SimCore:
         seed: int = 0,
         faults: Sequence[Fault] = (),
         clock: Callable[[], float] = time.monotonic,
+        mig_config: str | None = None,
     ) -> None:
         self.profile = P.get_profile(profile)
+        if mig_config is not None:
+            from exporter.simulated.node.mig_config import apply_mig_config
+
+            self.profile = apply_mig_config(self.profile, mig_config)
         self.seed = seed
         self.faults = tuple(faults)
         _validate(self.profile, self.faults)

@@ -147,7 +147,7 @@ class GpuDynamics:
     # -- activity ---------------------------------------------------------------------------
 
     def _leaves(self, scope: Scope) -> list[tuple[Leaf, float]]:
-        """Leaves in a scope, with their weight inside it."""
+        """Return the leaves in a scope, with their weight inside it."""
         if not scope:
             return [(leaf, leaf.weight) for leaf in self.leaves]
         if len(scope) == 1:
@@ -155,7 +155,7 @@ class GpuDynamics:
         return [(leaf, 1.0) for leaf in self.leaves if (leaf.gi, leaf.ci) == scope]
 
     def activity(self, t: float, scope: Scope = ()) -> float:
-        """Fraction of the scope's compute busy at t, in [0, 1]."""
+        """Return the fraction of the scope's compute busy at t, in [0, 1]."""
         return sum(w * leaf.activity.at(t) for leaf, w in self._leaves(scope))
 
     def activity_integral(self, t0: float, t1: float, scope: Scope = ()) -> float:
@@ -198,11 +198,11 @@ class GpuDynamics:
         return self.energy_at_start_mj + joules * 1000.0
 
     def instant_power_mw(self, t: float) -> float:
-        """The draw at t itself (NVML_FI_DEV_POWER_INSTANT), not the 1-second mean."""
+        """Return the draw at t itself (NVML_FI_DEV_POWER_INSTANT), not the 1-second mean."""
         return self._watts(self.power_fraction(t)) * 1000.0
 
     def power_mw(self, t: float) -> float:
-        """Mean draw over the last second, as NVML reports on Ampere and newer."""
+        """Return the mean draw over the last second, as NVML reports on Ampere and newer."""
         if t < 1.0:
             return self._watts(self.power_fraction(t)) * 1000.0
         return self.energy_mj(t) - self.energy_mj(t - 1.0)
@@ -273,12 +273,12 @@ class GpuDynamics:
     # -- utilisation ------------------------------------------------------------------------
 
     def utilization_pct(self, t: float, span: float) -> tuple[float, float]:
-        """(gpu %, memory %) over the `span` seconds before t, unrounded."""
+        """Return the GPU and memory utilisation (%) over the `span` seconds before t, unrounded."""
         a = self.mean_activity(t, span)
         return 100 * min(1.0, 1.3 * a), 100 * min(1.0, 0.11 * a)
 
     def utilization(self, t: float) -> tuple[int, int]:
-        """(gpu %, memory %) over the last second, integers like NVML's."""
+        """Return the GPU and memory utilisation (%) over the last second, integers like NVML's."""
         gpu, memory = self.utilization_pct(t, 1.0)
         return round(gpu), round(memory)
 
@@ -291,7 +291,8 @@ class GpuDynamics:
     # -- memory -----------------------------------------------------------------------------
 
     def memory_bytes(self, t: float, gi: int | None = None) -> tuple[int, int, int, int]:
-        """(total, reserved, free, used) of the whole GPU (gi None) or one GPU instance."""
+        """Return the total, reserved, free and used bytes of the whole GPU (gi None) or one GPU
+        instance."""
         if gi is None and self.spec.mig is not None:
             total, reserved = self.board.memory_total_mib, self.board.memory_reserved_mib
             used = sum(m.used_mib(t) for m in self.memory.values())
@@ -309,15 +310,15 @@ class GpuDynamics:
         return self.replays_at_start + int(self.replays_per_active_s * busy)
 
     def nvlink_kib(self, t: float, direction: str) -> float:
-        """Cumulative KiB over all links; tx runs a little ahead of rx."""
+        """Return the cumulative KiB over all links; tx runs a little ahead of rx."""
         share = 0.6 if direction == "tx" else 0.55
         peak_kib_s = self.board.nvlink_peak_gib_s * 1024 * 1024
         start = self.nvlink_kib_at_start * (1.0 if direction == "tx" else 0.92)
         return start + peak_kib_s * share * self.activity_integral(0.0, t)
 
     def nvlink_errors(self, t: float, link: int, counter: int) -> int:
-        """NVML_NVLINK_ERROR_DL_* count of one link: a healthy link's rare CRC flit errors
-        (each corrected by a replay), plus what `nvlink` faults on that link add."""
+        """Return the NVML_NVLINK_ERROR_DL_* count of one link: a healthy link's rare CRC flit
+        errors (each corrected by a replay), plus what `nvlink` faults on that link add."""
         busy = self.activity_integral(0.0, t)
         crc = int(self.nvlink_crc_per_active_s * busy * (1 + link % 3))
         for f in self.nvlink_faults:
@@ -327,7 +328,7 @@ class GpuDynamics:
         return {0: crc // 2, 1: crc // 50, 2: crc, 3: crc // 10}.get(counter, 0)
 
     def ecc_volatile(self, t: float) -> tuple[int, int]:
-        """(single-bit, double-bit) since the driver loaded."""
+        """Return the single-bit and double-bit ECC error counts since the driver loaded."""
         started = [f for f in self.ecc if f.at <= t]
         return sum(f.sbe for f in started), sum(f.dbe for f in started)
 
@@ -351,7 +352,7 @@ class GpuDynamics:
     # -- GPM --------------------------------------------------------------------------------
 
     def scope_weight(self, scope: Scope) -> float:
-        """Share of the GPU's compute a scope holds."""
+        """Return the share of the GPU's compute a scope holds."""
         return sum(leaf.weight for leaf, _ in self._leaves(scope)) if scope else 1.0
 
     def has_scope(self, scope: Scope) -> bool:
@@ -361,7 +362,7 @@ class GpuDynamics:
 def gpm_metric(board_peak_pcie: float, nvlink_peak_gib_s: float, metric_id: int,
                mean_activity: float, weight: float, nvlink: bool,
                engines: tuple[int, int, int] = (0, 0, 0), links: int = 0) -> float | None:
-    """A GPM metric from the mean activity between two samples; None if not modelled.
+    """Return a GPM metric from the mean activity between two samples; None if not modelled.
 
     `engines`: the board's NVDEC, NVJPG and NVOFA counts (idle under compute loads: 0 %);
     `links`: its NVLink count, over which the per-link rates share the total."""

@@ -26,7 +26,7 @@ class Window:
         return self.start <= t and (self.end is None or t < self.end)
 
     def overlap(self, t0: float, t1: float) -> float:
-        """Seconds of [t0, t1] covered by this window."""
+        """Return the seconds of [t0, t1] covered by this window."""
         end = math.inf if self.end is None else self.end
         return max(0.0, min(t1, end) - max(t0, self.start))
 
@@ -381,7 +381,7 @@ def parse_fault(spec: str) -> Fault:
 
 
 def fault_gpu(fault: Fault) -> int | None:
-    """The GPU a fault is about (None for node-wide faults)."""
+    """Return the GPU a fault is about (None for node-wide faults)."""
     return None if isinstance(fault, NvmlDownFault | GpmAdminOnlyFault) else fault.gpu
 
 

@@ -42,7 +42,7 @@ def _nvlink(gpu: GpuEntry) -> bool:
 
 def other_field_value(gpu: GpuEntry, field_id: int, scope_id: int, t: float
                       ) -> Answer | None:
-    """The answer for a field id the default fields do not read; None: NOT_SUPPORTED."""
+    """Return the answer for a field id the default fields do not read; None: NOT_SUPPORTED."""
     dyn = gpu.dyn
     simple: dict[int, Callable[[], float]] = {
         pynvml.NVML_FI_DEV_ECC_CURRENT: lambda: 1,

@@ -23,7 +23,9 @@ class SimNvml(IdentityCalls, ValueCalls, TableCalls, PrmCalls, GpmCalls, EventCa
               ProcessCalls):
     """A simulated node answering pynvml's calls; thread-safe.
 
-    `SimNvml(profile, *, seed=0, faults=(), clock=time.monotonic)`: simulated time is
-    `clock()` minus its value at construction; values are a pure function of (profile, seed,
-    simulated time) and the faults. `calls` counts calls per pynvml function name.
+    `SimNvml(profile, *, seed=0, faults=(), clock=time.monotonic, mig_config=None)`:
+    simulated time is `clock()` minus its value at construction; values are a pure function
+    of (profile, seed, simulated time) and the faults. `mig_config` (`FILE[:NAME]`) applies a
+    mig-parted config to the profile's GPUs first (`mig_config.apply_mig_config`). `calls`
+    counts calls per pynvml function name.
     """

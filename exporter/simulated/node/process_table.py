@@ -31,7 +31,7 @@ class SimProcess:
 
 
 def plan_processes(profile: Profile, seed: int) -> dict[int, tuple[SimProcess, ...]]:
-    """GPU index -> its processes (only GPUs with `shared_by` and MIG off have any)."""
+    """Return each GPU index's processes (only GPUs with `shared_by` and MIG off have any)."""
     rng = random.Random(f"{profile.name}|{seed}|processes")
     shared = [g for g in profile.gpus if g.shared_by and g.mig is None]
     # Drawn together so no two processes on the node share a PID.
@@ -46,18 +46,19 @@ def plan_processes(profile: Profile, seed: int) -> dict[int, tuple[SimProcess, .
 
 
 def _shares(rng: random.Random, n: int) -> list[float]:
-    """n shares summing to 1, none tiny: replicas of one workload differ, but not wildly."""
+    """Return `n` shares summing to 1, none tiny: replicas of one workload differ, but not
+    wildly."""
     weights = [rng.uniform(0.6, 1.4) for _ in range(n)]
     total = sum(weights)
     return [w / total for w in weights]
 
 
 def process_memory_bytes(used_bytes: int, share: float) -> int:
-    """A process's framebuffer, in whole MiB as NVML reports it; rounding down keeps the sum
+    """Return a process's framebuffer, in whole MiB as NVML reports it; rounding down keeps the sum
     over processes within the device's used memory."""
     return math.floor(used_bytes * share / MIB) * MIB
 
 
 def last_sample_time(t: float) -> float:
-    """Simulated time of the latest utilisation sample NVML holds at t."""
+    """Return the simulated time of the latest utilisation sample NVML holds at t."""
     return math.floor(t / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S

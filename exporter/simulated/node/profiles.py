@@ -149,7 +149,7 @@ class Profile:
 
 def _gi(gi_id: int, profile: str, slices: int, memory_mib: int,
         cis: tuple[tuple[int, int, int], ...]) -> GpuInstanceSpec:
-    """cis: (ci id, compute slices, MIG device slot)."""
+    """Return a GPU instance spec; each of `cis` is (ci id, compute slices, MIG device slot)."""
     return GpuInstanceSpec(
         gi_id, profile, slices, memory_mib,
         tuple(ComputeInstanceSpec(ci, s, slot, 16 * s) for ci, s, slot in cis),
@@ -224,7 +224,7 @@ _UUID_NAMESPACE = uuid.UUID("6b1f3c52-3f0e-4c57-9a51-2d1f7f0e9c11")
 
 
 def gpu_uuid(profile: str, gpu: int) -> str:
-    """Stable across seeds and runs, so simulated allocations can name devices."""
+    """Return a GPU UUID stable across seeds and runs, so simulated allocations can name devices."""
     return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{profile}/gpu/{gpu}')}"
 
 

@@ -37,7 +37,7 @@ class Wave:
 
     @staticmethod
     def random(rng: random.Random, low: float, high: float) -> Wave:
-        """A load wave whose mean lies in [low, high]: a slow job-level swell plus a faster
+        """Return a load wave whose mean lies in [low, high]: a slow job-level swell plus a faster
         step-to-step ripple, never below 0 nor above 1."""
         base = rng.uniform(low, high)
         room = min(base, 1.0 - base) * 0.97
@@ -53,7 +53,7 @@ class Wave:
 
 
 def merge(windows: Iterable[Window]) -> tuple[Window, ...]:
-    """Sorted, non-overlapping windows covering the same time."""
+    """Return sorted, non-overlapping windows covering the same time."""
     merged: list[Window] = []
     for w in sorted(windows, key=lambda w: w.start):
         if merged:
@@ -90,12 +90,12 @@ class GatedWave:
 
 
 def covered(windows: Sequence[Window], t0: float, t1: float) -> float:
-    """Seconds of [t0, t1] inside any of the windows."""
+    """Return the seconds of [t0, t1] inside any of the windows."""
     return sum(w.overlap(t0, t1) for w in merge(windows))
 
 
 def breakpoints(windows: Iterable[Window], t0: float, t1: float) -> list[float]:
-    """[t0, ..., t1] split at every window edge strictly inside the interval."""
+    """Return [t0, ..., t1] split at every window edge strictly inside the interval."""
     edges = {t0, t1}
     for w in windows:
         for edge in (w.start, w.end):
