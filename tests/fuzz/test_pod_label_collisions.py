@@ -57,7 +57,7 @@ DCGM_EXP_XID_ERRORS_COUNT, gauge, XIDs in the window
 DCGM_EXP_CLOCK_EVENTS_COUNT, counter, clock events in the window
 DCGM_FI_DRIVER_VERSION, label, driver version
 DCGM_FI_DEV_SERIAL, label, serial
-DCGM_FI_DEV_POWER_USAGE, histogram, power as a histogram
+DCGM_FI_DEV_POWER_USAGE, untyped, power untyped
 """
 COLLECTORS: Collectors = parse_collectors(CSV, "every-scope.csv")
 PROMTOOL_EVERY = 4
