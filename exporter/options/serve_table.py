@@ -140,7 +140,9 @@ DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
     default_text="`f`",
-    help="devices to export: `f` all, `g` GPUs only, `i` MIG instances only, `g:0,1`, `i:0-2`")
+    help="devices to export: `f` all, `g` GPUs only, `i` MIG instances only, `g:0,1`, "
+         "`i:0-2`, or both joined by `+`: `g+i`, `g:0-3+i:0-2` (a GPU range also limits "
+         "whose instances are exported)")
 HOSTNAME_LABEL: Option[HostnameLabel] = Option(
     "hostname_label", Choice(HOSTNAME_LABELS), "Hostname", commands=SERVE,
     flags=("--hostname-label",), env=("GPU_EXPORTER_HOSTNAME_LABEL",),
