@@ -77,8 +77,8 @@ SIM_KUBELET: Option[bool] = Option(
 CONFIG_FILE: Option[Path | None] = Option(
     "config_file", FilePath(), None, commands=SERVE,
     flags=("--config-file",), env=("GPU_EXPORTER_CONFIG_FILE", "DCGM_EXPORTER_CONFIG_FILE"),
-    help="dcgm-exporter's YAML config file (versions 1 and 2; see Config file), read once at "
-         "start-up; a flag or variable that is set beats the file")
+    help="dcgm-exporter's YAML config file, versions 1 and 2 (see `docs/config-file.md`), "
+         "read once at start-up; a flag or variable that is set beats the file")
 COLLECTORS: Option[Path | None] = Option(
     "collectors", FilePath(), None, commands=SERVE_AND_GENERATE,
     flags=("-f", "--collectors"), env=("GPU_EXPORTER_COLLECTORS", "DCGM_EXPORTER_COLLECTORS"),

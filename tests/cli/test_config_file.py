@@ -5,6 +5,8 @@ refusal is one line naming the file, the line and the key."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import yaml
 
 from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.fields.catalog import MetricType
+from tests.cli.test_dcgm_flags import SIM, BareExporter
 from tests.support.paths import ROOT
 
 VALUES = ROOT / "tests" / "fixtures" / "dcgm-exporter-4.8.4" / "values.yaml"
@@ -65,6 +68,14 @@ def test_the_charts_default_config_data(tmp_path: Path) -> None:
     assert cfg.collect_interval_s == 30.0  # the ["*"] collection's every
     assert cfg.enable_exporter_metrics is False
     assert cfg.startup_warnings == ()  # bind/unbind detection is off: nothing to say
+
+
+def test_the_docs_examples_are_upstreams_and_load(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "config-file.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:]]
+    assert blocks[0] == chart_default()
+    for block in blocks:
+        assert served(tmp_path, block).startup_warnings == ()
 
 
 def test_the_readme_examples(tmp_path: Path) -> None:
@@ -251,3 +262,40 @@ def test_an_unreadable_or_empty_file(tmp_path: Path) -> None:
                                           "config file: No such file"):
         parse_serve_args(["--config-file", str(missing)], env={})
     assert refusal(tmp_path, "# nothing\n").startswith("1: the file holds no YAML document")
+
+
+def test_a_process_started_with_a_config_file_serves_what_it_says(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "version: 2\nmetrics:\n  fields:\n"
+        "    - {name: DCGM_FI_DEV_GPU_TEMP, prometheusType: gauge, help: GPU temperature.}\n"
+        "    - {name: DCGM_EXP_XID_ERRORS_TOTAL, prometheusType: counter, help: Newer.}\n"
+        "    - {name: DCGM_FI_DEV_POWER_USAGE, prometheusType: untyped, help: Power.}\n"
+        "collections:\n  - name: scrape\n    every: 3s\n    metrics:\n"
+        "      include: ['*']\n", encoding="utf-8")
+    proc = BareExporter([], {**SIM, "DCGM_EXPORTER_CONFIG_FILE": str(config)})
+    try:
+        proc.wait_ready()
+        text = proc.metrics()
+        assert "gpu_exporter_collect_interval_seconds 3\n" in text
+        assert "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n" in text
+        assert "# TYPE DCGM_FI_DEV_POWER_USAGE untyped\n" in text
+        assert 'DCGM_FI_DEV_POWER_USAGE{gpu="0"' in text
+        assert "DCGM_FI_DEV_SM_CLOCK" not in text  # only the file's fields
+        assert f"{config}:5: unknown field 'DCGM_EXP_XID_ERRORS_TOTAL'; skipped" in \
+            proc.output()
+    finally:
+        proc.close()
+
+
+def test_a_process_refuses_a_bad_config_file_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("version: 2\nserver:\n  maxConcurrentScrapes: 4\n  maxConcurrentScrapes: 5\n",
+                      encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "exporter", "--config-file", str(config)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={**SIM, "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"gpu-exporter: --config-file: {config}:4: server.maxConcurrentScrapes: duplicate "
+        "YAML key; first defined at line 3")
