@@ -28,6 +28,7 @@ from exporter.options import ConfigError, Option, Resolution, parse_command_line
 from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
 from exporter.options.config_file import ConfigFile, read_config_file
+from exporter.options.go_duration import go_seconds
 from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
 from exporter.options.values import lenient_warning
 from exporter.options.yaml_strict import YamlError
@@ -203,6 +204,24 @@ def _watch_retention(r: Resolution, file: ConfigFile | None) -> tuple[float, int
     return age, samples
 
 
+def _check_bind_unbind(r: Resolution, file: ConfigFile | None, warnings: list[str]) -> None:
+    """dcgm-exporter's check of its bind/unbind watch (which means nothing here): when on, its
+    poll interval must be above zero. An interval that does not parse is its default, 1s."""
+    enabled = _layered(r, dcgm.ENABLE_GPU_BIND_UNBIND_WATCH,
+                       file.bind_unbind_watch if file else None)
+    setting = r.setting(dcgm.GPU_BIND_UNBIND_POLL_INTERVAL)
+    if setting.source is None or not setting.value:
+        return  # the default, or the file's (checked above zero where it is read)
+    try:
+        seconds = go_seconds(setting.value.strip())
+    except ValueError:
+        warnings.append(lenient_warning(setting.source, setting.text, 1.0))
+        return
+    if enabled and seconds <= 0:
+        raise ConfigError(f"{setting.source}: {setting.value!r} must be greater than 0 with "
+                          "--enable-gpu-bind-unbind-watch")
+
+
 def serve_config(r: Resolution) -> ServeConfig:
     k8s_enabled = r[opt.KUBERNETES] or r[opt.SIM_KUBELET]
     if r[opt.SCOPE] == "pod":
@@ -217,6 +236,7 @@ def serve_config(r: Resolution) -> ServeConfig:
     if file is not None:
         warnings.extend(file.warnings)
     watch_age, watch_samples = _watch_retention(r, file)
+    _check_bind_unbind(r, file, warnings)
     inline = _inline_collectors(r, file)
     return ServeConfig(
         backend=r[opt.BACKEND],

@@ -104,6 +104,8 @@ class ConfigFile:
     enable_exporter_metrics: bool | None = None
     retention: Retention = Retention()
     watch_groups: tuple[WatchGroup, ...] = ()
+    bind_unbind_watch: bool | None = None
+    bind_unbind_poll_s: float | None = None
     warnings: tuple[str, ...] = ()
     """One line per key that means nothing here."""
 
@@ -216,29 +218,40 @@ def _settings(reader: _Reader) -> ConfigFile:
             raise reader.error("server.maxConcurrentScrapes", "must be greater than 0")
         found = replace(found, max_concurrent_scrapes=scrapes)
     if "metrics" in reader.tree:
-        metrics = cast("Tree", reader.tree["metrics"])
-        file = str(metrics.get("file", "")).strip()
-        rows = cast("list[Tree]", metrics.get("fields", []))
-        if "enableExporterMetrics" in metrics:
-            found = replace(found, enable_exporter_metrics=metrics["enableExporterMetrics"] is True)
-        if file and rows:
-            raise reader.error("metrics", "must specify exactly one of file or fields")
-        if file:
-            found = replace(found, collectors_file=Path(file))
-        elif rows:
-            found = replace(found, inline_rows=_inline_rows(reader, rows))
-        elif "enableExporterMetrics" not in metrics:
-            raise reader.error("metrics", "must specify file, fields, or "
-                                          "enableExporterMetrics")
+        found = _metrics(reader, cast("Tree", reader.tree["metrics"]), found)
     detect = cast("Tree", cast("Tree", cast("Tree", reader.tree.get("sources", {}))
                                .get("dcgm", {})).get("detectBindUnbind"))
-    if detect is not None:
-        key = "sources.dcgm.detectBindUnbind"
-        poll = str(detect.get("pollInterval", "")).strip()
-        if poll and reader.go_duration(f"{key}.pollInterval", poll) <= 0:
+    return found if detect is None else _detect_bind_unbind(reader, detect, found)
+
+
+def _metrics(reader: _Reader, metrics: Tree, found: ConfigFile) -> ConfigFile:
+    file = str(metrics.get("file", "")).strip()
+    rows = cast("list[Tree]", metrics.get("fields", []))
+    if "enableExporterMetrics" in metrics:
+        found = replace(found, enable_exporter_metrics=metrics["enableExporterMetrics"] is True)
+    if file and rows:
+        raise reader.error("metrics", "must specify exactly one of file or fields")
+    if file:
+        return replace(found, collectors_file=Path(file))
+    if rows:
+        return replace(found, inline_rows=_inline_rows(reader, rows))
+    if "enableExporterMetrics" not in metrics:
+        raise reader.error("metrics", "must specify file, fields, or enableExporterMetrics")
+    return found
+
+
+def _detect_bind_unbind(reader: _Reader, detect: Tree, found: ConfigFile) -> ConfigFile:
+    key = "sources.dcgm.detectBindUnbind"
+    poll = str(detect.get("pollInterval", "")).strip()
+    if poll:
+        ns = reader.go_duration(f"{key}.pollInterval", poll)
+        if ns <= 0:
             raise reader.error(f"{key}.pollInterval", "must be greater than 0")
-        if detect.get("enabled") is True:  # the chart's default (off) says nothing
-            reader.ignored(key, REENUMERATED)
+        found = replace(found, bind_unbind_poll_s=ns / 1e9)
+    if "enabled" in detect:
+        found = replace(found, bind_unbind_watch=detect["enabled"] is True)
+    if detect.get("enabled") is True:  # the chart's default (off) says nothing
+        reader.ignored(key, REENUMERATED)
     return found
 
 

@@ -174,9 +174,11 @@ FAKE_GPUS = _ignored_switch(
 ENABLE_DCGM_LOG = _ignored_switch(
     "enable_dcgm_log", "--enable-dcgm-log", "DCGM_EXPORTER_ENABLE_DCGM_LOG",
     "DCGM's own log on stdout", _NO_DCGM_LOG)
+DCGM_LOG_LEVELS = ("NONE", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "VERB")
+"""dcgm-exporter's DCGMDbgLvlValues: it refuses any other level at start-up."""
 DCGM_LOG_LEVEL = _ignored_text(
     "dcgm_log_level", ("--dcgm-log-level",), "DCGM_EXPORTER_DCGM_LOG_LEVEL",
-    "level of DCGM's own log", _NO_DCGM_LOG, "LEVEL")
+    "level of DCGM's own log", _NO_DCGM_LOG, "LEVEL", Choice(DCGM_LOG_LEVELS))
 DUMP_ENABLED = _ignored_switch(
     "dump_enabled", "--dump-enabled", "DCGM_EXPORTER_DUMP_ENABLED",
     "debug dumps of each scrape to files", _NO_DUMPS)
