@@ -49,16 +49,28 @@ def _line(node: Node) -> int:
 
 def compose_one(path: Path, text: str) -> Node:
     """The file's one document; YamlError for none, two, bad syntax or a repeated key."""
+    try:
+        return _compose_one(path, text)
+    except RecursionError:  # PyYAML and the key check recurse once per level
+        raise YamlError(f"{path}:1: not valid YAML here: nested too deeply") from None
+
+
+def _compose_one(path: Path, text: str) -> Node:
     import yaml
 
     try:
         documents = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise YamlError(f"{where}: not valid YAML: {exc.problem or exc}") from None
+        line = mark.line + 1 if mark is not None else 1
+        raise YamlError(f"{path}:{line}: not valid YAML: "
+                        f"{_one_line(exc.problem or exc.context or str(exc))}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        line = text[:exc.position].count("\n") + 1
+        raise YamlError(f"{path}:{line}: not valid YAML: character {exc.character!r} is not "
+                        "allowed") from None
     except yaml.YAMLError as exc:
-        raise YamlError(f"{path}: not valid YAML: {exc}") from None
+        raise YamlError(f"{path}:1: not valid YAML: {_one_line(str(exc))}") from None
     if not documents:
         raise YamlError(f"{path}:1: the file holds no YAML document (expected version: 1 "
                         "or 2, and the settings)")
@@ -67,6 +79,10 @@ def compose_one(path: Path, text: str) -> Node:
                         "supported")
     _reject_repeated_keys(path, documents[0], "", set())
     return documents[0]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _reject_repeated_keys(path: Path, node: Node, key: str, visited: set[int]) -> None:
