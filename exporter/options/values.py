@@ -87,8 +87,9 @@ class FilePath(Value[Path]):
         return ("/etc/a.csv", "/etc/b.csv", "c.csv")
 
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
+_TRUE = frozenset({"1", "t", "true", "yes", "on"})
+_FALSE = frozenset({"0", "f", "false", "no", "off", ""})
+"""Go's strconv.ParseBool spellings (dcgm-exporter's flags take those), and yes/no, on/off."""
 
 
 def parse_bool(text: str, where: str) -> bool:

@@ -189,3 +189,12 @@ def test_a_dcgm_log_level_dcgm_exporter_refuses_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"\$DCGM_EXPORTER_DCGM_LOG_LEVEL: 'debug'; expected "
                                           "NONE, FATAL, ERROR, WARN, INFO, DEBUG or VERB"):
         parse_serve_args([], env={"DCGM_EXPORTER_DCGM_LOG_LEVEL": "debug"})
+
+
+@pytest.mark.parametrize(("text", "value"), [("t", True), ("T", True), ("TRUE", True),
+                                             ("True", True), ("1", True), ("f", False),
+                                             ("F", False), ("FALSE", False), ("0", False)])
+def test_switches_take_gos_bool_spellings(text: str, value: bool) -> None:
+    # urfave/cli reads a bool flag's variable with strconv.ParseBool.
+    cfg = parse_serve_args([], env={"DCGM_EXPORTER_ENABLE_EXPORTER_METRICS": text})
+    assert cfg.enable_exporter_metrics is value
