@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # PyYAML is imported only when a config file is read
-    from yaml.nodes import Node
+    from yaml.nodes import Node, ScalarNode
 
 Scalar = Literal["int", "bool", "str"]
 
@@ -163,7 +163,7 @@ def _decode(path: Path, node: Node, schema: Schema, key: str,
     return values
 
 
-def _scalar(node: Node, kind: Scalar, wrong: YamlError) -> object:
+def _scalar(node: ScalarNode, kind: Scalar, wrong: YamlError) -> object:
     text = str(node.value)
     if kind == "str":
         return text
@@ -173,9 +173,10 @@ def _scalar(node: Node, kind: Scalar, wrong: YamlError) -> object:
         return text.lower() in ("true", "yes", "on", "y")
     if node.tag != _TAG + "int":
         raise wrong
-    import yaml
+    from yaml.constructor import SafeConstructor
 
-    constructed = yaml.SafeLoader(text).construct_object(node)
+    # YAML 1.1 integers: 0x1f, 0o17, 1_000, as the resolver that tagged it reads them.
+    constructed = SafeConstructor().construct_yaml_int(node)
     assert isinstance(constructed, int)
     return constructed
 
