@@ -5,6 +5,10 @@ The options themselves (flags, variables, parsers, defaults, precedence) are dec
 `--scope pod` turn Kubernetes attribution on, pod scope needs POD_NAME and POD_NAMESPACE, and
 the host label's value falls back to the host name. dcgm-exporter's pod labels, pod UID, DRA
 and ConfigMap options turn nothing else on, like `--kubernetes.pod-labels`.
+
+dcgm-exporter's YAML config file (`--config-file`, `exporter.options.config_file`) sits
+between the defaults and the flags: a value comes from a flag or variable that was set, else
+from the file, else from the default, as in dcgm-exporter 4.8.3 and later.
 """
 
 from __future__ import annotations
@@ -14,15 +18,20 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
+from exporter.fields.csv import Collectors, CollectorsError, collectors_from_rows, require_servable
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import PodLabelSelection
 from exporter.options import ConfigError, Option, Resolution, parse_command_line, parse_duration
 from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
+from exporter.options.config_file import ConfigFile, read_config_file
+from exporter.options.go_duration import go_seconds
 from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
 from exporter.options.values import lenient_warning
+from exporter.options.yaml_strict import YamlError
 
 __all__ = ["ConfigError", "ServeConfig", "kubernetes_config", "parse_duration",
            "parse_serve_args", "serve_config"]
@@ -42,7 +51,9 @@ class ServeConfig:
     config_file: Path | None = None
     """dcgm-exporter's YAML config file, already applied to the fields below."""
     collectors: Path | None = None
-    """The collectors CSV; None: the built-in default set."""
+    """The collectors CSV; None: the built-in default set (or `inline_collectors`)."""
+    inline_collectors: Collectors | None = None
+    """The config file's `metrics.fields`, checked as CSV rows; served instead of a file."""
     collect_interval_s: float = 15.0
     listen_host: str | None = None
     """None: every interface."""
@@ -148,6 +159,71 @@ def _container_labels(r: Resolution, *, kubernetes: bool, warnings: list[str]) -
     return True
 
 
+T = TypeVar("T")
+
+
+def _layered(r: Resolution, option: Option[T], from_file: T | None) -> T:
+    """A flag or variable that was set, else the config file's value, else the default."""
+    if from_file is None or r.setting(option).source is not None:
+        return r[option]
+    return from_file
+
+
+def _config_file(r: Resolution) -> ConfigFile | None:
+    path = r[opt.CONFIG_FILE]
+    if path is None:
+        return None
+    try:
+        return read_config_file(path)
+    except YamlError as exc:
+        raise ConfigError(f"--config-file: {exc}") from None
+
+
+def _inline_collectors(r: Resolution, file: ConfigFile | None) -> Collectors | None:
+    """The file's inline rows, unless `-f` or `-m` was set (which beat the file)."""
+    if file is None or file.inline_rows is None:
+        return None
+    if r.setting(opt.COLLECTORS).source or r.setting(dcgm.CONFIGMAP_DATA).source:
+        return None
+    try:
+        return require_servable(collectors_from_rows(file.inline_rows, str(file.path)))
+    except CollectorsError as exc:
+        raise ConfigError(f"--config-file: {exc}") from None
+
+
+def _watch_retention(r: Resolution, file: ConfigFile | None) -> tuple[float, int]:
+    """dcgm-exporter's order: default, the file's, then a flag or variable set; the result
+    and each watch group's (laid over it) must keep some limit."""
+    retention = file.retention if file is not None else None
+    age = _layered(r, dcgm.WATCH_MAX_KEEP_AGE, retention.max_age_s if retention else None)
+    samples = _layered(r, dcgm.WATCH_MAX_KEEP_SAMPLES, retention.max_samples if retention else None)
+    check_watch_retention(age, samples, "--watch-max-keep-age/--watch-max-keep-samples"
+                          if file is None else
+                          f"--watch-max-keep-age/--watch-max-keep-samples with {file.path}")
+    for group in file.watch_groups if file is not None else ():
+        check_watch_retention(*group.retention.over(age, samples),
+                              f"--config-file: {group.where}: watch group {group.name!r}")
+    return age, samples
+
+
+def _check_bind_unbind(r: Resolution, file: ConfigFile | None, warnings: list[str]) -> None:
+    """dcgm-exporter's check of its bind/unbind watch (which means nothing here): when on, its
+    poll interval must be above zero. An interval that does not parse is its default, 1s."""
+    enabled = _layered(r, dcgm.ENABLE_GPU_BIND_UNBIND_WATCH,
+                       file.bind_unbind_watch if file else None)
+    setting = r.setting(dcgm.GPU_BIND_UNBIND_POLL_INTERVAL)
+    if setting.source is None or not setting.value:
+        return  # the default, or the file's (checked above zero where it is read)
+    try:
+        seconds = go_seconds(setting.value.strip())
+    except ValueError:
+        warnings.append(lenient_warning(setting.source, setting.text, 1.0))
+        return
+    if enabled and seconds <= 0:
+        raise ConfigError(f"{setting.source}: {setting.value!r} must be greater than 0 with "
+                          "--enable-gpu-bind-unbind-watch")
+
+
 def serve_config(r: Resolution) -> ServeConfig:
     k8s_enabled = r[opt.KUBERNETES] or r[opt.SIM_KUBELET]
     if r[opt.SCOPE] == "pod":
@@ -158,8 +234,12 @@ def serve_config(r: Resolution) -> ServeConfig:
         k8s_enabled = True
     host, port = r[opt.LISTEN_ADDRESS]
     warnings = r.warnings()
-    check_watch_retention(r[dcgm.WATCH_MAX_KEEP_AGE], r[dcgm.WATCH_MAX_KEEP_SAMPLES],
-                          "--watch-max-keep-age/--watch-max-keep-samples")
+    file = _config_file(r)
+    if file is not None:
+        warnings.extend(file.warnings)
+    watch_age, watch_samples = _watch_retention(r, file)
+    _check_bind_unbind(r, file, warnings)
+    inline = _inline_collectors(r, file)
     return ServeConfig(
         backend=r[opt.BACKEND],
         sim_profile=r[opt.SIM_PROFILE],
@@ -168,16 +248,21 @@ def serve_config(r: Resolution) -> ServeConfig:
         sim_faults=r[opt.SIM_FAULTS],
         sim_kubelet=r[opt.SIM_KUBELET],
         config_file=r[opt.CONFIG_FILE],
-        collectors=r[opt.COLLECTORS],
-        collect_interval_s=r[opt.COLLECT_INTERVAL],
+        collectors=None if inline is not None else _layered(
+            r, opt.COLLECTORS, file.collectors_file if file else None),
+        inline_collectors=inline,
+        collect_interval_s=_layered(r, opt.COLLECT_INTERVAL,
+                                    file.collect_interval_s if file else None),
         listen_host=host,
         listen_port=port,
         enable_openmetrics=r[opt.WEB_ENABLE_OPENMETRICS],
         web_config_file=r[opt.WEB_CONFIG_FILE],
         web_read_timeout_s=_timeout(r, opt.WEB_READ_TIMEOUT, warnings),
         web_write_timeout_s=_timeout(r, opt.WEB_WRITE_TIMEOUT, warnings),
-        max_concurrent_scrapes=r[opt.MAX_CONCURRENT_SCRAPES],
-        enable_exporter_metrics=r[opt.ENABLE_EXPORTER_METRICS],
+        max_concurrent_scrapes=_layered(r, opt.MAX_CONCURRENT_SCRAPES,
+                                        file.max_concurrent_scrapes if file else None),
+        enable_exporter_metrics=_layered(r, opt.ENABLE_EXPORTER_METRICS,
+                                         file.enable_exporter_metrics if file else None),
         health_require_gpus=r[opt.HEALTH_REQUIRE_GPUS],
         devices=r[opt.DEVICES],
         hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
@@ -189,8 +274,8 @@ def serve_config(r: Resolution) -> ServeConfig:
         hpc_job_mapping_dir=r[dcgm.HPC_JOB_MAPPING_DIR],
         container_labels=_container_labels(r, kubernetes=k8s_enabled, warnings=warnings),
         container_runtime_socket=r[dcgm.CONTAINER_RUNTIME_SOCKET],
-        watch_max_keep_age_s=r[dcgm.WATCH_MAX_KEEP_AGE],
-        watch_max_keep_samples=r[dcgm.WATCH_MAX_KEEP_SAMPLES],
+        watch_max_keep_age_s=watch_age,
+        watch_max_keep_samples=watch_samples,
         label_limit=r[opt.LABEL_LIMIT],
         log_format=r[opt.LOG_FORMAT],
         log_level=r[opt.LOG_LEVEL],

@@ -12,10 +12,10 @@ from typing import Literal
 Labels = tuple[tuple[str, str], ...]
 """Label pairs in exposition order."""
 
-FamilyType = Literal["gauge", "counter", "dcgm-counter", "histogram", "summary"]
+FamilyType = Literal["gauge", "counter", "dcgm-counter", "untyped"]
 """"counter" is named without "_total" (the renderer adds it); "dcgm-counter" is a DCGM
-field counter, which keeps its name as it is. A collectors file may declare a DCGM field a
-histogram or summary; its type line then says so."""
+field counter, which keeps its name as it is. A collectors file may declare a DCGM field
+untyped; its type line then says so (OpenMetrics: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from exporter.fields.csv import (
     CollectorsError,
     default_collectors_path,
     load_collectors,
+    require_servable,
 )
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
 from exporter.k8s.hpc_jobs import HpcJobMapping
@@ -220,8 +221,13 @@ def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
     collectors_path = cfg.collectors or default_collectors_path()
     configmap = _follow_configmap(cfg, collectors_path)
     try:
-        collectors = (configmap.load_initial() if configmap is not None
-                      else load_collectors(collectors_path))
+        if configmap is not None:
+            collectors = configmap.load_initial()
+        elif cfg.inline_collectors is not None:  # the config file's metrics.fields
+            collectors = cfg.inline_collectors
+        else:
+            collectors = load_collectors(collectors_path)
+        require_servable(collectors)
     except CollectorsError as exc:
         if configmap is not None:
             configmap.close()

@@ -1,4 +1,5 @@
-"""The `--devices` selection, in dcgm-exporter's syntax: `f`, `g`, `i`, `g:0,1`, `i:0-2`."""
+"""The `--devices` selection, in dcgm-exporter 4.8.3's syntax: `f`, `g`, `i`, `g:0,1`, `i:0-2`,
+and selectors joined by `+` (`g+i`, `g:0-3+i:0-2`, `i+g`): GPUs and GPU instances both."""
 
 from __future__ import annotations
 
@@ -45,18 +46,52 @@ def _parse_ids(text: str, flag: str) -> frozenset[int]:
         if not 0 <= first <= MAX_DEVICE_INDEX or not 0 <= last <= MAX_DEVICE_INDEX:
             raise ValueError(f"{flag}: {part!r} is out of range (device indices are 0 to "
                              f"{MAX_DEVICE_INDEX})")
+        if first > last:
+            raise ValueError(f"{flag}: invalid range {part!r}: start ({first}) must not "
+                             f"exceed end ({last})")
         ids.update(range(first, last + 1))
     return frozenset(ids)
 
 
+_EXPECTED = "expected f, g, i, g:0,1, i:0-2 or g+i"
+
+
+def _selectors(text: str, flag: str) -> dict[str, str | None]:
+    """Each letter of a `+`-joined selection -> its id list (None: all), checked as
+    dcgm-exporter's parseDeviceOptions checks them."""
+    found: dict[str, str | None] = {}
+    for part in text.strip().split("+"):
+        part = part.strip()
+        if not part:
+            raise ValueError(f"{flag}: {text!r} has an empty selector ({_EXPECTED})")
+        if part.count(":") > 1:
+            raise ValueError(f"{flag}: {part!r} has more than one ':' ({_EXPECTED})")
+        letter, sep, ids = part.partition(":")
+        if letter not in ("f", "g", "i"):
+            raise ValueError(f"{flag}: {text!r} is not a device selection: the only valid "
+                             f"options are 'f', 'g', or 'i', but found {letter!r}")
+        if letter in found:
+            raise ValueError(f"{flag}: {text!r} has the device option {letter!r} twice")
+        if letter == "f" and sep:
+            raise ValueError(f"{flag}: {part!r}: the flex option 'f' takes no ids "
+                             f"({_EXPECTED})")
+        if sep and not ids.strip():
+            raise ValueError(f"{flag}: {part!r} has no ids after ':' ({_EXPECTED})")
+        found[letter] = ids if sep else None
+    if "f" in found and len(found) > 1:
+        raise ValueError(f"{flag}: {text!r}: the flex option 'f' cannot be combined with "
+                         "other device options")
+    return found
+
+
 def parse_device_filter(text: str, flag: str = "--devices") -> DeviceFilter:
-    kind, _, ids = text.strip().partition(":")
-    if kind == "f" and not ids:
+    found = _selectors(text, flag)
+    if "f" in found:
         return ALL_DEVICES
-    if kind == "g":
-        return DeviceFilter(instances=False, gpu_ids=_parse_ids(ids, flag) if ids else None)
-    if kind == "i":
-        return DeviceFilter(gpus=False, instance_ids=_parse_ids(ids, flag) if ids else None)
-    raise ValueError(
-        f"{flag}: {text!r} is not a device selection; expected f, g, i, g:0,1 or i:0,1"
+    gpu_ids, instance_ids = found.get("g"), found.get("i")
+    return DeviceFilter(
+        gpus="g" in found,
+        instances="i" in found,
+        gpu_ids=_parse_ids(gpu_ids, flag) if gpu_ids is not None else None,
+        instance_ids=_parse_ids(instance_ids, flag) if instance_ids is not None else None,
     )

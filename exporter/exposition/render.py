@@ -97,8 +97,7 @@ _FIELD_FAMILY_TYPE: dict[MetricType, FamilyType] = {
     MetricType.GAUGE: "gauge",
     # dcgm fields keep their name whatever their type, so a counter is a "dcgm-counter".
     MetricType.COUNTER: "dcgm-counter",
-    MetricType.HISTOGRAM: "histogram",
-    MetricType.SUMMARY: "summary",
+    MetricType.UNTYPED: "untyped",
 }
 
 
@@ -301,6 +300,9 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
         kind: str = fam.type  # the TYPE line's word: "dcgm-counter" is not one
         if kind == "dcgm-counter":
             kind = "unknown" if openmetrics else "counter"
+            sample_name = name
+        elif kind == "untyped":
+            kind = "unknown" if openmetrics else kind
             sample_name = name
         elif kind == "counter":
             sample_name = name + "_total"

@@ -16,8 +16,7 @@ class MetricType(enum.Enum):
     GAUGE = "gauge"
     COUNTER = "counter"
     LABEL = "label"
-    HISTOGRAM = "histogram"
-    SUMMARY = "summary"
+    UNTYPED = "untyped"
 
 
 class Scope(enum.Enum):

@@ -5,8 +5,11 @@ cells `field name, prometheus type, help` (trimmed; standard CSV quoting).
 
 A field may be named by any of its DCGM names (deprecated aliases, the 4.6 renames, the
 dcgm-exporter 1.x names such as `dcgm_gpu_temp`): like dcgm-exporter, the series keep the name
-as written. A DCGM field this exporter cannot serve is skipped with a warning that says why;
-a name DCGM does not know is an error.
+as written. A DCGM field this exporter cannot serve is skipped with a warning that says why,
+and so is a name no table here knows (a newer DCGM's field, or a typo: the warning names the
+closest known name), so that a file written for a newer release never stops a node. Only a
+malformed line or an unsupported type is an error, and at start-up a file that enables
+nothing (`require_servable`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import csv
 import difflib
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +34,7 @@ class CollectorsError(ValueError):
 class EnabledField:
     spec: FieldSpec
     type: MetricType
-    """As the CSV says (`histogram`/`summary` are echoed in `# TYPE` only)."""
+    """As the CSV says (`untyped` is echoed in `# TYPE` only)."""
     help: str
 
 
@@ -50,6 +54,8 @@ class Collectors:
 
 
 _TYPES = {t.value: t for t in MetricType}
+"""dcgm-exporter 4.8.3's types: histogram and summary (taken by 4.8.2) are refused."""
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 """The breaks an editor counts lines by; str.splitlines() also breaks at form feeds, U+2028
 and other separators, which would shift every later file:line in a message."""
@@ -57,12 +63,27 @@ and other separators, which would shift every later file:line in a message."""
 
 def _closest(name: str) -> str:
     """A hint naming the known name closest to a typo; case is ignored in the comparison, so
-    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP."""
+    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP. Only a typo is hinted at: a newer
+    field (`DCGM_EXP_XID_ERRORS_TOTAL`) shares most of its name with an older one
+    (`..._COUNT`) and is no misspelling of it."""
     by_folded: dict[str, str] = {}
     for known in (*BY_NAME, *dcgm_names()):
         by_folded.setdefault(known.casefold(), known)
-    match = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.6)
-    return f"; did you mean {by_folded[match[0]]}?" if match else ""
+    folded = name.casefold()
+    for match in difflib.get_close_matches(folded, list(by_folded), n=5, cutoff=0.8):
+        if _a_typo_of(folded, match):
+            return f" (did you mean {by_folded[match]}?)"
+    return ""
+
+
+def _a_typo_of(name: str, known: str) -> bool:
+    """Whether `name` is `known` with one word misspelt, or nearly all of it alike."""
+    words, known_words = name.split("_"), known.split("_")
+    if len(words) != len(known_words):
+        return difflib.SequenceMatcher(None, name, known).ratio() >= 0.93
+    differing = [(a, b) for a, b in zip(words, known_words, strict=True) if a != b]
+    return len(differing) <= 1 and all(
+        difflib.SequenceMatcher(None, a, b).ratio() >= 0.6 for a, b in differing)
 
 
 def _resolve(name: str) -> FieldSpec | DcgmField | None:
@@ -89,11 +110,17 @@ def _unserved_warning(name: str, field: DcgmField) -> str:
     return f"{named} is not served: {field.reason.explain(field.nvml_source)}{hint}; skipped"
 
 
+Row = tuple[int, str, str, str]
+"""(line number, field name, prometheus type, help) of one row, its cells trimmed."""
+
+
 def parse_collectors(text: str, source: str) -> Collectors:
     """Parse CSV text; `source` names the file in messages."""
-    fields: list[EnabledField] = []
-    warnings: list[str] = []
-    seen: dict[str, int] = {}
+    return collectors_from_rows(_csv_rows(text, source), source)
+
+
+def _csv_rows(text: str, source: str) -> list[Row]:
+    rows: list[Row] = []
     for lineno, raw in enumerate(_LINE_BREAK.split(text), start=1):
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
@@ -108,31 +135,59 @@ def parse_collectors(text: str, source: str) -> Collectors:
                 f"{source}:{lineno}: expected 3 columns 'field name, prometheus type, help', "
                 f"found {len(cells)}: {stripped!r}"
             )
-        name, type_name, help_text = cells
+        rows.append((lineno, cells[0], cells[1], cells[2]))
+    return rows
+
+
+def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
+    """Check rows as dcgm-exporter 4.8.3+ does, the type before the name; `source` names
+    where they come from (a CSV file, or a YAML file's inline fields)."""
+    fields: list[EnabledField] = []
+    warnings: list[str] = []
+    seen: dict[str, int] = {}
+    for lineno, name, type_name, help_text in rows:
+        where = f"{source}:{lineno}"
         metric_type = _TYPES.get(type_name)
         if metric_type is None:
             raise CollectorsError(
-                f"{source}:{lineno}: unknown prometheus type {type_name!r} for {name}; "
-                f"expected one of {', '.join(_TYPES)}"
+                f"{where}: unsupported prometheus type {type_name!r} for {name}; supported "
+                "types are counter, gauge, untyped and label"
             )
+        if not _FIELD_NAME.fullmatch(name):
+            raise CollectorsError(f"{where}: {name!r} is not a field name (a DCGM name such "
+                                  "as DCGM_FI_DEV_GPU_TEMP)")
         spec = _resolve(name)
         if spec is None:
-            raise CollectorsError(f"{source}:{lineno}: unknown field {name!r}{_closest(name)}")
+            # A newer DCGM or dcgm-exporter names fields this one does not know yet: the
+            # node serves the rest rather than stopping.
+            warnings.append(f"{where}: unknown field {name!r}{_closest(name)}; skipped")
+            continue
         if isinstance(spec, DcgmField):
-            warnings.append(f"{source}:{lineno}: {_unserved_warning(name, spec)}")
+            warnings.append(f"{where}: {_unserved_warning(name, spec)}")
             continue
         if name in seen:
-            warnings.append(
-                f"{source}:{lineno}: {name} already enabled at line {seen[name]}; ignored"
-            )
+            warnings.append(f"{where}: {name} already enabled at line {seen[name]}; ignored")
             continue
         if (spec.type is MetricType.LABEL) != (metric_type is MetricType.LABEL):
             raise CollectorsError(
-                f"{source}:{lineno}: {name} must be of type {spec.type.value}, not {type_name}"
+                f"{where}: {name} must be of type {spec.type.value}, not {type_name}"
             )
         seen[name] = lineno
         fields.append(EnabledField(spec, metric_type, help_text or spec.help))
     return Collectors(source, tuple(fields), tuple(warnings))
+
+
+def require_servable(collectors: Collectors) -> Collectors:
+    """The collectors, unless they enable no field at all: a node serving nothing is an
+    error at start-up (CollectorsError, naming the first row skipped), not an empty page."""
+    if collectors.fields:
+        return collectors
+    message = f"{collectors.source}: enables no field this exporter serves"
+    if collectors.warnings:
+        more = len(collectors.warnings) - 1
+        message += f"; {collectors.warnings[0]}" + (f" (and {more} more rows skipped)"
+                                                    if more else "")
+    raise CollectorsError(message)
 
 
 def load_collectors(path: str | Path) -> Collectors:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from exporter.fields.csv import Collectors, CollectorsError, load_collectors
+from exporter.fields.csv import Collectors, CollectorsError, load_collectors, require_servable
 from exporter.k8s.apiclient import api_client
 from exporter.k8s.apiwatch import WatchCall, WatchLoop
 
@@ -108,14 +108,15 @@ class ConfigMapCollectors(WatchLoop):
 
     def load_initial(self, timeout_s: float = FIRST_READ_TIMEOUT_S) -> Collectors:
         """Start following the ConfigMap, wait (bounded) for its first answer and load what
-        is then in use. Raises CollectorsError only when the collectors file is bad."""
+        is then in use (a CSV that enables no field is not usable). Raises CollectorsError
+        only when the collectors file is bad."""
         self.start()
         answered = self.attempted.wait(timeout_s)
         if self.source != CONFIGMAP:
             self._use_file("it could not be read" if answered else
                            f"no answer from the API server within {timeout_s:.0f}s")
         try:
-            return load_collectors(self.path)
+            return require_servable(load_collectors(self.path))
         except CollectorsError as exc:
             with self._lock:
                 if self.source != CONFIGMAP:

@@ -18,13 +18,16 @@ from exporter.options.values import (
     Choice,
     ConfigMapName,
     ConfigMapRef,
+    DeviceSelection,
     Duration,
     FilePath,
     GoDuration,
+    Hostengine,
     Integer,
     RegexList,
     Switch,
     Text,
+    Value,
 )
 
 GpuIdType = Literal["uid", "device-name"]
@@ -138,24 +141,26 @@ def _ignored_switch(name: str, flag: str, env: str, help_: str, reason: str) -> 
 
 
 def _ignored_text(name: str, flags: tuple[str, ...], env: str, help_: str, reason: str,
-                  metavar: str) -> Option[str | None]:
-    return Option(name, Text(), None, help_, SERVE, group=IGNORED_GROUP, flags=flags,
+                  metavar: str, value: Value[str] | None = None) -> Option[str | None]:
+    """`value`: how the text is checked (as dcgm-exporter checks it); None: any text."""
+    return Option(name, value or Text(), None, help_, SERVE, group=IGNORED_GROUP, flags=flags,
                   env=(env,), metavar=metavar, ignored=reason)
 
 
 REMOTE_HOSTENGINE_INFO = _ignored_text(
     "remote_hostengine_info", ("-r", "--remote-hostengine-info"),
-    "DCGM_REMOTE_HOSTENGINE_INFO", "address of an external DCGM `nv-hostengine`",
-    "no DCGM hostengine is used; NVML is read directly", "HOST:PORT")
+    "DCGM_REMOTE_HOSTENGINE_INFO", "address of an external DCGM `nv-hostengine`: "
+    "`HOST:PORT`, `tcp://HOST:PORT`, `unix:///PATH` or `vsock://CID:PORT`",
+    "no DCGM hostengine is used; NVML is read directly", "ADDRESS", Hostengine())
 SWITCH_DEVICES = _ignored_text(
     "switch_devices", ("-s", "--switch-devices"), "DCGM_EXPORTER_OTHER_DEVICES_STR",
-    "NVSwitches and NVLinks to export", "NVSwitch entities and their links are not "
-    "exported, only GPUs (per-link fields on each GPU's own NVLinks) and MIG instances",
-    "SELECTION")
+    "NVSwitches and NVLinks to export (`--devices`' syntax)", "NVSwitch entities and their "
+    "links are not exported, only GPUs (per-link fields on each GPU's own NVLinks) and MIG "
+    "instances", "SELECTION", DeviceSelection())
 CPU_DEVICES = _ignored_text(
     "cpu_devices", ("-p", "--cpu-devices"), "DCGM_EXPORTER_CPU_DEVICES_STR",
-    "CPUs and CPU cores to export", "CPU entities are not exported, only GPUs and MIG "
-    "instances", "SELECTION")
+    "CPUs and CPU cores to export (`--devices`' syntax)", "CPU entities are not exported, "
+    "only GPUs and MIG instances", "SELECTION", DeviceSelection())
 WEB_SYSTEMD_SOCKET = _ignored_switch(
     "web_systemd_socket", "--web-systemd-socket", "DCGM_EXPORTER_SYSTEMD_SOCKET",
     "systemd socket activation", "systemd socket activation is not supported; the exporter "
@@ -169,9 +174,11 @@ FAKE_GPUS = _ignored_switch(
 ENABLE_DCGM_LOG = _ignored_switch(
     "enable_dcgm_log", "--enable-dcgm-log", "DCGM_EXPORTER_ENABLE_DCGM_LOG",
     "DCGM's own log on stdout", _NO_DCGM_LOG)
+DCGM_LOG_LEVELS = ("NONE", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "VERB")
+"""dcgm-exporter's DCGMDbgLvlValues: it refuses any other level at start-up."""
 DCGM_LOG_LEVEL = _ignored_text(
     "dcgm_log_level", ("--dcgm-log-level",), "DCGM_EXPORTER_DCGM_LOG_LEVEL",
-    "level of DCGM's own log", _NO_DCGM_LOG, "LEVEL")
+    "level of DCGM's own log", _NO_DCGM_LOG, "LEVEL", Choice(DCGM_LOG_LEVELS))
 DUMP_ENABLED = _ignored_switch(
     "dump_enabled", "--dump-enabled", "DCGM_EXPORTER_DUMP_ENABLED",
     "debug dumps of each scrape to files", _NO_DUMPS)

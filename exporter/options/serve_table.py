@@ -82,8 +82,8 @@ SIM_KUBELET: Option[bool] = Option(
 CONFIG_FILE: Option[Path | None] = Option(
     "config_file", FilePath(), None, commands=SERVE,
     flags=("--config-file",), env=("GPU_EXPORTER_CONFIG_FILE", "DCGM_EXPORTER_CONFIG_FILE"),
-    help="dcgm-exporter's YAML config file (versions 1 and 2; see Config file), read once at "
-         "start-up; a flag or variable that is set beats the file")
+    help="dcgm-exporter's YAML config file, versions 1 and 2 (see `docs/config-file.md`), "
+         "read once at start-up; a flag or variable that is set beats the file")
 COLLECTORS: Option[Path | None] = Option(
     "collectors", FilePath(), None, commands=SERVE_AND_GENERATE,
     flags=("-f", "--collectors"), env=("GPU_EXPORTER_COLLECTORS", "DCGM_EXPORTER_COLLECTORS"),
@@ -145,7 +145,9 @@ DEVICES: Option[DeviceFilter] = Option(
     "devices", Devices(), ALL_DEVICES, commands=SERVE,
     flags=("-d", "--devices"), env=("GPU_EXPORTER_DEVICES", "DCGM_EXPORTER_DEVICES_STR"),
     default_text="`f`",
-    help="devices to export: `f` all, `g` GPUs only, `i` MIG instances only, `g:0,1`, `i:0-2`")
+    help="devices to export: `f` all, `g` GPUs only, `i` MIG instances only, `g:0,1`, "
+         "`i:0-2`, or both joined by `+`: `g+i`, `g:0-3+i:0-2` (a GPU range also limits "
+         "whose instances are exported)")
 HOSTNAME_LABEL: Option[HostnameLabel] = Option(
     "hostname_label", Choice(HOSTNAME_LABELS), "Hostname", commands=SERVE,
     flags=("--hostname-label",), env=("GPU_EXPORTER_HOSTNAME_LABEL",),

@@ -87,8 +87,9 @@ class FilePath(Value[Path]):
         return ("/etc/a.csv", "/etc/b.csv", "c.csv")
 
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
+_TRUE = frozenset({"1", "t", "true", "yes", "on"})
+_FALSE = frozenset({"0", "f", "false", "no", "off", ""})
+"""Go's strconv.ParseBool spellings (dcgm-exporter's flags take those), and yes/no, on/off."""
 
 
 def parse_bool(text: str, where: str) -> bool:
@@ -312,6 +313,69 @@ class Devices(Value[DeviceFilter]):
 
     def samples(self) -> tuple[str, ...]:
         return ("g:0,1", "i", "g")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSelection(Value[str]):
+    """The same grammar as Devices, kept as text (for -s and -p, which select entities not
+    exported here: checked as dcgm-exporter checks them, then only warned about)."""
+
+    metavar = "SELECTION"
+
+    def parse(self, text: str, where: str) -> str:
+        try:
+            parse_device_filter(text, where)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return text
+
+    def samples(self) -> tuple[str, ...]:
+        return ("f", "g:0+i", "i:0-3")
+
+
+_HOSTENGINE_HINT = "HOST:PORT, tcp://HOST:PORT, unix:///PATH or vsock://CID:PORT"
+
+
+def _host_and_port(text: str) -> bool:
+    host, sep, port = text.rpartition(":")
+    if not sep:  # a bare host: DCGM's default port
+        host, port = text, "5555"
+    if host.startswith("["):
+        host = host.removeprefix("[").removesuffix("]")
+    return bool(host) and " " not in host and "/" not in host and port.isdigit() \
+        and int(port) <= 65535
+
+
+def parse_hostengine(text: str, where: str) -> str:
+    """dcgm-exporter 4.8.3's `-r`: HOST[:PORT], or a DCGM URI (scheme in any case)."""
+    scheme, sep, rest = text.strip().partition("://")
+    if not sep:
+        valid = _host_and_port(text.strip())
+    elif scheme.lower() == "tcp":
+        valid = ":" in rest and _host_and_port(rest)
+    elif scheme.lower() == "unix":
+        valid = rest.startswith("/") and len(rest) > 1
+    elif scheme.lower() == "vsock":
+        cid, colon, port = rest.partition(":")
+        valid = bool(colon) and cid.isdigit() and int(cid) < 2**32 and port.isdigit() \
+            and int(port) < 2**32
+    else:
+        valid = False
+    if not valid:
+        raise ConfigError(f"{where}: {durations.shown(text)} is not a hostengine address "
+                          f"(expected {_HOSTENGINE_HINT})")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Hostengine(Value[str]):
+    metavar = "ADDRESS"
+
+    def parse(self, text: str, where: str) -> str:
+        return parse_hostengine(text, where)
+
+    def samples(self) -> tuple[str, ...]:
+        return ("nv-hostengine:5555", "tcp://10.0.0.1:5555", "unix:///run/dcgm.sock")
 
 
 @dataclass(frozen=True, slots=True)

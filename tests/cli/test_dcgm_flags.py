@@ -1,17 +1,16 @@
-"""Every flag and variable of dcgm-exporter (tests/fixtures/dcgm-exporter-flags.md, its
-tables as upstream's app.go declares them) is taken by the option table and resolves to a
-serve configuration, set to upstream's own default where it has one; a real process starts
-with dcgm-exporter's command line and with the GPU Operator's environment alone."""
+"""Every flag, alias and variable of dcgm-exporter, read from its own app.go (the 4.8.4 copy
+in tests/fixtures, see upstream_app.py), is taken by the option table and resolves to a serve
+configuration, set to upstream's own default where it has one; a real process starts with
+dcgm-exporter's command line and with the GPU Operator's environment alone. A newer app.go
+dropped into the fixtures shows the delta as failures naming each new flag."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,48 +18,8 @@ import pytest
 from exporter.config import ConfigError, ServeConfig, parse_serve_args, serve_config
 from exporter.options import Option, Setting, for_command, parse_command_line
 from exporter.options.values import Value
+from tests.cli.upstream_app import Upstream, cli_constants, upstream_flags
 from tests.conftest import ROOT, ExporterProcess, free_port
-
-FLAGS_TABLE = ROOT / "tests" / "fixtures" / "dcgm-exporter-flags.md"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """One flag of dcgm-exporter: its spellings, its variable and its default (if any)."""
-
-    flags: tuple[str, ...]
-    env: str
-    default: str | None
-
-
-def _ticked(cell: str) -> list[str]:
-    return re.findall(r"`([^`]+)`", cell)
-
-
-def upstream_flags() -> list[Upstream]:
-    """The rows of every table of the fixture; a row of several flags (`--dump-*`) gives one
-    entry per flag, with its share of the default and variable cells."""
-    found = []
-    for line in FLAGS_TABLE.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("| `-"):
-            continue
-        flag_cell, env_cell, default_cell, _ = (c.strip() for c in line.strip("|").split(" | "))
-        spellings = [s for s in _ticked(flag_cell) if s.startswith("-")]
-        [env] = _ticked(env_cell)
-        longs = [s for s in spellings if s.startswith("--")]
-        if len(longs) > 1:  # `--dump-enabled` / `--dump-directory` / ...
-            defaults = default_cell.split(" / ")
-            assert len(defaults) == len(longs), line
-            assert env.endswith("*"), line
-            for flag, default in zip(longs, defaults, strict=True):
-                name = "DCGM_EXPORTER_" + flag[2:].upper().replace("-", "_")
-                assert name.startswith(env[:-1]), (name, env)
-                found.append(Upstream((flag,), name, next(iter(_ticked(default)), None)))
-        else:
-            found.append(Upstream(tuple(spellings), env, next(iter(_ticked(default_cell)),
-                                                              None)))
-    return found
-
 
 UPSTREAM = upstream_flags()
 SERVE = for_command("serve")
@@ -69,16 +28,37 @@ IGNORED_UPSTREAM = {
     "--enable-pprof", "--fake-gpus", "--enable-dcgm-log", "--dcgm-log-level", "--dump-enabled",
     "--dump-directory", "--dump-retention", "--dump-compression", "--disable-startup-validate",
     "--enable-gpu-bind-unbind-watch", "--gpu-bind-unbind-poll-interval",
+    "--watch-max-keep-age", "--watch-max-keep-samples",
 }
 """dcgm-exporter options accepted without effect here (each with a start-up warning saying
 why); every other upstream option acts."""
 
+CONFIG_FILE = Path(tempfile.mkdtemp(prefix="dcgm-flags-")) / "config.yaml"
+CONFIG_FILE.write_text("version: 2\n", encoding="utf-8")
+VALID = {
+    "--config-file": str(CONFIG_FILE),  # a file that is read: one that exists
+    # Defaults app.go names by a constant of another package (appconfig/types.go, DCGM):
+    "--collectors": "/etc/dcgm-exporter/default-counters.csv",
+    "--web-read-timeout": "10s", "--web-write-timeout": "30s",
+    "--max-concurrent-scrapes": "16", "--watch-max-keep-age": "10m0s",
+    "--watch-max-keep-samples": "0", "--configmap-data": "none",
+    "--kubernetes-gpu-id-type": "uid", "--dcgm-log-level": "NONE",
+    "--xid-count-window-size": "300000", "--clock-events-count-window-size": "300000",
+}
+"""Texts for flags whose default app.go does not spell out, or where any value of our type
+would not do."""
+NEEDS = {"--container-labels": (["--container-runtime-socket", "/run/docker.sock"],
+                                {"DCGM_CONTAINER_RUNTIME_SOCKET": "/run/docker.sock"})}
+"""What a flag needs beside it to be valid (dcgm-exporter's own checks)."""
 
-def test_the_fixture_lists_every_upstream_flag() -> None:
-    assert len(UPSTREAM) == 38  # as many as app.go declares
+
+def test_app_go_is_read_whole() -> None:
+    assert len(UPSTREAM) == 47  # as many flag structs as app.go declares
+    assert {u.flags[0][2:] for u in UPSTREAM} == cli_constants()  # one per CLI* constant
     spellings = {s for u in UPSTREAM for s in u.flags}
     assert {"-f", "-a", "-c", "-k", "-m", "-r", "-d", "-n", "-o", "-p", "-s", "-x",
             "-rbmn"} <= spellings
+    assert all(len(u.env) == 1 for u in UPSTREAM)
     assert len({u.env for u in UPSTREAM}) == len(UPSTREAM)
 
 
@@ -96,11 +76,13 @@ def reader_of(option: Option[object], spelling: str) -> tuple[Value[object], str
     return alias.value, alias.flag
 
 
-def valid_text(value: Value[object], default: str | None) -> str:
+def valid_text(value: Value[object], upstream: Upstream) -> str:
     """Upstream's default where it states one, else a value of our type."""
     if value.action == "switch":
         return "true"
-    return default if default is not None else value.samples()[0]
+    if upstream.flags[0] in VALID:
+        return VALID[upstream.flags[0]]
+    return upstream.default or value.samples()[0]
 
 
 def resolved(argv: list[str], env: dict[str, str], option: Option[object]
@@ -112,44 +94,50 @@ def resolved(argv: list[str], env: dict[str, str], option: Option[object]
 @pytest.mark.parametrize("upstream", UPSTREAM, ids=[u.flags[0] for u in UPSTREAM])
 def test_each_spelling_of_the_flag_is_taken_by_one_option(upstream: Upstream) -> None:
     option = option_of(upstream.flags[0])
+    needs, _ = NEEDS.get(upstream.flags[0], ([], {}))
     for spelling in upstream.flags:
         assert option_of(spelling) is option, f"{spelling} and {upstream.flags[0]} differ"
         value, reported = reader_of(option, spelling)
-        text = valid_text(value, upstream.default)
+        text = valid_text(value, upstream)
         argv = [spelling] if value.action == "switch" else [spelling, text]
-        _, setting = resolved(argv, {}, option)
+        _, setting = resolved([*argv, *needs], {}, option)
         assert setting.source == reported
         assert setting.value == value.from_flag(True if value.action == "switch" else text,
                                                 spelling)
 
 
-@pytest.mark.parametrize("upstream", UPSTREAM, ids=[u.env for u in UPSTREAM])
+@pytest.mark.parametrize("upstream", UPSTREAM, ids=[u.env[0] for u in UPSTREAM])
 def test_each_variable_is_read_by_the_flag_option(upstream: Upstream) -> None:
     option = option_of(upstream.flags[0])
-    assert upstream.env in option.all_env
-    value, _ = reader_of(option, upstream.env)
-    texts = {valid_text(value, upstream.default)}
+    (variable,) = upstream.env
+    assert variable in option.all_env
+    value, _ = reader_of(option, variable)
+    texts = {valid_text(value, upstream)}
     if value.action == "switch":
         texts.add(upstream.default or "false")
+    _, needs = NEEDS.get(upstream.flags[0], ([], {}))
     for text in sorted(texts):
-        _, setting = resolved([], {upstream.env: text}, option)
-        assert (setting.source, setting.value) == (f"${upstream.env}",
+        _, setting = resolved([], {variable: text, **needs}, option)
+        assert (setting.source, setting.value) == (f"${variable}",
                                                    value.parse(text, "test"))
 
 
 def test_only_the_listed_flags_are_ignored_and_they_only_warn() -> None:
     ignored = {u.flags[0] for u in UPSTREAM if option_of(u.flags[0]).ignored is not None}
     assert ignored == IGNORED_UPSTREAM
-    env = {u.env: valid_text(reader_of(option_of(u.flags[0]), u.env)[0], u.default)
-           for u in UPSTREAM}
-    cfg = serve_config(parse_command_line("serve", [], env))
-    assert len(cfg.startup_warnings) == len(IGNORED_UPSTREAM)
+    cfg = serve_config(parse_command_line("serve", [], every_variable()))
+    # And one more: container labels are ignored in Kubernetes mode.
+    assert len(cfg.startup_warnings) == len(IGNORED_UPSTREAM) + 1
+    assert "container runtime labels are ignored" in cfg.startup_warnings[-1]
+
+
+def every_variable() -> dict[str, str]:
+    return {u.env[0]: valid_text(reader_of(option_of(u.flags[0]), u.env[0])[0], u)
+            for u in UPSTREAM}
 
 
 def test_every_upstream_variable_at_once_configures_serve() -> None:
-    env = {u.env: valid_text(reader_of(option_of(u.flags[0]), u.env)[0], u.default)
-           for u in UPSTREAM}
-    cfg = serve_config(parse_command_line("serve", [], env))
+    cfg = serve_config(parse_command_line("serve", [], every_variable()))
     assert cfg.collect_interval_s == 30.0
     assert cfg.xid_count_window_s == 300.0
     assert cfg.clock_events_count_window_s == 300.0

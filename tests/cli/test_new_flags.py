@@ -148,3 +148,53 @@ def test_go_duration_refusals(text: str, message: str) -> None:
                                                (3600.0, "1h0m0s"), (1.5, "1.5s")])
 def test_go_text_prints_as_go_does(seconds: float, text: str) -> None:
     assert go_text(seconds) == text
+
+
+def test_the_bind_unbind_watch_needs_a_poll_interval_above_zero() -> None:
+    with pytest.raises(ConfigError, match="--gpu-bind-unbind-poll-interval: '0s' must be "
+                                          "greater than 0 with --enable-gpu-bind-unbind-watch"):
+        parse_serve_args(["--enable-gpu-bind-unbind-watch",
+                          "--gpu-bind-unbind-poll-interval", "0s"], env={})
+    # Off, the interval is not checked; one that does not parse is the default, with a word.
+    assert len(parse_serve_args(["--gpu-bind-unbind-poll-interval", "0s"],
+                                env={}).startup_warnings) == 1
+    cfg = parse_serve_args([], env={"DCGM_EXPORTER_ENABLE_GPU_BIND_UNBIND_WATCH": "true",
+                                    "DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL": "soon"})
+    assert cfg.startup_warnings[-1] == (
+        "$DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL=soon: not a Go duration above zero "
+        "(such as 10s or 1m30s); using the default 1s")
+
+
+def test_the_bind_unbind_watch_turned_on_by_the_config_file_is_checked_too(
+        tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("version: 1\nsources:\n  dcgm:\n    detectBindUnbind:\n"
+                      "      enabled: true\n")
+    with pytest.raises(ConfigError, match="must be greater than 0"):
+        parse_serve_args(["--config-file", str(config),
+                          "--gpu-bind-unbind-poll-interval=-1s"], env={})
+    assert parse_serve_args(["--config-file", str(config)], env={}).startup_warnings == (
+        f"{config}:4: sources.dcgm.detectBindUnbind: accepted for compatibility; ignored "
+        "because GPUs that come or go are found by re-enumeration (every minute, and at "
+        "once after a GPU is lost)",)
+
+
+@pytest.mark.parametrize("level", ["NONE", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "VERB"])
+def test_dcgm_log_levels_dcgm_exporter_takes(level: str) -> None:
+    cfg = parse_serve_args([], env={"DCGM_EXPORTER_DCGM_LOG_LEVEL": level})
+    assert len(cfg.startup_warnings) == 1
+
+
+def test_a_dcgm_log_level_dcgm_exporter_refuses_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"\$DCGM_EXPORTER_DCGM_LOG_LEVEL: 'debug'; expected "
+                                          "NONE, FATAL, ERROR, WARN, INFO, DEBUG or VERB"):
+        parse_serve_args([], env={"DCGM_EXPORTER_DCGM_LOG_LEVEL": "debug"})
+
+
+@pytest.mark.parametrize(("text", "value"), [("t", True), ("T", True), ("TRUE", True),
+                                             ("True", True), ("1", True), ("f", False),
+                                             ("F", False), ("FALSE", False), ("0", False)])
+def test_switches_take_gos_bool_spellings(text: str, value: bool) -> None:
+    # urfave/cli reads a bool flag's variable with strconv.ParseBool.
+    cfg = parse_serve_args([], env={"DCGM_EXPORTER_ENABLE_EXPORTER_METRICS": text})
+    assert cfg.enable_exporter_metrics is value

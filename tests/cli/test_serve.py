@@ -248,8 +248,9 @@ def test_sigterm_stops_within_five_seconds(exporter: type[ExporterProcess]) -> N
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--backend", "sim", "-f", "{csv}"], "{csv}:2: unknown field 'DCGM_FI_DEV_GPU_TMP'; "
-                                          "did you mean DCGM_FI_DEV_GPU_TEMP?"),
+    (["--backend", "sim", "-f", "{csv}"], "{csv}: enables no field this exporter serves; "
+                                          "{csv}:2: unknown field 'DCGM_FI_DEV_GPU_TMP' (did "
+                                          "you mean DCGM_FI_DEV_GPU_TEMP?); skipped"),
     (["--backend", "sim", "--sim.profile", "h900"], "--sim.profile"),
     (["--backend", "sim", "--sim.fault", "xid,gpu=0"], "--sim.fault 'xid,gpu=0'"),
     (["-c", "soon"], "--collect-interval: 'soon' is not a duration"),

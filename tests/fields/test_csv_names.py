@@ -143,17 +143,22 @@ def test_a_renamed_link_field_is_served_under_the_name_the_file_uses() -> None:
     ("dcgm_gpu_tmp", "dcgm_gpu_temp"),
     ("DCGM_FI_DEV_CPU_UTIL_RATI", "DCGM_FI_DEV_CPU_UTIL_RATIO"),
 ])
-def test_an_unknown_name_is_an_error_with_the_closest_known_name(name: str, closest: str) -> None:
-    with pytest.raises(CollectorsError,
-                       match=rf"x\.csv:1: unknown field '{name}'; did you mean {closest}\?"):
-        parse_collectors(f"{name}, gauge, x\n", "x.csv")
+def test_an_unknown_name_is_skipped_with_the_closest_known_name(name: str,
+                                                                closest: str) -> None:
+    collectors = parse_collectors(f"DCGM_FI_DEV_GPU_TEMP, gauge, t\n{name}, gauge, x\n", "x.csv")
+    assert collectors.names == {"DCGM_FI_DEV_GPU_TEMP"}
+    assert collectors.warnings == (
+        f"x.csv:2: unknown field {name!r} (did you mean {closest}?); skipped",)
 
 
-def test_removed_names_remain_errors() -> None:
-    # Gone from DCGM (and so fatal in dcgm-exporter too).
-    with pytest.raises(CollectorsError,
-                       match="unknown field 'DCGM_FI_DEV_NVSWITCH_LINK_DEVICE_UUID'"):
-        parse_collectors("DCGM_FI_DEV_NVSWITCH_LINK_DEVICE_UUID, gauge, x\n", "x.csv")
+def test_removed_names_are_skipped_not_fatal() -> None:
+    # Gone from DCGM: dcgm-exporter stops on it, this exporter serves the rest.
+    collectors = parse_collectors("DCGM_FI_DEV_NVSWITCH_LINK_DEVICE_UUID, gauge, x\n"
+                                  "DCGM_FI_DEV_GPU_TEMP, gauge, t\n", "x.csv")
+    assert collectors.names == {"DCGM_FI_DEV_GPU_TEMP"}
+    (warning,) = collectors.warnings
+    assert warning.startswith("x.csv:1: unknown field 'DCGM_FI_DEV_NVSWITCH_LINK_DEVICE_UUID'")
+    assert warning.endswith("; skipped")
 
 
 UPSTREAM_CSVS = [

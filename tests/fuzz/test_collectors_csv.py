@@ -1,5 +1,6 @@
 """The collectors CSV parser, fed near-valid and hostile files: it either accepts the file or
-refuses it naming file:line of a real, non-comment line; it never raises anything else."""
+refuses it naming file:line of a real, non-comment line; it never raises anything else, and
+no field name alone (known, unknown, misspelt) makes it refuse a well-formed file."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ _NEWLINES = re.compile(r"\r\n|\r|\n")
 served = st.sampled_from(sorted(BY_NAME))
 any_dcgm_name = st.sampled_from(sorted(dcgm_names()))
 names = st.one_of(served, any_dcgm_name, st.text(max_size=30))
-types = st.one_of(st.sampled_from([t.value for t in MetricType]), st.text(max_size=10))
+SUPPORTED_TYPES = ("counter", "gauge", "untyped", "label")
+"""dcgm-exporter 4.8.3's: histogram and summary are refused since."""
+types = st.one_of(st.sampled_from([*SUPPORTED_TYPES, "histogram", "summary"]),
+                  st.text(max_size=10))
 cells = st.text(max_size=40)
 spaces = st.sampled_from(["", " ", "  ", "\t"])
 
@@ -76,3 +80,30 @@ def test_a_file_of_served_fields_loads_them_all_in_order(chosen: list[str], sep:
     text = "\n".join(f"{n},{sep}{BY_NAME[n].type.value},{sep}h" for n in chosen)
     loaded = parse_collectors(text, SOURCE)
     assert [f.spec.name for f in loaded.fields] == chosen
+
+
+identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,40}", fullmatch=True)
+"""Names DCGM could give a field: its own, a newer release's, typos."""
+future_names = st.one_of(identifiers, identifiers.map(lambda n: "DCGM_FI_" + n),
+                         identifiers.map(lambda n: "DCGM_EXP_" + n), any_dcgm_name)
+
+
+def _fitting_type(name: str) -> str:
+    """The type a served field must have (label or not); any other name takes a gauge."""
+    spec = BY_NAME.get(name) or dcgm_names().resolve(name)
+    return "label" if getattr(spec, "type", None) is MetricType.LABEL else "gauge"
+
+
+@given(st.lists(future_names, min_size=1, max_size=8))
+@example(["DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL"])
+@example(["DCGM_FI_DEV_FABRIC_HEALTH_MASK", "DCGM_FI_DEV_NVLINK_RECOVERY_FAILED_TOTAL"])
+def test_no_name_stops_a_well_formed_file(chosen: list[str]) -> None:
+    text = "DCGM_FI_DEV_GPU_TEMP, gauge, t\n" + "".join(
+        f"{n}, {_fitting_type(n)}, h\n" for n in chosen)
+    loaded = parse_collectors(text, SOURCE)
+    assert "DCGM_FI_DEV_GPU_TEMP" in loaded.names
+    served = [f.spec.name for f in loaded.fields]
+    # Every row is served or named by exactly one warning.
+    warned = {int(m.group(1)) for w in loaded.warnings if (m := _LINE_REF.match(w))}
+    assert len(warned) == len(loaded.warnings)
+    assert len(served) + len(warned) == len(chosen) + 1

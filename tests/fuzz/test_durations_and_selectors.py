@@ -76,6 +76,10 @@ selectionish = st.one_of(
               st.one_of(id_list, st.text(max_size=20))),
     st.builds(lambda k, a, b: f"{k}:{a}-{b}", st.sampled_from(["g", "i"]),
               st.integers(-5, 10**12), st.integers(-5, 10**12)),
+    # dcgm-exporter 4.8.3's `+`-joined selectors, near-valid and not
+    st.lists(st.one_of(st.sampled_from(["f", "g", "i", "", "x", "g:", "i::1"]),
+                       st.builds(lambda k, ids: f"{k}:{ids}", st.sampled_from(["g", "i"]),
+                                 id_list)), min_size=1, max_size=3).map("+".join),
 )
 
 
@@ -90,6 +94,16 @@ def test_a_selection_is_bounded_or_refused(text: str) -> None:
     assert isinstance(selected, DeviceFilter)
     for ids in (selected.gpu_ids, selected.instance_ids):
         assert ids is None or all(0 <= i <= MAX_DEVICE_INDEX for i in ids)
+
+
+@given(id_list, id_list, st.booleans())
+def test_a_combined_selection_means_both(gpus: str, instances: str, gpu_first: bool) -> None:
+    parts = [f"g:{gpus}", f"i:{instances}"]
+    text = "+".join(parts if gpu_first else parts[::-1])
+    selected = parse_device_filter(text)
+    assert (selected.gpus, selected.instances) == (True, True)
+    assert selected.gpu_ids == parse_device_filter(f"g:{gpus}").gpu_ids
+    assert selected.instance_ids == parse_device_filter(f"i:{instances}").instance_ids
 
 
 @given(st.sampled_from(["g", "i"]), st.lists(st.tuples(index, index), min_size=1, max_size=5))

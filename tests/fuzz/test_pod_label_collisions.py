@@ -61,7 +61,7 @@ DCGM_FI_DEV_XID_ERRORS, gauge, last XID
 DCGM_EXP_CLOCK_EVENTS_COUNT, counter, clock events in the window
 DCGM_FI_DRIVER_VERSION, label, driver version
 DCGM_FI_DEV_SERIAL, label, serial
-DCGM_FI_DEV_POWER_USAGE, histogram, power as a histogram
+DCGM_FI_DEV_POWER_USAGE, untyped, power untyped
 """
 COLLECTORS: Collectors = parse_collectors(CSV, "every-scope.csv")
 PROMTOOL_EVERY = 4

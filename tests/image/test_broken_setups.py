@@ -65,15 +65,17 @@ def test_the_pod_resources_directory_not_mounted(node: ContainerNode, built_imag
                            "/var/lib/kubelet/pod-resources does not exist")
 
 
-def test_an_unknown_field_in_the_csv(node: ContainerNode, built_image: str) -> None:
+def test_a_type_dcgm_exporter_no_longer_takes_in_the_csv(node: ContainerNode,
+                                                         built_image: str) -> None:
     csv = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (C).\n" \
-          "DCGM_FI_DEV_GPU_TEMPERATURE, gauge, A field DCGM does not have.\n"
+          "DCGM_FI_DEV_POWER_USAGE, histogram, Refused since dcgm-exporter 4.8.3.\n"
     spec = operator_container(node, POLICY.with_exporter(config={"name": CONFIGMAP}),
                               built_image, configmaps={CONFIGMAP: {"dcgm-metrics.csv": csv}})
     code, line = one_line(spec)
     assert code == 2
-    assert line == ("gpu-exporter: /etc/dcgm-exporter/dcgm-metrics.csv:2: unknown field "
-                    "'DCGM_FI_DEV_GPU_TEMPERATURE'; did you mean DCGM_FI_DEV_GPU_TEMP?")
+    assert line == ("gpu-exporter: /etc/dcgm-exporter/dcgm-metrics.csv:2: unsupported "
+                    "prometheus type 'histogram' for DCGM_FI_DEV_POWER_USAGE; supported types "
+                    "are counter, gauge, untyped and label")
 
 
 def test_a_bad_web_config(node: ContainerNode, built_image: str, tmp_path: Path) -> None:
