@@ -131,6 +131,32 @@ class ClockEventCount:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockEventTotal:
+    """Times one clock event reason turned on on a GPU since the exporter started."""
+
+    entity_key: EntityKey
+    reason: str
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class HealthIncident:
+    """One health watch's state on a GPU, as dcgm-exporter's DCGM_EXP_GPU_HEALTH_STATUS
+    shows it: the DCGM health result and the error behind it."""
+
+    watch: str
+    """DCGM's watch name: PCIE, NVLINK, ..., ALL."""
+    result: int
+    """DCGM_HEALTH_RESULT_*: PASS 0, WARN 10, FAIL 20."""
+    code: str
+    """The DCGM error code's name, e.g. DCGM_FR_OK, DCGM_FR_VOLATILE_DBE_DETECTED."""
+    severity: str
+    """DCGM's severity of the code (NONE, MONITOR, ISOLATE, ...)."""
+    category: str
+    """DCGM's category of the code (NONE, HARDWARE_MEMORY, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Readings:
     """One poll's values: field name -> value, per entity key. Missing means unavailable."""
 
@@ -147,6 +173,9 @@ class Readings:
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0
     """Length of the window `clock_events` counts over."""
+    clock_event_totals: tuple[ClockEventTotal, ...] = ()
+    health: dict[int, tuple[HealthIncident, ...]] = field(default_factory=dict)
+    """By GPU index: every health watch's incident, in dcgm-exporter's watch order."""
     labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
     """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
