@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from exporter.fields.health import HealthIncident
+
 GpmSupport = Literal["supported", "unsupported", "no_permission"]
 """Whether NVML GPM, the source of DCGM_FI_PROF_*, answers on a GPU; if not, why: `unsupported`
 (no GPM: older than Hopper), `no_permission` (the driver restricts profiling to
@@ -137,23 +139,6 @@ class ClockEventTotal:
     entity_key: EntityKey
     reason: str
     total: int
-
-
-@dataclass(frozen=True, slots=True)
-class HealthIncident:
-    """One health watch's state on a GPU, as dcgm-exporter's DCGM_EXP_GPU_HEALTH_STATUS
-    shows it: the DCGM health result and the error behind it."""
-
-    watch: str
-    """DCGM's watch name: PCIE, NVLINK, ..., ALL."""
-    result: int
-    """DCGM_HEALTH_RESULT_*: PASS 0, WARN 10, FAIL 20."""
-    code: str
-    """The DCGM error code's name, e.g. DCGM_FR_OK, DCGM_FR_VOLATILE_DBE_DETECTED."""
-    severity: str
-    """DCGM's severity of the code (NONE, MONITOR, ISOLATE, ...)."""
-    category: str
-    """DCGM's category of the code (NONE, HARDWARE_MEMORY, ...)."""
 
 
 @dataclass(frozen=True, slots=True)

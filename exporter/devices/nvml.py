@@ -23,9 +23,8 @@ from exporter.devices.clock_events import (
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
-from exporter.devices.health import READ_SPECS as HEALTH_READS
 from exporter.devices.health import HealthTracker
-from exporter.devices.model import Entity, EntityKey, HealthIncident, Inventory, Readings
+from exporter.devices.model import Entity, EntityKey, Inventory, Readings
 from exporter.devices.nvml_api import (
     LIBRARY_GONE_CODES,
     NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -35,6 +34,8 @@ from exporter.devices.nvml_api import (
 from exporter.devices.reading import DeviceReader, Values
 from exporter.devices.xid import XidLedger, XidWatcher
 from exporter.fields.catalog import FieldSpec, Reader
+from exporter.fields.health import READ_SPECS as HEALTH_READS
+from exporter.fields.health import HealthIncident
 from exporter.selfmetrics import GPU_LOST, NVML_ERRORS, NVML_UP
 from exporter.series import Family
 
