@@ -320,11 +320,12 @@ class GpuDynamics:
         return self.replays_at_start + int(self.replays_per_active_s * busy) + bursts
 
     def retired_pages(self, t: float) -> tuple[int, int, int] | None:
-        """(single-bit, double-bit, pending) once a `retire` fault started; None before, as
+        """(single-bit, double-bit, pending) on a GPU with a `retire` fault (0 until it
+        starts: the GPU retires pages, as boards before Ampere do); None on the others, as
         boards from Ampere on answer NOT_SUPPORTED (they remap rows instead)."""
-        started = [f for f in self.retire if f.at <= t]
-        if not started:
+        if not self.retire:
             return None
+        started = [f for f in self.retire if f.at <= t]
         pages = sum(f.pages for f in started)
         return pages - pages // 2, pages // 2, int(any(f.pending for f in started))
 
