@@ -89,10 +89,10 @@ def test_clock_event_totals_of_a_thermal_slowdown() -> None:
                   if 'clock_event="hw_thermal"' in x]
     assert thermal.endswith(',clock_event="hw_thermal"} 1')
     assert "window_size_in_ms" not in thermal
-    assert [x for x in lines(after, "DCGM_EXP_CLOCK_EVENTS_TOTAL", 1)
-            if 'clock_event="hw_thermal"' in x][0].endswith("} 1")  # held, then ended: 1
-    assert [x for x in lines(again, "DCGM_EXP_CLOCK_EVENTS_TOTAL", 1)
-            if 'clock_event="hw_thermal"' in x][0].endswith("} 2")
+    assert next(x for x in lines(after, "DCGM_EXP_CLOCK_EVENTS_TOTAL", 1)
+            if 'clock_event="hw_thermal"' in x).endswith("} 1")  # held, then ended: 1
+    assert next(x for x in lines(again, "DCGM_EXP_CLOCK_EVENTS_TOTAL", 1)
+            if 'clock_event="hw_thermal"' in x).endswith("} 2")
     assert not lines(again, "DCGM_EXP_CLOCK_EVENTS_TOTAL", 0)
 
 
@@ -134,7 +134,8 @@ def test_the_0_series_of_a_mig_gpu_are_its_instances() -> None:
     assert len(gpu0) == len([i for i in node.backend.inventory.instances if i.gpu == 0]) > 1
     assert all("GPU_I_ID=" in x and "xid=" not in x and x.endswith("} 0") for x in gpu0)
     gpu2 = lines(text, "DCGM_EXP_XID_ERRORS_COUNT", 2)
-    assert len(gpu2) == 1 and "GPU_I_ID=" not in gpu2[0]
+    assert len(gpu2) == 1
+    assert "GPU_I_ID=" not in gpu2[0]
 
 
 def test_openmetrics_keeps_the_total_names_typed_unknown() -> None:
@@ -152,5 +153,5 @@ def test_openmetrics_keeps_the_total_names_typed_unknown() -> None:
     # OpenMetrics wants a lowercase `_total` sample suffix on a counter; the name stays.
     assert "# TYPE DCGM_EXP_CLOCK_EVENTS_TOTAL unknown\n" in text
     assert "\nDCGM_EXP_CLOCK_EVENTS_TOTAL{" in text
-    families = {f.name: f.type for f in text_string_to_metric_families(text)}
+    families = {f.name: f.type for f in text_string_to_metric_families(text)}  # type: ignore[no-untyped-call]
     assert families["DCGM_EXP_CLOCK_EVENTS_TOTAL"] == "unknown"
