@@ -237,7 +237,10 @@ def render_markdown() -> str:
         "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second. "
         "So are all NVLink throughput fields (`DCGM_FI_DEV_NVLINK_THROUGHPUT_*`, "
         "`..._BANDWIDTH_L<n>`, `..._PER_LINK`), where DCGM stores a rate computed from the "
-        "same counters ((delta KiB / delta s) / 1000, 0 on the first sample).",
+        "same counters ((delta KiB / delta s) / 1000, 0 on the first sample). "
+        "dcgm-exporter 4.8.3's CSVs declare it a gauge (\"Aggregate NVLink throughput ... "
+        "(in MB/s)\" in 4.8.4's): with such a file the series is typed gauge but still holds "
+        "the KiB counter here, so `rate()` still applies.",
         "- Power limits are whole watts (DCGM divides the milliwatts as integers); power "
         "draw keeps its fraction.",
         "- GPM bandwidths (`DCGM_FI_PROF_*_BYTES`) keep the fraction of a byte per second "
