@@ -1,6 +1,6 @@
 """The health watches' inputs over the last minute, per GPU, and their incidents.
 
-The rules themselves, and the NVML reads they need, are `exporter.fields.health`'s; the plan
+The rules themselves, and the NVML reads they need, are `exporter.fields.health_rules`'s; the plan
 reads those under hidden names, and `HealthTracker.record` takes them out of each poll's values
 again, so they never show as series.
 """
@@ -11,7 +11,7 @@ import collections
 from collections.abc import Callable, Iterable, Mapping
 
 from exporter.devices.model import EntityKey
-from exporter.fields.health import PREFIX, WINDOW_S, Facts, HealthIncident, evaluate
+from exporter.fields.health_rules import PREFIX, WINDOW_S, Facts, HealthIncident, evaluate
 
 
 class HealthTracker:

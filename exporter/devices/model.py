@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from exporter.fields.health import HealthIncident
+from exporter.fields.health_rules import HealthIncident
 
 GpmSupport = Literal["supported", "unsupported", "no_permission"]
 """Whether NVML GPM, the source of DCGM_FI_PROF_*, answers on a GPU; if not, why: `unsupported`

@@ -34,8 +34,8 @@ from exporter.devices.nvml_api import (
 from exporter.devices.reading import DeviceReader, Values
 from exporter.devices.xid import XidLedger, XidWatcher
 from exporter.fields.catalog import FieldSpec, Reader
-from exporter.fields.health import READ_SPECS as HEALTH_READS
-from exporter.fields.health import HealthIncident
+from exporter.fields.health_rules import READ_SPECS as HEALTH_READS
+from exporter.fields.health_rules import HealthIncident
 from exporter.selfmetrics import GPU_LOST, NVML_ERRORS, NVML_UP
 from exporter.series import Family
 

@@ -12,7 +12,7 @@ from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.fields.dcgm_names import Reason, dcgm_names
 from exporter.fields.gpm_fallbacks import MEASURES
-from exporter.fields.health import ERROR_META, RESULT_NAMES, RULES, WATCHES
+from exporter.fields.health_rules import ERROR_META, RESULT_NAMES, RULES, WATCHES
 from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
 _SCOPE_TEXT = {

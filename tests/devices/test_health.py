@@ -9,7 +9,7 @@ import pytest
 from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import parse_collectors
-from exporter.fields.health import (
+from exporter.fields.health_rules import (
     FAIL,
     PASS,
     PREFIX,
@@ -262,7 +262,7 @@ def test_nothing_known_passes() -> None:
 
 
 def test_every_rule_names_a_watch_and_a_code_with_metadata() -> None:
-    from exporter.fields.health import ERROR_META
+    from exporter.fields.health_rules import ERROR_META
 
     assert {r.watch for r in RULES} <= set(WATCHES)
     assert {r.code for r in RULES} <= set(ERROR_META)

@@ -18,7 +18,7 @@ import pytest
 from exporter.devices.nvml_api import NvmlLib
 from exporter.fields.catalog import CATALOG, Call, Reader
 from exporter.fields.dcgm_names import dcgm_names
-from exporter.fields.health import READ_SPECS as HEALTH_READS
+from exporter.fields.health_rules import READ_SPECS as HEALTH_READS
 from exporter.simulated.node import SimNvml, profile_names
 from exporter.simulated.node.call_shapes import Handles, Struct
 from exporter.simulated.node.call_table import CALLS, CALLS_BY_NAME, COMPUTED
