@@ -46,6 +46,3 @@ class HealthTracker:
             status[gpu] = evaluate(Facts(samples, xids.get(gpu, frozenset()),
                                          mig_on.get(gpu, False)))
         return status
-
-    def forget(self, gpu: int) -> None:
-        self._history.pop(gpu, None)

@@ -256,7 +256,9 @@ def render_markdown() -> str:
         "- `DCGM_EXP_CLOCK_EVENTS_TOTAL` (dcgm-exporter 4.8.3) counts, per GPU and reason "
         "(`clock_event`), how often the reason turned on since the exporter started: the "
         "first poll of a GPU is the baseline, each later one adds 1 for every reason bit "
-        "set now and clear the poll before. A reason that never turned on has no series.",
+        "set now and clear the poll before. A reason that never turned on has no series. "
+        "Both totals carry on across a reload of the collectors file (dcgm-exporter starts "
+        "them again when it rebuilds its collectors); a restart starts them from 0.",
         "- `DCGM_EXP_CLOCK_EVENTS_COUNT` counts, per GPU and clock event reason (`clock_event`, "
         "named as dcgm-exporter names the reason bits: `power_cap`, `sw_thermal`, ...), the "
         "polls within the window (`window_size_in_ms`) that found the reason active; a reason "

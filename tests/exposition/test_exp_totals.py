@@ -155,3 +155,19 @@ def test_openmetrics_keeps_the_total_names_typed_unknown() -> None:
     assert "\nDCGM_EXP_CLOCK_EVENTS_TOTAL{" in text
     families = {f.name: f.type for f in text_string_to_metric_families(text)}  # type: ignore[no-untyped-call]
     assert families["DCGM_EXP_CLOCK_EVENTS_TOTAL"] == "unknown"
+
+
+def test_the_totals_carry_on_across_a_reload() -> None:
+    node = Node("h100-8", "xid,code=43,gpu=2,at=2s")
+    try:
+        node.text()
+        wait_until(lambda: node.lib.calls["nvmlEventSetWait_v2"] > 0, what="XID watcher")
+        node.clock.advance(5)
+        wait_until(node.backend.ledger.totals, timeout=10, what="XID recorded")
+        node.backend.set_fields(node.collectors.specs)  # what a reload of the file does
+        node.clock.advance(5)
+        text = node.text()
+    finally:
+        node.backend.close()
+    (total,) = lines(text, "DCGM_EXP_XID_ERRORS_TOTAL", 2)
+    assert total.endswith('xid="43"} 1')
