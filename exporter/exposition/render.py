@@ -35,7 +35,6 @@ from exporter.series import Family, FamilyType, Labels, Sample
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
-__all__ = ["XID_COUNT_FIELD"]  # node_status reads the name from here
 GZIP_LEVEL = 1
 """Scrape bodies are small and re-compressed every poll: speed matters more than ratio."""
 
