@@ -57,6 +57,12 @@ XID = "xid"
 CLOCK_EVENT = "clock_event"
 WINDOW_SIZE_IN_MS = "window_size_in_ms"
 
+# --- health watches (DCGM_EXP_GPU_HEALTH_STATUS) ---------------------------------------------
+HEALTH_WATCH = "health_watch"
+HEALTH_ERROR_CODE = "health_error_code"
+HEALTH_ERROR_SEVERITY = "health_error_severity"
+HEALTH_ERROR_CATEGORY = "health_error_category"
+
 # --- allocation rows and DRA claims ----------------------------------------------------------
 RESOURCE = "resource"
 REPLICA = "replica"
@@ -135,6 +141,10 @@ FAMILIES: tuple[LabelFamily, ...] = (
                 where="DCGM_EXP_XID_ERRORS_COUNT, gpu_exporter_xid_*"),
     LabelFamily("clock-event-window", (CLOCK_EVENT, WINDOW_SIZE_IN_MS),
                 where="DCGM_EXP_CLOCK_EVENTS_COUNT"),
+    LabelFamily("event-total", (XID, CLOCK_EVENT),
+                where="DCGM_EXP_XID_ERRORS_TOTAL, DCGM_EXP_CLOCK_EVENTS_TOTAL"),
+    LabelFamily("health", (HEALTH_WATCH, HEALTH_ERROR_CODE, HEALTH_ERROR_SEVERITY,
+                           HEALTH_ERROR_CATEGORY), where="DCGM_EXP_GPU_HEALTH_STATUS"),
     LabelFamily("allocation", (RESOURCE, REPLICA), where="gpu_exporter_pod_gpu_allocation"),
     LabelFamily("dra", (DRA_CLAIM_NAME, DRA_CLAIM_NAMESPACE, DRA_DRIVER_NAME, DRA_POOL_NAME,
                         DRA_DEVICE_NAME, DRA_MIG_PROFILE, DRA_MIG_DEVICE_UUID, DRA_SHARE_ID),

@@ -1,11 +1,16 @@
 """DCGM_EXP_CLOCK_EVENTS_COUNT: per GPU and clock event (throttle) reason, how many polls within
-a sliding window found the reason active.
+a sliding window found the reason active; DCGM_EXP_CLOCK_EVENTS_TOTAL: how often each reason
+turned on since the exporter started.
 
 dcgm-exporter counts DCGM's samples of DCGM_FI_DEV_CLOCKS_EVENT_REASONS taken within the
 window, one per collect interval, bit by bit; here each poll is that sample. The poll's plan
 reads the bitmask under the pseudo-field's own name (sharing the one
 nvmlDeviceGetCurrentClocksEventReasons call with DCGM_FI_DEV_CLOCKS_EVENT_REASONS), and
 `record` moves it out of the poll's values into the counter, so it never shows as a value.
+
+The total is edge-counted as dcgm-exporter 4.8.3 does (`clock_events_total_collector.go`): a
+GPU's first sample is the baseline, and each later one adds 1 for every reason bit that is on
+now and was off in the sample before (`current &^ previous`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import collections
 import time
 from collections.abc import Callable, Iterable
 
-from exporter.devices.model import ClockEventCount
+from exporter.devices.model import ClockEventCount, ClockEventTotal
 
 EntityKey = tuple[int, int]
 
 CLOCK_EVENTS_COUNT_FIELD = "DCGM_EXP_CLOCK_EVENTS_COUNT"
+CLOCK_EVENTS_TOTAL_FIELD = "DCGM_EXP_CLOCK_EVENTS_TOTAL"
+CLOCK_EVENT_FIELDS = (CLOCK_EVENTS_COUNT_FIELD, CLOCK_EVENTS_TOTAL_FIELD)
 
 REASONS: tuple[tuple[int, str], ...] = (
     (0x001, "gpu_idle"),
@@ -48,6 +55,10 @@ class ClockEventCounter:
         """Polls in the window per GPU and reason bit."""
         self._sampled: collections.Counter[EntityKey] = collections.Counter()
         """Polls in the window per GPU."""
+        self._previous: dict[EntityKey, int] = {}
+        """The last bitmask per GPU (the baseline of the next edge count)."""
+        self._edges: collections.Counter[tuple[EntityKey, int]] = collections.Counter()
+        """Times each reason bit turned on since start, per GPU."""
 
     def _tally(self, key: EntityKey, bits: int, step: int) -> None:
         self._sampled[key] += step
@@ -64,10 +75,29 @@ class ClockEventCounter:
         supported there, or not asked for)."""
         now = self._clock()
         for key, entity_values in values.items():
-            bits = entity_values.pop(CLOCK_EVENTS_COUNT_FIELD, None)
-            if bits is not None:
-                self._polls.append((now, key, int(bits)))
-                self._tally(key, int(bits), 1)
+            counted = entity_values.pop(CLOCK_EVENTS_COUNT_FIELD, None)
+            totalled = entity_values.pop(CLOCK_EVENTS_TOTAL_FIELD, None)
+            if counted is not None:
+                self._polls.append((now, key, int(counted)))
+                self._tally(key, int(counted), 1)
+            if totalled is not None:
+                self._edge(key, int(totalled))
+
+    def _edge(self, key: EntityKey, bits: int) -> None:
+        previous = self._previous.get(key)
+        self._previous[key] = bits
+        if previous is None:
+            return  # the baseline: what was on before the exporter looked is not counted
+        turned_on = bits & ~previous
+        for bit, _ in REASONS:
+            if turned_on & bit:
+                self._edges[(key, bit)] += 1
+
+    def totals(self) -> tuple[ClockEventTotal, ...]:
+        """Edges by GPU, then reason bit; a reason that never turned on has none."""
+        names = dict(REASONS)
+        return tuple(ClockEventTotal(key, names[bit], n)
+                     for (key, bit), n in sorted(self._edges.items()))
 
     def window(self, gpus: Iterable[EntityKey] = ()) -> tuple[ClockEventCount, ...]:
         """Counts by GPU, then reason bit; a reason not seen in the window has none. A GPU of

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from exporter.fields.health_rules import HealthIncident
+
 GpmSupport = Literal["supported", "unsupported", "no_permission"]
 """Whether NVML GPM, the source of DCGM_FI_PROF_*, answers on a GPU; if not, why: `unsupported`
 (no GPM: older than Hopper), `no_permission` (the driver restricts profiling to
@@ -131,6 +133,15 @@ class ClockEventCount:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockEventTotal:
+    """Times one clock event reason turned on on a GPU since the exporter started."""
+
+    entity_key: EntityKey
+    reason: str
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Readings:
     """One poll's values: field name -> value, per entity key. Missing means unavailable."""
 
@@ -147,6 +158,9 @@ class Readings:
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0
     """Length of the window `clock_events` counts over."""
+    clock_event_totals: tuple[ClockEventTotal, ...] = ()
+    health: dict[int, tuple[HealthIncident, ...]] = field(default_factory=dict)
+    """By GPU index: every health watch's incident, in dcgm-exporter's watch order."""
     labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
     """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)

@@ -15,10 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 
 from exporter.devices.accounting import CallErrors
-from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, ClockEventCounter
+from exporter.devices.clock_events import (
+    CLOCK_EVENTS_COUNT_FIELD,
+    CLOCK_EVENTS_TOTAL_FIELD,
+    ClockEventCounter,
+)
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
+from exporter.devices.health import HealthTracker
 from exporter.devices.model import Entity, EntityKey, Inventory, Readings
 from exporter.devices.nvml_api import (
     LIBRARY_GONE_CODES,
@@ -29,6 +34,8 @@ from exporter.devices.nvml_api import (
 from exporter.devices.reading import DeviceReader, Values
 from exporter.devices.xid import XidLedger, XidWatcher
 from exporter.fields.catalog import FieldSpec, Reader
+from exporter.fields.health_rules import READ_SPECS as HEALTH_READS
+from exporter.fields.health_rules import HealthIncident
 from exporter.selfmetrics import GPU_LOST, NVML_ERRORS, NVML_UP
 from exporter.series import Family
 
@@ -86,6 +93,7 @@ class NvmlBackend:
         """(function, return code name) -> failed NVML calls since start."""
         self._reader = DeviceReader(lib, self._errors, clock)
         self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
+        self.health = HealthTracker(clock)
         self._initialised = False
         self._init_retry = _Retry()
         self.last_init_error: str | None = None
@@ -108,6 +116,8 @@ class NvmlBackend:
         self._last_xid_names: tuple[str, ...] = ()
         """The names the collectors file gives the last-XID field (any of its DCGM names)."""
         self._wants_clock_events = False
+        self._wants_clock_totals = False
+        self._wants_health = False
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
@@ -119,13 +129,18 @@ class NvmlBackend:
         values need two samples, so starting afresh would blank every DCGM_FI_PROF_* series
         for one poll).
         """
-        self._fields = fields
-        self._wants_xid = any(s.reader is Reader.XID_EVENTS for s in fields)
+        self._wants_health = any(s.reader is Reader.HEALTH for s in fields)
+        # The health watches' reads ride in the plan under hidden names (see devices.health).
+        self._fields = fields + (HEALTH_READS if self._wants_health else ())
+        # DCGM's health watches look at every XID since start, so they need the watcher too.
+        self._wants_xid = self._wants_health or any(
+            s.reader is Reader.XID_EVENTS for s in fields)
         # The last XID code, under every name the collectors give the field
         # (DCGM_FI_DEV_XID_ERRORS, its alias, the 1.x `dcgm_xid_errors`).
         self._last_xid_names = tuple(s.name for s in fields
                                      if s.reader is Reader.XID_EVENTS and s.part is None)
         self._wants_clock_events = any(s.name == CLOCK_EVENTS_COUNT_FIELD for s in fields)
+        self._wants_clock_totals = any(s.name == CLOCK_EVENTS_TOTAL_FIELD for s in fields)
         self._fields_changed = True
         self._needs_enumeration = True
 
@@ -325,6 +340,7 @@ class NvmlBackend:
         if self._wants_xid:
             self._add_xid_last_codes(values)
         self.clock_events.record(values)
+        self.health.record(values)
         return Readings(
             values=values,
             xid_window=self.ledger.window() if self._wants_xid else (),
@@ -338,7 +354,19 @@ class NvmlBackend:
             clock_events=self.clock_events.window(
                 {g.key for g in self.inventory.gpus} if self._wants_clock_events else ()),
             clock_events_window_s=self.clock_events.window_s,
+            clock_event_totals=self.clock_events.totals() if self._wants_clock_totals else (),
+            health=self._health() if self._wants_health else {},
         )
+
+    def _health(self) -> dict[int, tuple[HealthIncident, ...]]:
+        """Every GPU's health watches; an XID filed on a MIG instance counts for its GPU."""
+        xids: dict[int, set[int]] = {}
+        for total in self.ledger.totals():
+            xids.setdefault(total.entity_key[0], set()).add(total.xid)
+        mig_on = dict(self._enum.handles.mig_enabled) if self._enum else {}
+        return self.health.status((g.gpu for g in self.inventory.gpus),
+                                  {gpu: frozenset(codes) for gpu, codes in xids.items()},
+                                  mig_on)
 
     def _add_xid_last_codes(self, values: Values) -> None:
         if not self._last_xid_names or self._watcher is None:

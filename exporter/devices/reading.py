@@ -181,7 +181,8 @@ class DeviceReader:
         self.labels = {}
         specs = self._label_specs
         for work in self._work if specs else ():
-            labels = read_labels(self._lib, work.handle, specs, self._errors)
+            labels = read_labels(self._lib, work.handle, specs, self._errors,
+                                 f"GPU {work.entity.gpu}")
             for entity in (work.entity, *(inst for inst, _ in work.instances)):
                 self.labels[entity.key] = entity_labels(labels, specs, entity, work.mig_on)
 

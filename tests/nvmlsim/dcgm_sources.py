@@ -70,6 +70,10 @@ READ_ANOTHER_WAY = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "nvmlDeviceGetRemappedRows",
 }
 """Checked against the named state in tests/devices/test_nvml_clib.py, like NAMED_STATE."""
+FROM_SEVERAL_CALLS = {
+    # DCGM's health watches over many NVML answers (tests/devices/test_health.py).
+    "DCGM_EXP_GPU_HEALTH_STATUS",
+}
 
 _FIELD_VALUES = re.compile(r"nvmlDeviceGetFieldValues\(([\w +]+)\)(?: scopeId=(\w+))?")
 _GPM = re.compile(r"nvmlGpmMetricsGet\((NVML_GPM_METRIC_[\w<>]+?)\)")
@@ -184,7 +188,8 @@ def source(row: Row, link: int | None = None) -> Source | None:
     field); None where the simulated library answers only from its named device state, or
     the exporter reads the same counter another way (READ_ANOTHER_WAY)."""
     nvml_source, conversion = row["nvml_source"], row["conversion"]
-    if row["dcgm_name"] in READ_ANOTHER_WAY or nvml_source in NAMED_STATE or \
+    if row["dcgm_name"] in READ_ANOTHER_WAY or row["dcgm_name"] in FROM_SEVERAL_CALLS or \
+            nvml_source in NAMED_STATE or \
             nvml_source.startswith(tuple(f"{named}(" for named in NAMED_STATE)):
         return None
     if row["dcgm_type"] == "string":

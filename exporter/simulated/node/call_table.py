@@ -215,7 +215,7 @@ CALLS: tuple[SimCall, ...] = (
     SimCall("nvmlDeviceGetInforomConfigurationChecksum", _ONE,
             lambda a: 0x5A3C0000 + a.board.pci_device_id % 0xFFFF),
     SimCall("nvmlDeviceValidateInforom", ReturnCode("NVML_ERROR_CORRUPTED_INFOROM"),
-            _fixed(True)),
+            lambda a: a.dyn.inforom_valid(a.t)),
     SimCall("nvmlDeviceGetSerial", Text(), _fixed("0000000000000")),
     SimCall("nvmlDeviceGetVbiosVersion", Text(), lambda a: a.figures.vbios),
     SimCall("nvmlDeviceGetInforomImageVersion", Text(), lambda a: a.figures.inforom_image),
@@ -260,7 +260,8 @@ CALLS: tuple[SimCall, ...] = (
                     Member("clusterUuid", 0, Form.HEX)), version="nvmlGpuFabricInfo_v3"),
             _fabric),
     SimCall("nvmlDeviceGetNvLinkState", Value(unset=pynvml.NVML_FEATURE_ENABLED),
-            _fixed(pynvml.NVML_FEATURE_ENABLED), handles=_LINK),
+            lambda a, link: pynvml.NVML_FEATURE_ENABLED if a.dyn.link_up(a.t, link)
+            else pynvml.NVML_FEATURE_DISABLED, handles=_LINK),
     SimCall("nvmlDeviceGetNvLinkErrorCounter", Value(unset=0),
             lambda a, link, counter: a.dyn.nvlink_errors(a.t, link, counter),
             (NVLINK_COUNTERS,), handles=_LINK),

@@ -19,9 +19,14 @@ from exporter.simulated.node.faults import (
     Fault,
     FbRampFault,
     IdleFault,
+    InforomFault,
+    NvlinkDownFault,
     NvlinkFault,
+    PcieReplayFault,
     PowerBrakeFault,
+    RecoveryFault,
     RemapFault,
+    RetireFault,
     ThermalFault,
     Window,
 )
@@ -136,6 +141,11 @@ class GpuDynamics:
         self.nvlink_crc_per_active_s = rng.choice((0.0, 0.0, 0.0, 1e-3)) \
             if board.nvlink_links else 0.0
         self.nvlink_faults = tuple(f for f in mine if isinstance(f, NvlinkFault))
+        self.replay_bursts = tuple(f for f in mine if isinstance(f, PcieReplayFault))
+        self.retire = tuple(f for f in mine if isinstance(f, RetireFault))
+        self.inforom = merge(f.window for f in mine if isinstance(f, InforomFault))
+        self.links_down = tuple(f for f in mine if isinstance(f, NvlinkDownFault))
+        self.recovery = tuple(f for f in mine if isinstance(f, RecoveryFault))
 
     @staticmethod
     def _memory(rng: random.Random, total: int, reserved: int,
@@ -307,7 +317,28 @@ class GpuDynamics:
 
     def pcie_replays(self, t: float) -> int:
         busy = 0.2 * t + self.activity_integral(0.0, t)
-        return self.replays_at_start + int(self.replays_per_active_s * busy)
+        bursts = sum(f.count for f in self.replay_bursts if f.at <= t)
+        return self.replays_at_start + int(self.replays_per_active_s * busy) + bursts
+
+    def retired_pages(self, t: float) -> tuple[int, int, int] | None:
+        """(single-bit, double-bit, pending) on a GPU with a `retire` fault (0 until it
+        starts: the GPU retires pages, as boards before Ampere do); None on the others, as
+        boards from Ampere on answer NOT_SUPPORTED (they remap rows instead)."""
+        if not self.retire:
+            return None
+        started = [f for f in self.retire if f.at <= t]
+        pages = sum(f.pages for f in started)
+        return pages - pages // 2, pages // 2, int(any(f.pending for f in started))
+
+    def inforom_valid(self, t: float) -> bool:
+        return not any(w.active(t) for w in self.inforom)
+
+    def link_up(self, t: float, link: int) -> bool:
+        return not any(f.link == link and f.window.active(t) for f in self.links_down)
+
+    def recovery_action(self, t: float) -> int:
+        """NVML_GPU_RECOVERY_ACTION_*: NONE (0) unless a `recovery` fault holds."""
+        return next((f.action for f in self.recovery if f.window.active(t)), 0)
 
     def nvlink_kib(self, t: float, direction: str) -> float:
         """Return the cumulative KiB over all links; tx runs a little ahead of rx."""

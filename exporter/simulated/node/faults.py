@@ -143,6 +143,58 @@ class NvlinkFault:
     spec: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PcieReplayFault:
+    """A burst of `count` PCIe replays at `at` (a marginal link)."""
+
+    gpu: int
+    at: float
+    count: int
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RetireFault:
+    """Page retirement from `at`, as on a GPU before Ampere: `pages` retired (half for single-
+    bit, half for double-bit errors) and/or one pending until the next reset."""
+
+    gpu: int
+    at: float
+    pages: int = 0
+    pending: bool = False
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InforomFault:
+    """nvmlDeviceValidateInforom answers CORRUPTED_INFOROM during the window."""
+
+    gpu: int
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkDownFault:
+    """One NVLink of a GPU reports disabled (down) during the window."""
+
+    gpu: int
+    link: int
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryFault:
+    """The driver asks for a recovery action (NVML_GPU_RECOVERY_ACTION_*: 1 GPU reset, 2 node
+    reboot, 3 drain P2P, 4 drain and reset) during the window."""
+
+    gpu: int
+    action: int
+    window: Window
+    spec: str = ""
+
+
 Fault = (
     XidFault
     | LostFault
@@ -155,6 +207,11 @@ Fault = (
     | PowerBrakeFault
     | IdleFault
     | NvlinkFault
+    | PcieReplayFault
+    | RetireFault
+    | InforomFault
+    | NvlinkDownFault
+    | RecoveryFault
 )
 
 GRAMMAR: Mapping[str, str] = {
@@ -169,6 +226,11 @@ GRAMMAR: Mapping[str, str] = {
     "power-brake": "power-brake,gpu=0,at=5s[,for=1m]",
     "idle": "idle,gpu=3,at=0s[,for=1m][,gi=2]",
     "nvlink": "nvlink,gpu=0,link=3,at=5s,rate=20[,for=1m]",
+    "pcie-replay": "pcie-replay,gpu=0,at=5s,count=500",
+    "retire": "retire,gpu=0,at=5s,pending=1[,pages=N]",
+    "inforom": "inforom,gpu=0,at=5s[,for=1m]",
+    "nvlink-down": "nvlink-down,gpu=0,link=2,at=5s[,for=1m]",
+    "recovery": "recovery,gpu=0,at=5s,action=1[,for=1m]",
 }
 """One example per kind; square brackets mark optional keys."""
 
@@ -184,6 +246,11 @@ _REQUIRED: Mapping[str, tuple[str, ...]] = {
     "power-brake": ("gpu", "at"),
     "idle": ("gpu", "at"),
     "nvlink": ("gpu", "link", "at", "rate"),
+    "pcie-replay": ("gpu", "at", "count"),
+    "retire": ("gpu", "at"),
+    "inforom": ("gpu", "at"),
+    "nvlink-down": ("gpu", "link", "at"),
+    "recovery": ("gpu", "at", "action"),
 }
 _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "xid": ("gi",),
@@ -197,6 +264,11 @@ _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "power-brake": ("for",),
     "idle": ("for", "gi"),
     "nvlink": ("for",),
+    "pcie-replay": (),
+    "retire": ("pending", "pages"),
+    "inforom": ("for",),
+    "nvlink-down": ("for",),
+    "recovery": ("for",),
 }
 _VALUE_HINTS: Mapping[str, str] = {
     "code": "an XID number such as 79",
@@ -212,6 +284,9 @@ _VALUE_HINTS: Mapping[str, str] = {
     "pending": "0 or 1",
     "link": "an NVLink index such as 3",
     "rate": "CRC errors per second (more than 0)",
+    "count": "a count of PCIe replays (1 or more)",
+    "pages": "a count of retired pages (0 or more)",
+    "action": "an NVML_GPU_RECOVERY_ACTION_* value from 1 to 4",
 }
 
 
@@ -332,10 +407,27 @@ def _nvlink_fault(items: _Items, gpu: int, at: float, spec: str) -> Fault:
                        spec)
 
 
+def _pcie_replay_fault(items: _Items, gpu: int, at: float, spec: str) -> Fault:
+    count = items.int_("count", low=1)
+    assert count is not None
+    return PcieReplayFault(gpu, at, count, spec)
+
+
+def _retire_fault(items: _Items, gpu: int, at: float, spec: str) -> Fault:
+    pages = items.int_("pages")
+    pending = items.int_("pending", high=1)
+    if pages is None and pending is None:
+        raise ValueError(
+            f"retire faults need pages= and/or pending=; expected e.g. {GRAMMAR['retire']}")
+    return RetireFault(gpu, at, pages or 0, bool(pending), spec)
+
+
 _COUNTER_FAULTS: Mapping[str, Callable[[_Items, int, float, str], Fault]] = {
     "ecc": _ecc_fault,
     "remap": _remap_fault,
     "nvlink": _nvlink_fault,
+    "pcie-replay": _pcie_replay_fault,
+    "retire": _retire_fault,
 }
 """Faults that start counting at `at` on one GPU, parsed past `gpu` and `at`."""
 
@@ -376,6 +468,16 @@ def parse_fault(spec: str) -> Fault:
         return ThermalFault(gpu, window, spec)
     if kind == "power-brake":
         return PowerBrakeFault(gpu, window, spec)
+    if kind == "inforom":
+        return InforomFault(gpu, window, spec)
+    if kind == "nvlink-down":
+        link = items.int_("link", high=35)
+        assert link is not None
+        return NvlinkDownFault(gpu, link, window, spec)
+    if kind == "recovery":
+        action = items.int_("action", low=1, high=4)
+        assert action is not None
+        return RecoveryFault(gpu, action, window, spec)
     assert kind == "idle"
     return IdleFault(gpu, window, items.int_("gi"), spec)
 

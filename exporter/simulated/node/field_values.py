@@ -29,6 +29,9 @@ _NVLINK_ERROR_TOTALS = {
 }
 _REMAPPED = {pynvml.NVML_FI_DEV_REMAPPED_COR: 0, pynvml.NVML_FI_DEV_REMAPPED_UNC: 1,
              pynvml.NVML_FI_DEV_REMAPPED_PENDING: 2, pynvml.NVML_FI_DEV_REMAPPED_FAILURE: 3}
+_RETIRED = {pynvml.NVML_FI_DEV_RETIRED_SBE: 0, pynvml.NVML_FI_DEV_RETIRED_DBE: 1,
+            pynvml.NVML_FI_DEV_RETIRED_PENDING: 2}
+"""Answered once a `retire` fault started (see `GpuDynamics.retired_pages`)."""
 _CLOCK_EVENT_NS = {
     pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: "thermal",
     pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: "thermal",
@@ -51,12 +54,16 @@ def other_field_value(gpu: GpuEntry, field_id: int, scope_id: int, t: float
         pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS: lambda: 0,
         pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: lambda: int(dyn.energy_mj(t)),
         pynvml.NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS: lambda: dyn.pcie_replays(t) // 4,
-        pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: lambda: 0,  # "GPU Recovery Action: None"
+        # "GPU Recovery Action: None" unless a `recovery` fault holds
+        pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: lambda: dyn.recovery_action(t),
     }
     if field_id in simple:
         return (simple[field_id](), *_ULL)
     if field_id == pynvml.NVML_FI_DEV_POWER_INSTANT:
         return (round(dyn.instant_power_mw(t)), *_UINT)
+    retired = _RETIRED.get(field_id)
+    if retired is not None and (pages := dyn.retired_pages(t)) is not None:
+        return (pages[retired], *_ULL)
     if field_id in _REMAPPED:
         if gpu.mig_on:
             return None

@@ -25,6 +25,13 @@ from exporter.simulated.node import (
     XidFault,
     parse_fault,
 )
+from exporter.simulated.node.faults import (
+    InforomFault,
+    NvlinkDownFault,
+    PcieReplayFault,
+    RecoveryFault,
+    RetireFault,
+)
 from tests.simulated.node.conftest import SimFactory, nvml_code
 
 MIB = 1024 * 1024
@@ -72,7 +79,9 @@ def test_every_grammar_example_parses() -> None:
              "gpm-admin-only": GpmAdminOnlyFault, "fb-ramp": FbRampFault, "ecc": EccFault,
              "remap": RemapFault,
              "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault,
-             "nvlink": NvlinkFault}
+             "nvlink": NvlinkFault, "pcie-replay": PcieReplayFault, "retire": RetireFault,
+             "inforom": InforomFault, "nvlink-down": NvlinkDownFault,
+             "recovery": RecoveryFault}
     assert set(GRAMMAR) == set(kinds)
     for kind, example in GRAMMAR.items():
         full = example.replace("[", "").replace("]", "").replace("=N", "=3")
