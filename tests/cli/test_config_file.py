@@ -123,7 +123,7 @@ def test_inline_fields_are_csv_rows_with_the_csvs_checks(tmp_path: Path) -> None
     text = ("version: 2\nmetrics:\n  fields:\n"
             "    - name: DCGM_FI_DEV_GPU_TEMP\n      prometheusType: gauge\n"
             "      help: GPU temperature\n"
-            "    - name: DCGM_EXP_XID_ERRORS_TOTAL\n      prometheusType: counter\n"
+            "    - name: DCGM_EXP_NEXT_RELEASE_TOTAL\n      prometheusType: counter\n"
             "      help: from a newer release\n"
             "    - name: DCGM_FI_DEV_POWER_USAGE\n      prometheusType: untyped\n"
             "      help: power\n")
@@ -135,7 +135,7 @@ def test_inline_fields_are_csv_rows_with_the_csvs_checks(tmp_path: Path) -> None
         ("DCGM_FI_DEV_GPU_TEMP", MetricType.GAUGE, "GPU temperature"),
         ("DCGM_FI_DEV_POWER_USAGE", MetricType.UNTYPED, "power")]
     assert cfg.inline_collectors.warnings == (
-        f"{path}:7: unknown field 'DCGM_EXP_XID_ERRORS_TOTAL'; skipped",)
+        f"{path}:7: unknown field 'DCGM_EXP_NEXT_RELEASE_TOTAL'; skipped",)
     assert served(tmp_path, text, ("-f", "/x.csv")).inline_collectors is None
     assert served(tmp_path, text, ("-m", "ns:cm")).inline_collectors is None
     bad = text.replace("untyped", "summary")
@@ -269,7 +269,7 @@ def test_a_process_started_with_a_config_file_serves_what_it_says(tmp_path: Path
     config.write_text(
         "version: 2\nmetrics:\n  fields:\n"
         "    - {name: DCGM_FI_DEV_GPU_TEMP, prometheusType: gauge, help: GPU temperature.}\n"
-        "    - {name: DCGM_EXP_XID_ERRORS_TOTAL, prometheusType: counter, help: Newer.}\n"
+        "    - {name: DCGM_EXP_NEXT_RELEASE_TOTAL, prometheusType: counter, help: Newer.}\n"
         "    - {name: DCGM_FI_DEV_POWER_USAGE, prometheusType: untyped, help: Power.}\n"
         "collections:\n  - name: scrape\n    every: 3s\n    metrics:\n"
         "      include: ['*']\n", encoding="utf-8")
@@ -282,7 +282,7 @@ def test_a_process_started_with_a_config_file_serves_what_it_says(tmp_path: Path
         assert "# TYPE DCGM_FI_DEV_POWER_USAGE untyped\n" in text
         assert 'DCGM_FI_DEV_POWER_USAGE{gpu="0"' in text
         assert "DCGM_FI_DEV_SM_CLOCK" not in text  # only the file's fields
-        assert f"{config}:5: unknown field 'DCGM_EXP_XID_ERRORS_TOTAL'; skipped" in \
+        assert f"{config}:5: unknown field 'DCGM_EXP_NEXT_RELEASE_TOTAL'; skipped" in \
             proc.output()
     finally:
         proc.close()
