@@ -27,7 +27,7 @@ from exporter.k8s.inference_labels import PodLabelSelection
 from exporter.options import ConfigError, Option, Resolution, parse_command_line, parse_duration
 from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
-from exporter.options.config_file import ConfigFile, read_config_file
+from exporter.options.config_file import ConfigFile, WatchGroup, read_config_file
 from exporter.options.go_duration import go_seconds
 from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
 from exporter.options.values import lenient_warning
@@ -54,6 +54,9 @@ class ServeConfig:
     """The collectors CSV; None: the built-in default set (or `inline_collectors`)."""
     inline_collectors: Collectors | None = None
     """The config file's `metrics.fields`, checked as CSV rows; served instead of a file."""
+    watch_groups: tuple[WatchGroup, ...] = ()
+    """The config file's watch groups: they set nothing here, but serve checks them against
+    the collectors at start-up, as dcgm-exporter does."""
     collect_interval_s: float = 15.0
     listen_host: str | None = None
     """None: every interface."""
@@ -251,6 +254,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         collectors=None if inline is not None else _layered(
             r, opt.COLLECTORS, file.collectors_file if file else None),
         inline_collectors=inline,
+        watch_groups=file.watch_groups if file is not None else (),
         collect_interval_s=_layered(r, opt.COLLECT_INTERVAL,
                                     file.collect_interval_s if file else None),
         listen_host=host,

@@ -232,7 +232,25 @@ def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
         if configmap is not None:
             configmap.close()
         raise ConfigError(str(exc)) from None
+    if cfg.config_file is not None and cfg.watch_groups:
+        _check_watch_groups(cfg, configmap, collectors)
     return web_config, configmap, collectors
+
+
+def _check_watch_groups(cfg: ServeConfig, configmap: ConfigMapCollectors | None,
+                        collectors: Collectors) -> None:
+    """The file's watch groups against the collectors this start serves (checked once: the
+    file is read only at start-up)."""
+    from exporter.options.watch_groups import check_watch_groups
+    from exporter.options.yaml_strict import YamlError
+
+    assert cfg.config_file is not None
+    try:
+        check_watch_groups(cfg.config_file, cfg.watch_groups, collectors)
+    except YamlError as exc:
+        if configmap is not None:
+            configmap.close()
+        raise ConfigError(f"--config-file: {exc}") from None
 
 
 def main(argv: Sequence[str]) -> int:

@@ -43,6 +43,9 @@ class Collectors:
     source: str
     fields: tuple[EnabledField, ...]
     warnings: tuple[str, ...]
+    skipped: tuple[str, ...] = ()
+    """Names, as written, of the rows skipped as unknown or not served (dcgm-exporter would
+    watch them: its config file's watch groups are matched against these too)."""
 
     @property
     def names(self) -> frozenset[str]:
@@ -145,6 +148,7 @@ def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
     fields: list[EnabledField] = []
     warnings: list[str] = []
     seen: dict[str, int] = {}
+    skipped: list[str] = []
     for lineno, name, type_name, help_text in rows:
         where = f"{source}:{lineno}"
         metric_type = _TYPES.get(type_name)
@@ -161,9 +165,11 @@ def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
             # A newer DCGM or dcgm-exporter names fields this one does not know yet: the
             # node serves the rest rather than stopping.
             warnings.append(f"{where}: unknown field {name!r}{_closest(name)}; skipped")
+            skipped.append(name)
             continue
         if isinstance(spec, DcgmField):
             warnings.append(f"{where}: {_unserved_warning(name, spec)}")
+            skipped.append(name)
             continue
         if name in seen:
             warnings.append(f"{where}: {name} already enabled at line {seen[name]}; ignored")
@@ -174,7 +180,7 @@ def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
             )
         seen[name] = lineno
         fields.append(EnabledField(spec, metric_type, help_text or spec.help))
-    return Collectors(source, tuple(fields), tuple(warnings))
+    return Collectors(source, tuple(fields), tuple(warnings), tuple(skipped))
 
 
 def require_servable(collectors: Collectors) -> Collectors:

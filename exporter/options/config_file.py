@@ -11,7 +11,8 @@ the interval the collect interval, `server.maxConcurrentScrapes` and `metrics.
 enableExporterMetrics` their flags. Watch retention, watch groups and bind/unbind detection
 are DCGM's: checked as upstream checks them, then each one given logs one warning saying it
 means nothing here, as the equivalent flags do. `exporter.config` applies the result under
-the flags and variables that were set.
+the flags and variables that were set; once the collectors are known, serve checks the watch
+groups' patterns against them (`exporter.options.watch_groups`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import cast
 
 from exporter.options.go_duration import NANOSECONDS, parse_go_duration
+from exporter.options.go_glob import BadPattern, compile_go_pattern
 from exporter.options.yaml_strict import Decoded, Schema, Sequence, YamlError, compose_one, decode
 
 NO_WATCHES = ("NVML is read directly at each poll; there are no DCGM field watches whose "
@@ -88,7 +90,10 @@ class WatchGroup:
     """`FILE:LINE: KEY` of the group, for messages."""
     interval_ms: int
     patterns: tuple[str, ...]
+    """Go path.Match patterns (`exporter.options.go_glob`), each valid."""
     retention: Retention
+    pattern_at: tuple[tuple[int, str], ...] = ()
+    """(line, key) of each pattern, for messages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +288,17 @@ def _patterns(reader: _Reader, key: str, given: object) -> tuple[str, ...]:
     for index, item in enumerate(items):
         if not item:
             raise reader.error(f"{key}[{index}]", "is required")
+        try:
+            compile_go_pattern(item)
+        except BadPattern as exc:  # dcgm-exporter refuses it before matching any field
+            raise reader.error(f"{key}[{index}]", f"invalid field pattern {item!r}: {exc}") \
+                from None
     return tuple(items)
+
+
+def _pattern_at(reader: _Reader, key: str, count: int) -> tuple[tuple[int, str], ...]:
+    keys = [f"{key}[{index}]" for index in range(count)]
+    return tuple((reader.lines.get(k, 1), k) for k in keys)  # the decoder notes each line
 
 
 def _group(reader: _Reader, key: str, name: object, names: set[str]) -> str:
@@ -322,7 +337,8 @@ def _collection_v1(reader: _Reader) -> Collection:
                                      "maxAge", "maxSamples")
         _both_zero(reader, f"{key}.retention", retention, "maxAge and maxSamples")
         groups.append(WatchGroup(name, f"{reader.where(key)}: {key}", millis, patterns,
-                                 retention))
+                                 retention, _pattern_at(reader, f"{key}.fields",
+                                                        len(patterns))))
     retention = reader.retention("collection.retention", collection.get("retention"),
                                  "maxAge", "maxSamples")
     for index in range(len(groups)):
@@ -360,6 +376,8 @@ def _collections_v2(reader: _Reader) -> Collection:
             default_name, interval = name, millis / 1000
             retention = retention.under(own)
             continue
-        groups.append(WatchGroup(name, f"{reader.where(key)}: {key}", millis, patterns, own))
+        groups.append(WatchGroup(name, f"{reader.where(key)}: {key}", millis, patterns, own,
+                                 _pattern_at(reader, f"{key}.metrics.include",
+                                             len(patterns))))
         reader.ignored(key, NO_WATCHES)
     return interval, retention, tuple(groups)

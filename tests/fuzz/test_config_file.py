@@ -5,6 +5,7 @@ the search reaches past the YAML parser into the schema and the checks."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.options.config_file import ConfigFile, parse_config_file
+from exporter.options.go_glob import BadPattern, compile_go_pattern
 from exporter.options.yaml_strict import YamlError
 
 PATH = Path("/etc/dcgm-exporter/config.yaml")
@@ -85,3 +87,17 @@ def test_any_document_of_the_real_keys_parses_or_is_refused_in_one_line(text: st
 @example("version: 2\nx: " + "[" * 3000 + "]" * 3000)  # deeper than Python's recursion
 def test_any_text_parses_or_is_refused_in_one_line(text: str) -> None:
     _check(text)
+
+
+@given(st.text(alphabet="DG_*?[]^!-\\/a", max_size=12),
+       st.text(alphabet="DG_/a!^-", max_size=8))
+def test_any_pattern_compiles_or_is_refused_and_plain_ones_match_as_fnmatch(
+        pattern: str, name: str) -> None:
+    try:
+        regex = compile_go_pattern(pattern)
+    except BadPattern:
+        return
+    matched = regex.fullmatch(name) is not None
+    if not set(pattern) & set("[]\\/") and "/" not in name:
+        # Without classes, escapes and slashes Go's path.Match and fnmatch agree.
+        assert matched is fnmatch.fnmatchcase(name, pattern)
