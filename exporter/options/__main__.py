@@ -14,11 +14,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exporter.options",
                                      description="The flag table of a command.")
     parser.add_argument("--command", choices=("serve", "report", "advise"), default="serve",
-                        help="whose flags (serve's go in README.md, report's in "
+                        help="whose flags (serve's go in docs/configuration.md, report's in "
                              "docs/report.md, advise's in docs/advise.md)")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--markdown", action="store_true", help="print it as markdown")
-    action.add_argument("--write-readme", type=Path, metavar="README",
+    action.add_argument("--write-readme", type=Path, metavar="PAGE",
                         help="rewrite the block between the options:begin/end markers")
     args = parser.parse_args(argv)
     table = markdown_table(args.command)

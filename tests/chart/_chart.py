@@ -95,6 +95,13 @@ def upstream_values() -> Obj:
     return values
 
 
+def upstream_484_values() -> Obj:
+    """dcgm-exporter 4.8.4's chart values.yaml as it is, with only `image` changed."""
+    values: Obj = yaml.safe_load((UPSTREAM_484 / "values.yaml").read_text(encoding="utf-8"))
+    values["image"] = dict(OUR_IMAGE)
+    return values
+
+
 def merged(base: Obj, override: Obj) -> Obj:
     """`-f base -f override`, as Helm coalesces values."""
     out: Obj = script().merge_values(copy.deepcopy(base), copy.deepcopy(override))

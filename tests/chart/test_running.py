@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from exporter.fields.catalog import MetricType
 from exporter.fields.csv import default_collectors_path, parse_collectors
@@ -46,6 +47,7 @@ from ._chart import (
     merged,
     objects,
     one,
+    upstream_484_values,
     upstream_values,
     values_file,
 )
@@ -63,6 +65,12 @@ def _feature(name: str) -> Callable[[], Release]:
 CASES: dict[str, Callable[[], Release]] = {
     "defaults": lambda: Release(objects(FAST)),
     "upstream": lambda: Release(objects(upstream_values())),
+    # 4.8.4's values as they are: the web timeouts always set, no args.
+    "upstream-4.8.4": lambda: Release(objects(upstream_484_values())),
+    # ... with its YAML config file mounted (its default, version 2) and named by
+    # DCGM_EXPORTER_CONFIG_FILE; the explicitly set interval variable wins over the YAML's.
+    "upstream-4.8.4-config": lambda: Release(objects(merged(
+        merged(upstream_484_values(), {"config": {"enabled": True}}), FAST))),
     "pod-labels": lambda: Release(objects(merged(merged(upstream_values(),
                                                         values_file("pod-labels")), FAST))),
     "presets": _feature("presets"),
@@ -142,6 +150,29 @@ def test_dcgm_exporters_values_serve_the_list_its_chart_mounts(releases: Release
     # The ConfigMap's file, subPath-mounted over the image's own list of that name.
     assert _configured_text(run) == config_map["data"]["metrics"]
     assert "/etc/dcgm-exporter/default-counters.csv" in run.running.mounts()
+
+
+def test_dcgm_exporter_484s_config_file_is_read(releases: Releases) -> None:
+    run = releases.get("upstream-4.8.4-config")
+    variables = env(run.container)
+    assert variables["DCGM_EXPORTER_CONFIG_FILE"] == "/etc/dcgm-exporter/config.yaml"
+    assert {"DCGM_EXPORTER_WEB_READ_TIMEOUT", "DCGM_EXPORTER_WEB_WRITE_TIMEOUT"} <= set(variables)
+    config = yaml.safe_load(run.running.path("/etc/dcgm-exporter/config.yaml").read_text())
+    assert config["version"] == 2
+    # The YAML's metrics.file is the image's (4.8.4's) default-counters.csv: its help texts,
+    # not the built-in list's, are what is served.
+    wanted = _listed(run.running.path(config["metrics"]["file"]).read_text())
+    # The energy counter's help is 4.8.4's own ("since the driver was last reloaded").
+    energy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    expected = set(wanted) & set(_listed(DCGM_EXPORTERS_LIST.read_text())) | {energy}
+    text = run.wait_for_metrics(lambda names: expected <= names)
+    helps = dict(re.findall(r"^# HELP (DCGM_\w+) (.*)$", text, flags=re.MULTILINE))
+    assert expected <= set(helps) <= set(wanted)
+    assert {name: helps[name] for name in expected} == {name: wanted[name] for name in expected}
+    assert "reloaded" in helps[energy]
+    built_in = _listed(default_collectors_path().read_text())
+    assert "DCGM_FI_PROF_SM_ACTIVE" in set(built_in) - set(wanted)  # so this one says which
+    assert "DCGM_FI_PROF_SM_ACTIVE" not in helps
 
 
 def test_custom_metrics_are_what_is_served(releases: Releases) -> None:

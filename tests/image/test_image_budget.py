@@ -1,7 +1,7 @@
 """The image's budgets, measured by benchmarks/bench_image.py on the image these tests built.
 
 The figures (size, start to /health and RSS, each beside the bare process) are kept in
-test-artifacts/image-budget.json and quoted in the README; only the size goal is checked
+test-artifacts/image-budget.json and quoted in docs/image.md; only the size goal is checked
 here: 60 MB compressed or less for the node image (serve and doctor; docs/image.md), under a
 sixteenth of dcgm-exporter's ~1 GB (NVIDIA/dcgm-exporter#176). Timings are never asserted.
 """
