@@ -50,7 +50,7 @@ RUN case "$TARGETARCH" in amd64) m=x86_64 ;; arm64) m=aarch64 ;; \
 # what serve and doctor import). Those commands answer in the image with one line saying
 # where to get them (docs/image.md).
 COPY pyproject.toml /src/
-RUN tools_only="grafanalib matplotlib pandas scipy" \
+RUN tools_only="grafanalib matplotlib numpy pandas scipy" \
     && python3.11 -c 'import re, sys, tomllib; print("\n".join(r for r in tomllib.load(open( \
         "/src/pyproject.toml", "rb"))["project"]["dependencies"] if re.match( \
         "[A-Za-z0-9._-]+", r).group(0).lower() not in sys.argv[1:]))' $tools_only \

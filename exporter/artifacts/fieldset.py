@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.fields.catalog import CATALOG
-from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.fields.csv import default_collectors_path, load_collectors, require_servable
 from exporter.promql import measures as gpm
 
 DEFAULT_NAME = "collectors.csv"
@@ -53,7 +53,8 @@ def load_fieldset(path: Path | None) -> FieldSet:
     if path is None:
         builtin = default_collectors_path()
         return FieldSet(str(builtin), load_collectors(builtin).names, DEFAULT_NAME)
-    return FieldSet(str(path), load_collectors(path).names)
+    # As serve does: a file whose every row is skipped is refused, naming the first row.
+    return FieldSet(str(path), require_servable(load_collectors(path)).names)
 
 
 def everything() -> FieldSet:

@@ -65,7 +65,8 @@ def test_bad_csv_reload(tmp_path: Path, exporter: type[ExporterProcess],
     run.hold(20)
     served = set(dcgm_names(run.scraper.scrapes[-1]))  # GPM rates need two polls first
     run.mark("fault")
-    replace_file(csv, good + "DCGM_FI_DEV_NO_SUCH_FIELD, gauge, a typo\n")
+    # A type no release takes stops a reload; an unknown field no longer does (it is skipped).
+    replace_file(csv, good + "DCGM_FI_DEV_MEMORY_TEMP, histogram, a type 4.8.3 refuses\n")
     run.exporter.proc.send_signal(signal.SIGHUP)
     run.wait_served(lambda s: reloads(s, "failure") >= 1, "the broken file refused",
                     since="fault")
