@@ -38,6 +38,53 @@ SLOW_PATHS = (
 """Tests left out of the quick tier: image builds and arm64 under qemu, soak-like stress
 runs, the packaged wheel and the 0700 clone, and the end-to-end runs against a real
 Prometheus, VictoriaMetrics or Chromium. Everything runs in the full test command."""
+SLOW_MODULES = (
+    "tests/advise/test_end_to_end.py",
+    "tests/advise/test_failures.py",
+    "tests/artifacts/test_alerts.py",
+    "tests/chart/test_render.py",
+    "tests/chart/test_upstream.py",
+    "tests/cli/test_config_watch_groups.py",
+    "tests/cli/test_device_selectors.py",
+    "tests/cli/test_doctor.py",
+    "tests/cli/test_serve.py",
+    "tests/deploy/test_exporter_args.py",
+    "tests/deploy/test_gpu_operator.py",
+    "tests/deploy/test_kustomize.py",
+    "tests/deploy/test_monitor_labels.py",
+    "tests/devices/test_backend_sim.py",
+    "tests/devices/test_health.py",
+    "tests/devices/test_nvml_clib.py",
+    "tests/devices/test_nvml_every_field.py",
+    "tests/devices/test_shipped_csvs.py",
+    "tests/exposition/test_exp_fields_e2e.py",
+    "tests/exposition/test_selfmetrics.py",
+    "tests/fields/test_served_names.py",
+    "tests/fuzz/test_config_file.py",
+    "tests/fuzz/test_option_numbers.py",
+    "tests/fuzz/test_pod_label_collisions.py",
+    "tests/k8s/test_container_labels_podman.py",
+    "tests/k8s/test_hostile_pod_labels.py",
+    "tests/k8s/test_k8s_configmap.py",
+    "tests/k8s/test_k8s_dra.py",
+    "tests/k8s/test_k8s_e2e.py",
+    "tests/k8s/test_k8s_enrich.py",
+    "tests/k8s/test_k8s_imports.py",
+    "tests/k8s/test_k8s_processes.py",
+    "tests/k8s/test_k8s_virtual_gpu_split.py",
+    "tests/nvmlsim/test_build.py",
+    "tests/nvmlsim/test_call_table.py",
+    "tests/report/test_plan.py",
+    "tests/sampling/test_sampler.py",
+    "tests/web/test_exporter_metrics.py",
+    "tests/web/test_health_gpus.py",
+    "tests/web/test_limits.py",
+    "tests/web/test_node_page.py",
+    "tests/web/test_timeouts.py",
+)
+"""Modules whose tests took 3.5 s or more in all, measured with `pytest -m "not slow"
+--durations=0` on 2 cores: most start real exporter processes, kubelets or browsers, or run
+many property-test examples. Left out of the quick tier so that it runs in under 3 minutes."""
 SLOW_FIXTURES = frozenset({"built_image"})
 
 
@@ -46,7 +93,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(item.path).relative_to(ROOT).as_posix()
         fixtures = set(getattr(item, "fixturenames", ()))
-        if (path.startswith(SLOW_PATHS) or item.get_closest_marker("e2e") is not None
+        if (path.startswith(SLOW_PATHS) or path in SLOW_MODULES
+                or item.get_closest_marker("e2e") is not None
                 or fixtures & SLOW_FIXTURES):
             item.add_marker(pytest.mark.slow)
 

@@ -1,0 +1,17 @@
+"""The quick tier's list of slow tests names what is there, and leaves real tests out."""
+
+from __future__ import annotations
+
+from tests.conftest import SLOW_MODULES, SLOW_PATHS
+from tests.support.paths import ROOT
+
+
+def test_every_slow_path_and_module_exists() -> None:
+    missing = [p for p in (*SLOW_PATHS, *SLOW_MODULES) if not (ROOT / p).exists()]
+    assert missing == [], f"tests/conftest.py names what is gone: {missing}"
+
+
+def test_slow_modules_are_test_modules_outside_the_slow_paths() -> None:
+    assert all(m.endswith(".py") and m.rsplit("/", 1)[-1].startswith("test_")
+               for m in SLOW_MODULES)
+    assert not [m for m in SLOW_MODULES if m.startswith(SLOW_PATHS)]
