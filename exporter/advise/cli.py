@@ -20,7 +20,7 @@ from exporter.options import advise_table as opt
 from exporter.options import report_table as shared
 from exporter.partitions.mig_profiles import MODELS
 from exporter.promql import duration
-from exporter.report.cli import write_whole
+from exporter.report.cli import deliver
 from exporter.report.connection import ReportError
 from exporter.report.prices import load_prices
 from exporter.report.prometheus_api import PrometheusClient
@@ -124,13 +124,8 @@ def main(argv: Sequence[str]) -> int:
         return 2
     try:
         advice = run(settings)
-        text = render(advice, settings[opt.FORMAT], settings[opt.ALL])
-        output = settings[opt.OUTPUT]
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            write_whole(output, text)
-            print(f"gpu-exporter advise: wrote {output}", file=sys.stderr)
+        deliver("advise", render(advice, settings[opt.FORMAT], settings[opt.ALL]),
+                settings[opt.OUTPUT])
     except ConfigError as exc:
         print(f"gpu-exporter advise: {exc}", file=sys.stderr)
         return 2

@@ -37,6 +37,15 @@ def render(report: UsageReport, fmt: str) -> str:
     return {"table": table_text, "csv": csv_text, "json": json_text}[fmt](report)
 
 
+def deliver(command: str, text: str, output: Path | None) -> None:
+    """Write `text` to standard output, or whole to `output` and say so on standard error."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_whole(output, text)
+    print(f"gpu-exporter {command}: wrote {output}", file=sys.stderr)
+
+
 def write_whole(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file beside it: a reader sees the old
     file or the new one, never half of one."""
@@ -77,13 +86,7 @@ def main(argv: Sequence[str]) -> int:
     progress = _progress(mode == "on" or (mode == "auto" and sys.stderr.isatty()))
     try:
         report = build_report(PrometheusClient(connection), request, progress)
-        text = render(report, settings[opt.FORMAT])
-        output = settings[opt.OUTPUT]
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            write_whole(output, text)
-            print(f"gpu-exporter report: wrote {output}", file=sys.stderr)
+        deliver("report", render(report, settings[opt.FORMAT]), settings[opt.OUTPUT])
     except ReportError as exc:
         print(f"gpu-exporter report: error: {exc}", file=sys.stderr)
         return 1
