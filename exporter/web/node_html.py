@@ -44,6 +44,16 @@ def utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
+def stamped(ts: float) -> str:
+    """Return the time as the page shows it (to the second), in a `<time>` element whose
+    `datetime` holds it to the millisecond, so that a reader can tell apart two polls that
+    fell in the same second."""
+    millis = round(ts * 1000)
+    second = time.gmtime(millis // 1000)
+    precise = f'{time.strftime("%Y-%m-%dT%H:%M:%S", second)}.{millis % 1000:03d}Z'
+    return f'<time datetime="{precise}">{time.strftime("%Y-%m-%d %H:%M:%S UTC", second)}</time>'
+
+
 def duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 90:
@@ -309,7 +319,7 @@ def _exporter(ex: ExporterView, web: WebRows) -> str:
     nvml = "not read yet" if ex.nvml_up is None else (
         '<span class="up">up</span>' if ex.nvml_up else '<span class="down">down</span>')
     poll = [
-        ("last poll", utc(ex.taken_at) if ex.taken_at else "none yet"),
+        ("last poll", stamped(ex.taken_at) if ex.taken_at else "none yet"),
         ("interval", f"{ex.interval_s:g} s"),
         ("duration", f"{ex.poll_duration_s * 1000:.1f} ms" if ex.poll_duration_s else "-"),
         ("failed polls", _counts(ex.poll_errors)),
