@@ -9,18 +9,18 @@ from pathlib import Path
 from tests.nvmlsim.harness import run_child, write_scenario
 
 BACKEND = """
-import time
+from tests.support.wait import wait_until
 from exporter.devices.nvml import NvmlBackend
 from exporter.fields.csv import parse_collectors
 collectors = parse_collectors("DCGM_EXP_GPU_HEALTH_STATUS, gauge, health\\n", "h.csv")
 backend = NvmlBackend(pynvml, collectors.specs, clock=sim.time, wall_clock=sim.time)
 backend.start()
 backend.poll()
-time.sleep(0.3)  # the XID watcher registers its event set
+# The XID watcher has registered its event set once it waits on it.
+wait_until(lambda: sim.call_count("nvmlEventSetWait_v2") > 0, 10, interval=0.005,
+           what="the XID watcher waiting on its event set")
 sim.advance(2.0)
-deadline = time.time() + 10
-while not backend.ledger.totals() and time.time() < deadline:
-    time.sleep(0.05)
+wait_until(backend.ledger.totals, 10, what="the XID 95 event in the ledger")
 readings = backend.poll()
 out["health"] = {str(gpu): {i.watch: [i.result, i.code, i.severity, i.category]
                             for i in incidents}

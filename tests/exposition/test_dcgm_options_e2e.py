@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ExporterProcess
+from tests.support.wait import wait_until
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -32,13 +32,10 @@ def series(text: str) -> Series:
 def scrape_until(proc: ExporterProcess, condition: Callable[[Series], bool],
                  timeout: float = 20.0) -> Series:
     """The first scrape whose series meet `condition` (each poll re-reads the job files)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def met() -> Series | None:
         found = series(proc.metrics())
-        if condition(found):
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"no scrape met the condition within {timeout}s")
+        return found if condition(found) else None
+    return wait_until(met, timeout, interval=0.1, what="a scrape meeting the condition")
 
 
 def labels_of(found: Series, name: str) -> list[dict[str, str]]:

@@ -14,7 +14,6 @@ import re
 import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +93,14 @@ def _series(text: str) -> list[tuple[dict[str, str], float]]:
     raise AssertionError(f"no {FAMILY} in the exposition")
 
 
+def _last_poll(text: str) -> float:
+    """When the last poll that read the devices finished (Unix time), as /metrics says."""
+    found = re.search(r"^gpu_exporter_last_poll_success_timestamp_seconds (\S+)$", text,
+                      re.MULTILINE)
+    assert found is not None, "no gpu_exporter_last_poll_success_timestamp_seconds"
+    return float(found.group(1))
+
+
 def _holders(text: str) -> dict[str, set[str]]:
     """gpu -> the containers its copies name."""
     found: dict[str, set[str]] = {}
@@ -154,7 +161,12 @@ def test_copies_per_container_from_a_real_podman(
     # The runtime goes away: the last answer stays.
     service.terminate()
     service.wait(30)
-    time.sleep(2.0)  # several polls without the runtime
-    after = _holders(proc.metrics())
+    wait_until(lambda: "container runtime API" in proc.output(), 30.0,
+               what="the exporter's warning that the runtime went away")
+    # A poll that finished after the warning: the labels it serves were made without it.
+    warned = _last_poll(proc.metrics())
+    after_text = wait_until(lambda: (text := proc.metrics()) if _last_poll(text) > warned
+                            else None, 30.0, what="a poll after the runtime went away")
+    after = _holders(after_text)
     assert everything in after.get("3", set())
     assert "container runtime API" in proc.output()

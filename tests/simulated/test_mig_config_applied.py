@@ -68,6 +68,19 @@ class Recorded:
         return float(rows[0]["value"][1])
 
 
+def _record(prometheus: PrometheusProcess, start: float) -> None:
+    """Wait until Prometheus holds RECORD_S of successful scrapes since `start`: counted, so
+    that a slow machine records as much history as a quick one."""
+    scrapes = int(RECORD_S / SCRAPE_S)
+
+    def scraped() -> float | None:
+        window = f"{int(time.time() - start) + 1}s"
+        rows = prometheus.query(f'sum_over_time(up{{job="gpu-exporter"}}[{window}])')
+        count = float(rows[0]["value"][1]) if rows else 0.0
+        return count if count >= scrapes else None
+    wait_until(scraped, RECORD_S * 4, interval=1.0, what=f"{scrapes} scrapes recorded")
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     tmp = tmp_path_factory.mktemp("applied-config")
@@ -83,7 +96,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         prometheus = PrometheusProcess(tmp / "prometheus", config,
                                        args=("--query.lookback-delta=2s",)).wait_ready()
         start = time.time()
-        time.sleep(RECORD_S)
+        _record(prometheus, start)
         end = time.time()
         exporter.stop()
         yield Recorded(prometheus, start, end, tmp)
