@@ -20,6 +20,7 @@ from exporter.options import Option, Setting, for_command, parse_command_line
 from exporter.options.values import Value
 from tests.cli.upstream_app import Upstream, cli_constants, upstream_flags
 from tests.conftest import ROOT, ExporterProcess, free_port
+from tests.support.option_values import expected_of
 
 UPSTREAM = upstream_flags()
 SERVE = for_command("serve")
@@ -102,8 +103,7 @@ def test_each_spelling_of_the_flag_is_taken_by_one_option(upstream: Upstream) ->
         argv = [spelling] if value.action == "switch" else [spelling, text]
         _, setting = resolved([*argv, *needs], {}, option)
         assert setting.source == reported
-        assert setting.value == value.from_flag(True if value.action == "switch" else text,
-                                                spelling)
+        assert setting.value == expected_of(type(value).__name__, text, spelling), text
 
 
 @pytest.mark.parametrize("upstream", UPSTREAM, ids=[u.env[0] for u in UPSTREAM])
@@ -118,8 +118,8 @@ def test_each_variable_is_read_by_the_flag_option(upstream: Upstream) -> None:
     _, needs = NEEDS.get(upstream.flags[0], ([], {}))
     for text in sorted(texts):
         _, setting = resolved([], {variable: text, **needs}, option)
-        assert (setting.source, setting.value) == (f"${variable}",
-                                                   value.parse(text, "test"))
+        assert (setting.source, setting.value) == (
+            f"${variable}", expected_of(type(value).__name__, text, variable))
 
 
 def test_only_the_listed_flags_are_ignored_and_they_only_warn() -> None:

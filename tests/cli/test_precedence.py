@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import pytest
 
-from exporter.devices.filter import DeviceFilter
-from exporter.k8s.inference_labels import PodLabelSelection
 from exporter.options import (
     OPTIONS,
     Command,
@@ -34,6 +31,7 @@ from exporter.options.values import (
     Switch,
     Value,
 )
+from tests.support.option_values import expected
 
 CASES = [(command, option) for option in OPTIONS for command in sorted(option.commands)]
 WITH_ENV = [(c, o) for c, o in CASES if o.env]
@@ -58,55 +56,6 @@ def flag_argv(option: Option[object], flag: str, text: str) -> list[str]:
     return [flag] if option.value.action == "switch" else [flag, text]
 
 
-NAMED_AS_GIVEN = ("Text", "Choice", "Regex", "Hostengine", "DeviceSelection", "GroupBy")
-"""Value types whose value is the text exactly as given."""
-
-PARSED: dict[tuple[str, str], object] = {
-    ("Integer", "7"): 7, ("Integer", "11"): 11, ("Integer", "13"): 13,
-    ("Number", "2.5"): 2.5, ("Number", "40"): 40.0, ("Number", "75"): 75.0,
-    ("Switch", "true"): True, ("Switch", "1"): True, ("Switch", "yes"): True,
-    ("FilePath", "/etc/a.csv"): Path("/etc/a.csv"), ("FilePath", "/etc/b.csv"):
-        Path("/etc/b.csv"), ("FilePath", "c.csv"): Path("c.csv"),
-    ("Duration", "250ms"): 0.25, ("Duration", "2s"): 2.0, ("Duration", "3m"): 180.0,
-    ("GoDuration", "5m0s"): 300.0, ("GoDuration", "90s"): 90.0, ("GoDuration", "1h"): 3600.0,
-    ("LenientGoDuration", "5s"): 5.0, ("LenientGoDuration", "1m30s"): 90.0,
-    ("LenientGoDuration", "250ms"): 0.25,
-    ("Span", "30d"): 30 * 86400.0, ("Span", "1h30m"): 5400.0, ("Span", "15s"): 15.0,
-    ("Instant", "2025-05-01T00:00:00Z"): 1746057600.0, ("Instant", "2025-05-02"):
-        1746144000.0, ("Instant", "1746057600"): 1746057600.0,
-    ("Listen", "127.0.0.1:9401"): ("127.0.0.1", 9401), ("Listen", ":9402"): (None, 9402),
-    ("Listen", "[::1]:9403"): ("::1", 9403),
-    ("Devices", "g:0,1"): DeviceFilter(gpus=True, instances=False,
-                                       gpu_ids=frozenset({0, 1}), instance_ids=None),
-    ("Devices", "i"): DeviceFilter(gpus=False, instances=True, gpu_ids=None,
-                                   instance_ids=None),
-    ("Devices", "g"): DeviceFilter(gpus=True, instances=False, gpu_ids=None,
-                                   instance_ids=None),
-    ("Repeated", "alpha"): ("alpha",), ("Repeated", "beta"): ("beta",),
-    ("Repeated", "gamma"): ("gamma",), ("Repeated", "namespace"): ("namespace",),
-    ("Repeated", "namespace,label:team"): ("namespace,label:team",),
-    ("Separated", "a.io/gpu"): ("a.io/gpu",), ("Separated", "d.io/gpu"): ("d.io/gpu",),
-    ("Separated", "b.io/gpu, c.io/gpu"): ("b.io/gpu", "c.io/gpu"),
-    ("RegexList", "^team$"): ("^team$",), ("RegexList", "app.*, tier"): ("app.*", "tier"),
-    ("RegexList", "^a"): ("^a",),
-    ("PodLabels", "team|app"): PodLabelSelection(regex="team|app"),
-    ("PodLabels", "inference"): PodLabelSelection(presets=("inference",)),
-    ("PodLabels", "llm-d,kai"): PodLabelSelection(presets=("llm-d", "kai")),
-    ("ConfigMapRef", "gpu-operator:metrics"): ("gpu-operator", "metrics"),
-    ("ConfigMapRef", "none"): None, ("ConfigMapRef", "monitoring:dcgm"): ("monitoring", "dcgm"),
-}
-"""What each sample text of each value type means, written out: the expectation of the
-precedence tests, stated apart from the parsers that resolve it."""
-
-
-def expected(option: Option[object], text: str) -> object:
-    """The value `text` should give `option`, from the literals above."""
-    kind = type(option.value).__name__
-    if kind in NAMED_AS_GIVEN:
-        return text
-    key = (kind, text)
-    assert key in PARSED, f"{option.name}: no literal for {key} in PARSED; add the value"
-    return PARSED[key]
 
 
 def test_the_table_declares_each_name_flag_and_variable_once_per_command() -> None:
