@@ -148,4 +148,12 @@ def test_shipped_csv_loads_and_serves_every_line(name: str) -> None:
 
 
 def test_shipped_1x_compatibility_csv_loads() -> None:
-    load_collectors(SHIPPED_CSVS / "1.x-compatibility-metrics.csv")
+    path = SHIPPED_CSVS / "1.x-compatibility-metrics.csv"
+    collectors = load_collectors(path)
+    # Every field once, in upstream's order; the PCIe byte fields' second listing (the file's
+    # last two lines) is left out with one warning each naming both lines.
+    assert [f.spec.name for f in collectors.fields] == [n for n, _ in UPSTREAM_1X_FIELDS[:-2]]
+    assert collectors.warnings == (
+        f"{path}:65: dcgm_fi_prof_pcie_tx_bytes already enabled at line 18; ignored",
+        f"{path}:66: dcgm_fi_prof_pcie_rx_bytes already enabled at line 19; ignored",
+    )

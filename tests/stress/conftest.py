@@ -18,11 +18,16 @@ class Matrix:
     def __init__(self) -> None:
         self.results: dict[str, CaseResult] = {}
 
-    def record(self, case_id: str, result: CaseResult) -> None:
-        assert case_id in CASES, f"unknown case {case_id!r}: add it to results.CASES"
-        assert result.name == CASES[case_id][0]
+    def record(self, case_id: str, result: CaseResult) -> CaseResult:
+        """Keep `result` for the table and return it; whether the case held is the test's
+        own assertion (`result.ok`). Refuses a case the table does not list."""
+        if case_id not in CASES:
+            raise KeyError(f"unknown case {case_id!r}: add it to results.CASES")
+        if result.name != CASES[case_id][0]:
+            raise ValueError(f"case {case_id!r} is named {CASES[case_id][0]!r} in "
+                             f"results.CASES, not {result.name!r}")
         self.results[case_id] = result
-        assert result.ok, result.explain()
+        return result
 
 
 @pytest.fixture(scope="session")

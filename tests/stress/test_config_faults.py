@@ -91,8 +91,9 @@ def test_bad_csv_reload(tmp_path: Path, exporter: type[ExporterProcess],
             return [f"the new configuration not applied whole: {sorted(served ^ names)[:4]}"]
         return []
 
-    matrix.record("bad-csv", finish(run, CASES["bad-csv"][0], ready=[200],
-                                    rules=[config_as_loaded], recovery_s=recovery))
+    result = matrix.record("bad-csv", finish(
+        run, CASES["bad-csv"][0], ready=[200], rules=[config_as_loaded], recovery_s=recovery))
+    assert result.ok, result.explain()
 
 
 @contextlib.contextmanager
@@ -132,11 +133,12 @@ def test_sighup_ten_times_a_second_under_load(tmp_path: Path, exporter: type[Exp
             return [f"fields missing mid-reload: {sorted(served ^ names)[:4]}"]
         return []
 
-    matrix.record("sighup-storm", finish(
+    result = matrix.record("sighup-storm", finish(
         run, CASES["sighup-storm"][0], ready=[200], rules=[whole_configuration],
         extra_problems=load["failures"][:5],
         note=f"{load['requests']} more requests from the 4 load clients, "
              f"{load['failed']} failed; {reloads(last, 'success'):.0f} reloads"))
+    assert result.ok, result.explain()
 
 
 def test_full_disk_nothing_written(tmp_path: Path, kubelet: SimKubeletHandle,
@@ -172,3 +174,4 @@ def test_full_disk_nothing_written(tmp_path: Path, kubelet: SimKubeletHandle,
     result.problems += [f"wrote: {w}" for w in writes[:10]]
     result.note = f"{how}; {calls} file system calls traced, {len(writes)} of them writes"
     matrix.record("full-disk", result)
+    assert result.ok, result.explain()

@@ -93,8 +93,9 @@ def test_kubelet_socket_absent_at_start(socket_path: str, exporter: type[Exporte
             return [f"pods {pods_shown(scrape)} shown with no kubelet"]
         return []
 
-    matrix.record("kubelet-absent", finish(run, CASES["kubelet-absent"][0], ready=[200],
-                                           rules=[no_owner_before], recovery_s=recovery))
+    result = matrix.record("kubelet-absent", finish(
+        run, CASES["kubelet-absent"][0], ready=[200], rules=[no_owner_before], recovery_s=recovery))
+    assert result.ok, result.explain()
 
 
 def test_kubelet_restarted_socket_recreated(socket_path: str, exporter: type[ExporterProcess],
@@ -123,9 +124,10 @@ def test_kubelet_restarted_socket_recreated(socket_path: str, exporter: type[Exp
             return [f"GPU 0 labelled {pod_of(scrape, 0)!r} after the restart"]
         return []
 
-    matrix.record("kubelet-restart", finish(
+    result = matrix.record("kubelet-restart", finish(
         run, CASES["kubelet-restart"][0], ready=[200], recovery_s=recovery,
         rules=[labels_kept(0, "before-0", "fault", "clear"), no_return_of_old]))
+    assert result.ok, result.explain()
 
 
 def test_kubelet_slow_past_the_deadline(socket_path: str, exporter: type[ExporterProcess],
@@ -147,9 +149,10 @@ def test_kubelet_slow_past_the_deadline(socket_path: str, exporter: type[Exporte
     servicer.release()
     recovery = run.recovered(lambda s: pod_of(s, 0) == "fresh-0", "fresh allocations")
     run.hold(15)
-    matrix.record("kubelet-slow", finish(
+    result = matrix.record("kubelet-slow", finish(
         run, CASES["kubelet-slow"][0], ready=[200], recovery_s=recovery,
         rules=[labels_kept(0, "steady-0", "fault", "clear")]))
+    assert result.ok, result.explain()
 
 
 def test_kubelet_malformed_and_oversized_answers(socket_path: str,
@@ -181,10 +184,11 @@ def test_kubelet_malformed_and_oversized_answers(socket_path: str,
         return [f"pods {huge} from the oversized answer shown"] if huge else []
 
     malformed = sorted(lab["code"] for lab, _ in seen.matching(REFRESH_ERRORS))
-    matrix.record("kubelet-garbage", finish(
+    result = matrix.record("kubelet-garbage", finish(
         run, CASES["kubelet-garbage"][0], ready=[200], recovery_s=recovery,
         rules=[labels_kept(0, "good-0", "fault", "clear"), never_believed],
         note=f"refused as {', '.join(malformed)}, then RESOURCE_EXHAUSTED"))
+    assert result.ok, result.explain()
 
 
 MALFORMED_IDS = ["", "GPU-", "GPU-not-a-uuid!", "MIG-", "MIG-GPU-x/1/2/3/4", "nvidia",
@@ -213,8 +217,9 @@ def test_malformed_device_ids(kubelet: SimKubeletHandle, socket_path: str,
             out.append(f"valid ids not attributed: {pod_of(scrape, 0)}, {pod_of(scrape, 2)}")
         return out
 
-    matrix.record("malformed-ids", finish(run, CASES["malformed-ids"][0], ready=[200],
-                                          rules=[only_valid_owners]))
+    result = matrix.record("malformed-ids", finish(
+        run, CASES["malformed-ids"][0], ready=[200], rules=[only_valid_owners]))
+    assert result.ok, result.explain()
 
 
 def test_api_server_unreachable_with_pod_labels(kubelet: SimKubeletHandle, socket_path: str,
@@ -257,5 +262,7 @@ def test_api_server_unreachable_with_pod_labels(kubelet: SimKubeletHandle, socke
             out.append("label_app shown with no API server")
         return out
 
-    matrix.record("apiserver-down", finish(run, CASES["apiserver-down"][0], ready=[200],
-                                           rules=[no_label_without_api], recovery_s=recovery))
+    result = matrix.record("apiserver-down", finish(
+        run, CASES["apiserver-down"][0], ready=[200],
+        rules=[no_label_without_api], recovery_s=recovery))
+    assert result.ok, result.explain()

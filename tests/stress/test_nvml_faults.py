@@ -65,8 +65,9 @@ def test_gpu_lost_mid_run_and_back(nvmlsim_lib: Path, tmp_path: Path,
             out.append(f"healthy GPUs {sorted(others)} missing")
         return out
 
-    matrix.record("gpu-lost", finish(run, CASES["gpu-lost"][0], ready=[200],
-                                     rules=[lost_gpu_absent], recovery_s=recovery))
+    result = matrix.record("gpu-lost", finish(
+        run, CASES["gpu-lost"][0], ready=[200], rules=[lost_gpu_absent], recovery_s=recovery))
+    assert result.ok, result.explain()
 
 
 def test_nvml_down_at_start(nvmlsim_lib: Path, tmp_path: Path,
@@ -79,9 +80,10 @@ def test_nvml_down_at_start(nvmlsim_lib: Path, tmp_path: Path,
     control(run, "clear_init_failure")
     recovery = run.recovered(lambda s: gpus_with(s, TEMP) == ALL_GPUS, "every GPU served")
     run.hold(15)
-    matrix.record("nvml-down-at-start", finish(
+    result = matrix.record("nvml-down-at-start", finish(
         run, CASES["nvml-down-at-start"][0], ready=[503, 200], rules=[no_values_while_down],
         recovery_s=recovery))
+    assert result.ok, result.explain()
 
 
 def test_nvml_down_mid_run_then_recovery(nvmlsim_lib: Path, tmp_path: Path,
@@ -101,9 +103,10 @@ def test_nvml_down_mid_run_then_recovery(nvmlsim_lib: Path, tmp_path: Path,
     control(run, "clear_init_failure")
     recovery = run.recovered(lambda s: gpus_with(s, TEMP) == ALL_GPUS, "every GPU served")
     run.hold(15)
-    matrix.record("nvml-down-mid-run", finish(
+    result = matrix.record("nvml-down-mid-run", finish(
         run, CASES["nvml-down-mid-run"][0], ready=[200, 503, 200],
         rules=[no_values_while_down], recovery_s=recovery))
+    assert result.ok, result.explain()
 
 
 def test_one_nvml_call_hung_for_minutes(nvmlsim_lib: Path, tmp_path: Path,
@@ -121,8 +124,9 @@ def test_one_nvml_call_hung_for_minutes(nvmlsim_lib: Path, tmp_path: Path,
     recovery = run.recovered(lambda s: gpus_with(s, TEMP) == ALL_GPUS, "fresh data")
     run.hold(15)
     # While the poll is stuck the last complete readings stay served, every GPU in them.
-    matrix.record("nvml-hang", finish(run, CASES["nvml-hang"][0], ready=[200, 503, 200],
-                                      rules=[every_gpu], recovery_s=recovery))
+    result = matrix.record("nvml-hang", finish(
+        run, CASES["nvml-hang"][0], ready=[200, 503, 200], rules=[every_gpu], recovery_s=recovery))
+    assert result.ok, result.explain()
 
 
 def test_mig_layout_rebuilt(nvmlsim_lib: Path, tmp_path: Path,
@@ -151,5 +155,6 @@ def test_mig_layout_rebuilt(nvmlsim_lib: Path, tmp_path: Path,
             return [f"destroyed GPU instances {sorted(seen)} served again"]
         return every_gpu(scrape, marks)
 
-    matrix.record("mig-rebuilt", finish(run, CASES["mig-rebuilt"][0], ready=[200],
-                                        rules=[one_layout], recovery_s=recovery))
+    result = matrix.record("mig-rebuilt", finish(
+        run, CASES["mig-rebuilt"][0], ready=[200], rules=[one_layout], recovery_s=recovery))
+    assert result.ok, result.explain()
