@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.test_doctor_settings import SIM_ONLY, run_doctor
+from tests.doctor.test_doctor_settings import SIM_ONLY, run_doctor
 from tests.support.pki import Pki
 
 
