@@ -24,6 +24,7 @@ from pathlib import Path
 
 from exporter.fields.catalog import BY_NAME, FieldSpec, MetricType
 from exporter.fields.dcgm_names import DcgmField, dcgm_names
+from exporter.textfiles import UnreadableFile, located, read_text
 
 
 class CollectorsError(ValueError):
@@ -131,13 +132,12 @@ def _csv_rows(text: str, source: str) -> list[Row]:
         try:
             row = next(csv.reader(io.StringIO(raw), skipinitialspace=True))
         except csv.Error as exc:
-            raise CollectorsError(f"{source}:{lineno}: not valid CSV: {exc}") from exc
+            raise CollectorsError(located(source, lineno, None, f"not valid CSV: {exc}")) from exc
         cells = [c.strip() for c in row]
         if len(cells) != 3:
-            raise CollectorsError(
-                f"{source}:{lineno}: expected 3 columns 'field name, prometheus type, help', "
-                f"found {len(cells)}: {stripped!r}"
-            )
+            raise CollectorsError(located(
+                source, lineno, None, "expected 3 columns 'field name, prometheus type, help', "
+                f"found {len(cells)}: {stripped!r}"))
         rows.append((lineno, cells[0], cells[1], cells[2]))
     return rows
 
@@ -150,34 +150,33 @@ def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
     seen: dict[str, int] = {}
     skipped: list[str] = []
     for lineno, name, type_name, help_text in rows:
-        where = f"{source}:{lineno}"
         metric_type = _TYPES.get(type_name)
         if metric_type is None:
-            raise CollectorsError(
-                f"{where}: unsupported prometheus type {type_name!r} for {name}; supported "
-                "types are counter, gauge, untyped and label"
-            )
+            raise CollectorsError(located(
+                source, lineno, None, f"unsupported prometheus type {type_name!r} for {name}; "
+                "supported types are counter, gauge, untyped and label"))
         if not _FIELD_NAME.fullmatch(name):
-            raise CollectorsError(f"{where}: {name!r} is not a field name (a DCGM name such "
-                                  "as DCGM_FI_DEV_GPU_TEMP)")
+            raise CollectorsError(located(source, lineno, None, f"{name!r} is not a field name "
+                                          "(a DCGM name such as DCGM_FI_DEV_GPU_TEMP)"))
         spec = _resolve(name)
         if spec is None:
             # A newer DCGM or dcgm-exporter names fields this one does not know yet: the
             # node serves the rest rather than stopping.
-            warnings.append(f"{where}: unknown field {name!r}{_closest(name)}; skipped")
+            warnings.append(located(source, lineno, None,
+                                    f"unknown field {name!r}{_closest(name)}; skipped"))
             skipped.append(name)
             continue
         if isinstance(spec, DcgmField):
-            warnings.append(f"{where}: {_unserved_warning(name, spec)}")
+            warnings.append(located(source, lineno, None, _unserved_warning(name, spec)))
             skipped.append(name)
             continue
         if name in seen:
-            warnings.append(f"{where}: {name} already enabled at line {seen[name]}; ignored")
+            warnings.append(located(source, lineno, None,
+                                    f"{name} already enabled at line {seen[name]}; ignored"))
             continue
         if (spec.type is MetricType.LABEL) != (metric_type is MetricType.LABEL):
-            raise CollectorsError(
-                f"{where}: {name} must be of type {spec.type.value}, not {type_name}"
-            )
+            raise CollectorsError(located(
+                source, lineno, None, f"{name} must be of type {spec.type.value}, not {type_name}"))
         seen[name] = lineno
         fields.append(EnabledField(spec, metric_type, help_text or spec.help))
     return Collectors(source, tuple(fields), tuple(warnings), tuple(skipped))
@@ -200,11 +199,9 @@ def load_collectors(path: str | Path) -> Collectors:
     """Read and parse a collectors file; unreadable files raise CollectorsError too."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CollectorsError(f"{p}: cannot read collectors file: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise CollectorsError(f"{p}: not UTF-8 text: {exc}") from exc
+        text = read_text(p)
+    except UnreadableFile as exc:
+        raise CollectorsError(str(exc)) from None
     return parse_collectors(text, str(p))
 
 

@@ -25,6 +25,7 @@ from typing import cast
 from exporter.options.go_duration import NANOSECONDS, parse_go_duration
 from exporter.options.go_glob import BadPattern, compile_go_pattern
 from exporter.options.yaml_strict import Decoded, Schema, Sequence, YamlError, compose_one, decode
+from exporter.textfiles import UnreadableFile, located, read_text
 
 NO_WATCHES = ("NVML is read directly at each poll; there are no DCGM field watches whose "
               "samples to keep or whose intervals to set")
@@ -125,19 +126,20 @@ class _Reader:
         self.lines = decoded.lines
         self.warnings: list[str] = []
 
-    def where(self, key: str) -> str:
+    def line_of(self, key: str) -> int:
+        """The line of `key`, else of the nearest key above it that has one, else 1."""
         line = self.lines.get(key)
         while line is None and "." in key:
             key = key.rsplit(".", 1)[0]
             line = self.lines.get(key)
-        return f"{self.path}:{line or 1}"
+        return line or 1
 
     def error(self, key: str, message: str) -> YamlError:
-        return YamlError(f"{self.where(key)}: {key}: {message}")
+        return YamlError(located(self.path, self.line_of(key), key, message))
 
     def ignored(self, key: str, reason: str) -> None:
-        self.warnings.append(f"{self.where(key)}: {key}: accepted for compatibility; ignored "
-                             f"because {reason}")
+        self.warnings.append(located(self.path, self.line_of(key), key,
+                                     f"accepted for compatibility; ignored because {reason}"))
 
     def millis(self, key: str, text: object) -> int:
         """parseYAMLDurationMillis: a Go duration, > 0, in whole milliseconds."""
@@ -180,11 +182,9 @@ def read_config_file(path: Path) -> ConfigFile:
     """Read and check the file; YamlError (one line: file, line, key) when it cannot be
     used."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise YamlError(f"{path}: cannot read the config file: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise YamlError(f"{path}: the config file is not UTF-8 text") from None
+        text = read_text(path)
+    except UnreadableFile as exc:
+        raise YamlError(str(exc)) from None
     return parse_config_file(path, text)
 
 
@@ -336,7 +336,8 @@ def _collection_v1(reader: _Reader) -> Collection:
         retention = reader.retention(f"{key}.retention", group.get("retention"),
                                      "maxAge", "maxSamples")
         _both_zero(reader, f"{key}.retention", retention, "maxAge and maxSamples")
-        groups.append(WatchGroup(name, f"{reader.where(key)}: {key}", millis, patterns,
+        where = located(reader.path, reader.line_of(key), None, key)
+        groups.append(WatchGroup(name, where, millis, patterns,
                                  retention, _pattern_at(reader, f"{key}.fields",
                                                         len(patterns))))
     retention = reader.retention("collection.retention", collection.get("retention"),
@@ -376,7 +377,8 @@ def _collections_v2(reader: _Reader) -> Collection:
             default_name, interval = name, millis / 1000
             retention = retention.under(own)
             continue
-        groups.append(WatchGroup(name, f"{reader.where(key)}: {key}", millis, patterns, own,
+        where = located(reader.path, reader.line_of(key), None, key)
+        groups.append(WatchGroup(name, where, millis, patterns, own,
                                  _pattern_at(reader, f"{key}.metrics.include",
                                              len(patterns))))
         reader.ignored(key, NO_WATCHES)

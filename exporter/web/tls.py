@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporter.textfiles import UnreadableFile, read_text
 from exporter.web.webconfig import TlsSettings, TlsVersionName, WebConfigError
 
 GO_CIPHER_SUITES: dict[str, str] = {
@@ -204,11 +205,9 @@ def _read_pem(path: Path | None, inline: str | None, where: str) -> str:
     if path is None:
         return inline or ""
     try:
-        return path.read_text(encoding="ascii")
-    except OSError as exc:
-        raise WebConfigError(f"{where}: cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise WebConfigError(f"{where}: {path} is not PEM text") from None
+        return read_text(path, encoding="ascii")  # PEM is ASCII
+    except UnreadableFile as exc:
+        raise WebConfigError(f"{where}: {exc}") from None
 
 
 def _name(path: Path | None) -> str:

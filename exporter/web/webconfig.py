@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from exporter.durations import parse_duration
+from exporter.textfiles import UnreadableFile, located, read_text
 
 ClientAuthType = Literal["NoClientCert", "RequestClientCert", "RequireAnyClientCert",
                          "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"]
@@ -126,11 +127,9 @@ class WebConfig:
 def load_web_config(path: Path) -> WebConfig:
     """Reads and checks the file; WebConfigError names the file and the key at fault."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WebConfigError(f"web config {path}: cannot read it: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise WebConfigError(f"web config {path}: not UTF-8 text") from None
+        text = read_text(path)
+    except UnreadableFile as exc:
+        raise WebConfigError(f"web config {exc}") from None
     return parse_web_config(text, path)
 
 
@@ -157,7 +156,7 @@ class _Where:
     path: Path
 
     def error(self, key: str, message: str) -> WebConfigError:
-        return WebConfigError(f"web config {self.path}: {key}: {message}")
+        return WebConfigError("web config " + located(self.path, None, key, message))
 
     def mapping(self, value: object, key: str, allowed: tuple[str, ...]) -> dict[str, object]:
         if value is None:

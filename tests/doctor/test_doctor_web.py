@@ -49,4 +49,5 @@ def test_a_file_serve_would_refuse(pki: Pki, monkeypatch: pytest.MonkeyPatch) ->
     assert rc == 1
     (line,) = _web_lines(lines)
     assert line.startswith(f"[FAIL] web config: web config {path}: tls_server_config."
-                           f"cert_file: cannot read {pki.folder / 'gone.crt'}")
+                           f"cert_file: {pki.folder / 'gone.crt'}: cannot read: No such file "
+                           "or directory")

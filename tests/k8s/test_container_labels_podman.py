@@ -165,8 +165,10 @@ def test_copies_per_container_from_a_real_podman(
                what="the exporter's warning that the runtime went away")
     # A poll that finished after the warning: the labels it serves were made without it.
     warned = _last_poll(proc.metrics())
-    after_text = wait_until(lambda: (text := proc.metrics()) if _last_poll(text) > warned
-                            else None, 30.0, what="a poll after the runtime went away")
-    after = _holders(after_text)
+
+    def polled_since() -> str | None:
+        text = proc.metrics()
+        return text if _last_poll(text) > warned else None
+    after = _holders(wait_until(polled_since, 30.0, what="a poll after the runtime went away"))
     assert everything in after.get("3", set())
     assert "container runtime API" in proc.output()

@@ -39,7 +39,7 @@ BAD = [
     ("unknown TLS key", TLS + "  client_ca: ''\n  ca_file: x\n",
      "tls_server_config.ca_file: unknown key"),
     ("missing cert file", "tls_server_config:\n  cert_file: nope.crt\n  key_file: server.key\n",
-     "tls_server_config.cert_file: cannot read"),
+     "nope.crt: cannot read: No such file or directory"),
     ("missing key", "tls_server_config:\n  cert_file: server.crt\n",
      "missing one of key or key_file"),
     ("bad bcrypt hash", "basic_auth_users:\n  alice: plaintext\n",
@@ -156,7 +156,7 @@ def test_serve_exits_naming_the_file_and_key(certs: Path) -> None:
     missing = certs / "absent.yml"
     result = _serve("--web.config.file", str(missing))
     assert result.returncode != 0
-    assert f"web config {missing}: cannot read it" in result.stderr
+    assert f"web config {missing}: cannot read: No such file or directory" in result.stderr
 
 
 def test_http2_warns_at_start_up_and_only_when_given(tmp_path: Path,
