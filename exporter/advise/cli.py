@@ -18,6 +18,7 @@ from exporter.advise.plan import Advice, advise
 from exporter.options import ConfigError, Resolution, build_parser, parse_command_line
 from exporter.options import advise_table as opt
 from exporter.options import report_table as shared
+from exporter.options.exit_status import DONE, stopped
 from exporter.partitions.mig_profiles import MODELS
 from exporter.promql import duration
 from exporter.report.cli import deliver
@@ -120,20 +121,11 @@ def main(argv: Sequence[str]) -> int:
         connection(settings, "flags")  # a bad connection option is a bad option
         _check(settings)
     except ConfigError as exc:
-        print(f"gpu-exporter advise: {exc}", file=sys.stderr)
-        return 2
+        return stopped("advise", exc)
     try:
         advice = run(settings)
         deliver("advise", render(advice, settings[opt.FORMAT], settings[opt.ALL]),
                 settings[opt.OUTPUT])
-    except ConfigError as exc:
-        print(f"gpu-exporter advise: {exc}", file=sys.stderr)
-        return 2
-    except ReportError as exc:
-        print(f"gpu-exporter advise: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"gpu-exporter advise: error: cannot write {exc.filename}: {exc.strerror}",
-              file=sys.stderr)
-        return 1
-    return 0
+    except (ConfigError, ReportError, OSError) as exc:
+        return stopped("advise", exc)
+    return DONE

@@ -15,6 +15,7 @@ from exporter.artifacts.fieldset import FieldSet, load_fieldset
 from exporter.fields.csv import CollectorsError
 from exporter.options import Resolution, add_arguments, resolve
 from exporter.options import generate_table as opt
+from exporter.options.exit_status import DONE, stopped
 from exporter.options.generate_table import GROUP_DESCRIPTIONS
 from exporter.options.serve_table import COLLECTORS
 
@@ -146,9 +147,8 @@ def main(argv: list[str]) -> int:
         for step in steps:
             step(settings, fields)
     except (CollectorsError, ValueError, OSError) as exc:
-        print(f"gpu-exporter generate: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return stopped("generate", exc)
+    return DONE
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from exporter.options import ConfigError, build_parser, parse_command_line
 from exporter.options import report_table as opt
+from exporter.options.exit_status import DONE, stopped
 from exporter.report.compute import UsageReport, build_report
 from exporter.report.connection import ReportError
 from exporter.report.prometheus_api import PrometheusClient
@@ -80,18 +81,12 @@ def main(argv: Sequence[str]) -> int:
         settings = parse_command_line("report", argv, os.environ, parser)
         connection, request = build(settings, time.time(), "flags")
     except ConfigError as exc:
-        print(f"gpu-exporter report: {exc}", file=sys.stderr)
-        return 2
+        return stopped("report", exc)
     mode = settings[opt.PROGRESS_OPTION]
     progress = _progress(mode == "on" or (mode == "auto" and sys.stderr.isatty()))
     try:
         report = build_report(PrometheusClient(connection), request, progress)
         deliver("report", render(report, settings[opt.FORMAT]), settings[opt.OUTPUT])
-    except ReportError as exc:
-        print(f"gpu-exporter report: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"gpu-exporter report: error: cannot write {exc.filename}: {exc.strerror}",
-              file=sys.stderr)
-        return 1
-    return 0
+    except (ReportError, OSError) as exc:
+        return stopped("report", exc)
+    return DONE
