@@ -64,7 +64,7 @@ def test_an_output_that_cannot_be_written_is_1(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """`report` and `advise` write through `write_whole`; its failure is a failure (1)."""
     target = tmp_path / "missing-folder" / "report.csv"
-    with pytest.raises(OSError) as raised:
+    with pytest.raises(FileNotFoundError) as raised:
         write_whole(target, "a,b\n")
     assert stopped("report", raised.value) == 1
     line = capsys.readouterr().err.strip()
