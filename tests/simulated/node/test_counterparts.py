@@ -4,6 +4,8 @@ the profiles without GPM only."""
 
 from __future__ import annotations
 
+import itertools
+
 import pynvml
 import pytest
 
@@ -29,7 +31,7 @@ def test_samples_every_167_ms_agree_with_the_utilisation_rates(
     assert value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
     stamps = [s.timeStamp for s in samples]
     assert len(stamps) == 120, "the buffer keeps the last 20 s"
-    assert all(abs(b - a - 167_000) <= 1 for a, b in zip(stamps, stamps[1:], strict=False))
+    assert all(abs(b - a - 167_000) <= 1 for a, b in itertools.pairwise(stamps))
     # The six samples of the last second average to the 1 s utilisation NVML reports.
     last_second = [s.sampleValue.uiVal for s in samples[-6:]]
     rates = sim.nvmlDeviceGetUtilizationRates(handle)
@@ -76,7 +78,8 @@ def test_pcie_byte_counters_match_gpm_rates_over_the_same_interval(
     sim.nvmlGpmMetricsGet(request)
     assert (tx1 - tx0) / 10.0 == pytest.approx(request.metrics[0].value * MIB, rel=1e-6)
     assert (rx1 - rx0) / 10.0 == pytest.approx(request.metrics[1].value * MIB, rel=1e-6)
-    assert tx1 > tx0 and rx1 > rx0
+    assert tx1 > tx0
+    assert rx1 > rx0
 
 
 def _poll_twice(profile: str, on: bool = True) -> tuple[dict[tuple[int, int], dict[str, float]],
