@@ -31,7 +31,9 @@ def _source(spec: FieldSpec) -> str:
     if spec.reader is Reader.FIELD_VALUES:
         return f"`nvmlDeviceGetFieldValues` ({spec.part})"
     if spec.reader is Reader.GPM:
-        return f"GPM metric {spec.part}"
+        served = SERVED.get(spec.name)
+        return f"GPM metric {spec.part}" + (
+            f"; without GPM {served.nvml} (see Before Hopper)" if served else "")
     if spec.reader is Reader.CALL:
         return f"`{spec.part}`"
     if spec.reader is Reader.HEALTH:

@@ -78,9 +78,10 @@ class GpmMeasure:
 
 
 NO_NVML = "NVML has no counterpart"
-NO_PCIE = ("no NVML field to fall back on: NVML's PCIe throughput "
-           "(`nvmlDeviceGetPcieThroughput`) blocks for a 20 ms sample per GPU and direction, "
-           "and DCGM 4 answers NOT_SUPPORTED for `DCGM_FI_DEV_PCIE_TX/RX_THROUGHPUT`")
+NO_PCIE = ("NVML's PCIe throughput (`nvmlDeviceGetPcieThroughput`) blocks for a 20 ms "
+           "sample per GPU and direction, and DCGM 4 answers NOT_SUPPORTED for "
+           "`DCGM_FI_DEV_PCIE_TX/RX_THROUGHPUT` (the counterpart above reads the PCIe byte "
+           "counters, which no DCGM field serves)")
 
 NVML_GPU_UTILIZATION_SAMPLES = 1
 NVML_MEMORY_UTILIZATION_SAMPLES = 2
