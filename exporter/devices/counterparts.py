@@ -99,15 +99,18 @@ class CounterpartReader:
         return sum(float(getattr(s.sampleValue, member)) for s in newer) / len(newer)
 
     def rates(self, key: EntityKey, values: dict[FieldKey, float],
-              wanted: Iterable[FieldKey]) -> dict[FieldKey, float]:
+              wanted: Iterable[FieldKey], narrow: Collection[FieldKey] = ()
+              ) -> dict[FieldKey, float]:
         """Return the per-second increase of each wanted counter since the previous call;
         a counter read for the first time, absent from `values`, or lower than before (it
-        wrapped, or the driver reset it) has none this time."""
+        wrapped, or the driver reset it) has none this time. Nor has one NVML answered in
+        fewer than 64 bits (`narrow`): it wraps every 4 GiB, several times a second on a
+        busy PCIe link, so its increase over a poll cannot be known."""
         now = self._clock()
         found: dict[FieldKey, float] = {}
         for entry in wanted:
             value = values.get(entry)
-            if value is None:
+            if value is None or entry in narrow:
                 self._counters.pop((key, entry), None)
                 continue
             current = int(value)

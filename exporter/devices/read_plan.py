@@ -338,9 +338,16 @@ class FieldValue(ctypes.Structure):
 _MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
-def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey]
+_NARROW = frozenset({1, 5, 6})
+"""nvmlValueType_t of the 32-bit and 16-bit members: uiVal, siVal, usVal."""
+
+
+def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey],
+                      narrow: set[FieldKey] | None = None
                       ) -> tuple[dict[FieldKey, float], dict[FieldKey, int]]:
-    """Values by (field id, scope id), and the failed entries with their return code."""
+    """Values by (field id, scope id), and the failed entries with their return code.
+    `narrow`, if given, receives the entries answered in fewer than 64 bits (a counter
+    that wraps at 4 GiB or sooner)."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)
     # A stand-in library may answer with something other than a ctypes array: read it as is.
     with contextlib.suppress(TypeError):
@@ -355,4 +362,6 @@ def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey]
             kind = entry.valueType
             member = _MEMBER[kind] if 0 <= kind < len(_MEMBER) else "ullVal"
             values[(entry.fieldId, entry.scopeId)] = getattr(entry.value, member)
+            if narrow is not None and kind in _NARROW:
+                narrow.add((entry.fieldId, entry.scopeId))
     return values, failed

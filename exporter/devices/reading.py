@@ -314,18 +314,21 @@ class DeviceReader:
         if plan.counterparts is not None and not self._without_gpm(entity, parent):
             self._drop_counterparts(plan)
         field_values: dict[FieldKey, float] = {}
+        narrow: set[FieldKey] = set()
         if plan.field_values is not None:
-            field_values = self._read_field_values(plan, out, links)
+            field_values = self._read_field_values(plan, out, links, narrow)
         if plan.counterparts is not None:
-            self._read_counterparts(entity, plan, field_values, out)
+            self._read_counterparts(entity, plan, field_values, narrow, out)
 
     def _read_field_values(self, plan: EntityPlan, out: dict[str, float],
-                           links: dict[int, dict[str, float]]) -> dict[FieldKey, float]:
-        """Store the series of the plan's field values; return the values read."""
+                           links: dict[int, dict[str, float]],
+                           narrow: set[FieldKey] | None = None) -> dict[FieldKey, float]:
+        """Store the series of the plan's field values; return the values read (`narrow`
+        receives those answered in fewer than 64 bits)."""
         fv = plan.field_values
         assert fv is not None
         try:
-            values, failed = read_field_values(self._lib, plan.handle, fv.requests)
+            values, failed = read_field_values(self._lib, plan.handle, fv.requests, narrow)
         except Exception as exc:
             if self._call_failed(plan, "nvmlDeviceGetFieldValues", exc):
                 plan.field_values = None
@@ -376,7 +379,8 @@ class DeviceReader:
                 plan.field_values = None
 
     def _read_counterparts(self, entity: Entity, plan: EntityPlan,
-                           field_values: dict[FieldKey, float], out: dict[str, float]) -> None:
+                           field_values: dict[FieldKey, float], narrow: set[FieldKey],
+                           out: dict[str, float]) -> None:
         step = plan.counterparts
         assert step is not None
         means: dict[int, float | None] = {}
@@ -390,7 +394,7 @@ class DeviceReader:
                     step.outputs = [(n, s) for n, s in step.outputs if n not in gone]
                     self._unsupported_in(plan, *(("series", n) for n in gone))
         counters = {s.counter for _, s in step.outputs if s.counter is not None}
-        rates = self._counterparts.rates(entity.key, field_values, counters)
+        rates = self._counterparts.rates(entity.key, field_values, counters, narrow)
         for name, served in step.outputs:
             if served.samples is not None:
                 mean = means.get(served.samples)

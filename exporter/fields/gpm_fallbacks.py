@@ -97,8 +97,8 @@ _SAMPLED = ("the mean of the driver's utilisation samples (about one every 1/6 s
             "its own 1 s watch interval. No new sample since the last poll: no value")
 _COUNTED = ("the counter's increase between two polls over the seconds between them, so an "
             "average over the poll interval; DCGM's profiling module samples at its own "
-            "rate. The first poll, and a poll where the counter wrapped or went back, have "
-            "no value")
+            "rate. The first poll, a poll where the counter wrapped or went back, and a "
+            "counter NVML answers in fewer than 64 bits (it could wrap unseen) have no value")
 
 
 def _sampled(field: str, sampling_type: int, name: str) -> Served:

@@ -11,9 +11,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pynvml
 import pytest
 
+from exporter.devices.counterparts import CounterpartReader
 from tests.nvmlsim.harness import run_child, write_scenario
+from tests.support.clock import FakeClock
 
 MIB = 1 << 20
 
@@ -147,3 +150,16 @@ def test_dcgm_exporter_4_10_default_names(nvmlsim_lib: Path, tmp_path: Path) -> 
     on_h100 = _child(nvmlsim_lib, tmp_path, H100, code, csv=csv)
     assert on_h100["second"]["DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND"] == 100 * MIB
     assert on_h100["second"]["DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND"] == 1024 * MIB
+
+
+def test_a_counter_nvml_answers_in_32_bits_has_no_rate() -> None:
+    # A 32-bit PCIe byte counter wraps every 4 GiB, several times a second when busy.
+    clock = FakeClock()
+    reader = CounterpartReader(pynvml, clock)  # `rates` makes no NVML call
+    entry = (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0)
+    for narrow in ({entry}, set()):
+        key = (len(narrow), -1)
+        assert reader.rates(key, {entry: 1_000}, [entry], narrow) == {}, "first reading"
+        clock.advance(2.0)
+        rates = reader.rates(key, {entry: 5_000}, [entry], narrow)
+        assert rates == ({} if narrow else {entry: 2_000.0}), narrow
