@@ -18,14 +18,12 @@ from dataclasses import dataclass, field
 
 from exporter.devices.errors import is_nvml_error, nvml_code
 from exporter.devices.model import EntityKey
-from exporter.devices.nvml_api import NVML_ERROR_NOT_FOUND, Handle, NvmlLib
+from exporter.devices.nvml_api import NVML_ERROR_NOT_FOUND, VALUE_MEMBERS, Handle, NvmlLib
 from exporter.fields.catalog import BY_NAME, FieldSpec, Reader
 from exporter.fields.gpm_fallbacks import SERVED, Served
 
 FieldKey = tuple[int, int]
 
-_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
-"""nvmlValue_t's members by nvmlValueType_t."""
 
 
 def served_for(spec: FieldSpec) -> Served | None:
@@ -60,6 +58,7 @@ class CounterpartStep:
 
     @property
     def sampling_types(self) -> list[int]:
+        """Return the `nvmlSamplingType_t`s the outputs read, each read once per poll."""
         return sorted({s.samples for _, s in self.outputs if s.samples is not None})
 
 
@@ -88,7 +87,8 @@ class CounterpartReader:
                 self._seen.setdefault((key, sampling_type), 0)
                 return None
             raise
-        member = _MEMBER[value_type] if 0 <= value_type < len(_MEMBER) else "uiVal"
+        member = (VALUE_MEMBERS[value_type] if 0 <= value_type < len(VALUE_MEMBERS)
+                  else "uiVal")
         newer = [s for s in samples if s.timeStamp > (seen or 0)]
         if newer:
             self._seen[(key, sampling_type)] = max(s.timeStamp for s in newer)

@@ -78,6 +78,10 @@ class NvmlValue(ctypes.Union):
                 ("usVal", ctypes.c_ushort)]
 
 
+VALUE_MEMBERS: tuple[str, ...] = tuple(field[0] for field in NvmlValue._fields_)
+"""`NvmlValue`'s members by nvmlValueType_t (0 double ... 6 unsigned short)."""
+
+
 def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, str(code))
 

@@ -24,6 +24,7 @@ from exporter.devices.nvml_api import (
     NVML_CLOCK_MEM,
     NVML_CLOCK_SM,
     NVML_TEMPERATURE_GPU,
+    VALUE_MEMBERS,
     Handle,
     NvmlLib,
     NvmlValue,
@@ -335,7 +336,6 @@ class FieldValue(ctypes.Structure):
                 ("value", NvmlValue)]
 
 
-_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
 _NARROW = frozenset({1, 5, 6})
@@ -360,7 +360,7 @@ def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey],
             failed[(entry.fieldId, entry.scopeId)] = code
         else:
             kind = entry.valueType
-            member = _MEMBER[kind] if 0 <= kind < len(_MEMBER) else "ullVal"
+            member = VALUE_MEMBERS[kind] if 0 <= kind < len(VALUE_MEMBERS) else "ullVal"
             values[(entry.fieldId, entry.scopeId)] = getattr(entry.value, member)
             if narrow is not None and kind in _NARROW:
                 narrow.add((entry.fieldId, entry.scopeId))
