@@ -78,6 +78,10 @@ class NvmlValue(ctypes.Union):
                 ("usVal", ctypes.c_ushort)]
 
 
+VALUE_MEMBERS: tuple[str, ...] = tuple(field[0] for field in NvmlValue._fields_)
+"""`NvmlValue`'s members by nvmlValueType_t (0 double ... 6 unsigned short)."""
+
+
 def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, str(code))
 
@@ -158,6 +162,11 @@ class NvmlLib(Protocol):
         ...
     def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> Any:
         """Fills the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
+        ...
+    def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
+                             ) -> tuple[int, list[Any]]:
+        """The value type (`nvmlValueType_t`) and the samples newer than `last_seen` (CPU
+        µs), each with `.timeStamp` and `.sampleValue` (a union as below)."""
         ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
         """Entries are ints or (field id, scope id); returns a sequence of structs with

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.devices.convert import CONVERTERS, Conv
+from exporter.devices.counterparts import CounterpartStep, served_for
 from exporter.devices.fabric import fabric_reader
 from exporter.devices.nvml_api import (
     NVML_CLOCK_MEM,
     NVML_CLOCK_SM,
     NVML_TEMPERATURE_GPU,
+    VALUE_MEMBERS,
     Handle,
     NvmlLib,
     NvmlValue,
@@ -168,6 +170,9 @@ class EntityPlan:
     calls: list[CallStep] = field(default_factory=list)
     field_values: FieldValuesStep | None = None
     gpm: GpmStep | None = None
+    counterparts: CounterpartStep | None = None
+    """GPM fields served from NVML's counterparts, should the GPU have no GPM (only on a
+    whole GPU with MIG off: NVML keeps no utilisation samples under MIG)."""
     links: tuple[int, ...] = ()
     """Active NVLinks, each a link entity for `Scope.LINK` fields."""
     peers: tuple[tuple[int, Handle], ...] = ()
@@ -185,10 +190,13 @@ def _bind(arg: Arg, handle: Handle, link: int | None) -> Any:
 class _Planner:
     """Collects the steps of one entity's plan, one step per distinct call."""
 
-    def __init__(self, lib: NvmlLib, plan: EntityPlan) -> None:
+    def __init__(self, lib: NvmlLib, plan: EntityPlan, counterparts: bool = False) -> None:
         self.lib = lib
         self.plan = plan
         self.calls: dict[object, CallStep] = {}
+        self.counterparts = counterparts
+        self.output_keys: set[FieldKey] = set()
+        """The field-value entries some series other than a counterpart reads."""
 
     def call(self, key: object, function: str, make: Callable[[], Callable[[], Any]]
              ) -> CallStep:
@@ -230,6 +238,20 @@ class _Planner:
             if metric not in gpm.metric_ids:
                 gpm.metric_ids.append(metric)
             gpm.outputs.append(Output(spec.name, _by_key(metric), conv, link))
+            if self.counterparts and link is None:
+                self._add_counterpart(spec)
+
+    def _add_counterpart(self, spec: FieldSpec) -> None:
+        served = served_for(spec)
+        if served is None:
+            return
+        step = self.plan.counterparts = self.plan.counterparts or CounterpartStep()
+        step.outputs.append((spec.name, served))
+        if served.counter is not None:
+            fv = self.plan.field_values = self.plan.field_values or FieldValuesStep([], [])
+            if served.counter not in fv.requests:
+                fv.requests.append(served.counter)
+            step.requests.append(served.counter)
 
     def _add_call(self, name: str, call: Call, conv: Conv, link: int | None) -> None:
         read = bound_call(self.lib, self.plan.handle, call, link)
@@ -254,6 +276,7 @@ class _Planner:
             keys = ((part, 0),)
         fv = self.plan.field_values = self.plan.field_values or FieldValuesStep([], [])
         fv.requests.extend(k for k in keys if k not in fv.requests)
+        self.output_keys.update(keys)
         pick = _by_key(keys[0]) if len(keys) == 1 else _sum_of(keys)
         fv.outputs.append(Output(name, pick, conv, link))
 
@@ -281,12 +304,13 @@ def _arg_key(arg: Any) -> object:
 
 
 def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec],
-               links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = ()
-               ) -> EntityPlan:
+               links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = (),
+               counterparts: bool = False) -> EntityPlan:
     """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`,
-    `Scope.PEER` specs once per GPU in `peers`."""
+    `Scope.PEER` specs once per GPU in `peers`. `counterparts`: also plan NVML's
+    counterparts of the GPM fields, read instead should the GPU have no GPM."""
     plan = EntityPlan(uid, handle, links=links, peers=peers)
-    planner = _Planner(lib, plan)
+    planner = _Planner(lib, plan, counterparts)
     for spec in specs:
         if spec.scope is Scope.LINK:
             for link in links:
@@ -297,6 +321,9 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
         else:
             planner.add(spec, None)
     plan.calls = list(planner.calls.values())
+    if plan.counterparts is not None:
+        plan.counterparts.requests = [r for r in plan.counterparts.requests
+                                      if r not in planner.output_keys]
     return plan
 
 
@@ -309,12 +336,18 @@ class FieldValue(ctypes.Structure):
                 ("value", NvmlValue)]
 
 
-_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
-def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey]
+_NARROW = frozenset({1, 5, 6})
+"""nvmlValueType_t of the 32-bit and 16-bit members: uiVal, siVal, usVal."""
+
+
+def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey],
+                      narrow: set[FieldKey] | None = None
                       ) -> tuple[dict[FieldKey, float], dict[FieldKey, int]]:
-    """Values by (field id, scope id), and the failed entries with their return code."""
+    """Values by (field id, scope id), and the failed entries with their return code.
+    `narrow`, if given, receives the entries answered in fewer than 64 bits (a counter
+    that wraps at 4 GiB or sooner)."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)
     # A stand-in library may answer with something other than a ctypes array: read it as is.
     with contextlib.suppress(TypeError):
@@ -327,6 +360,8 @@ def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey]
             failed[(entry.fieldId, entry.scopeId)] = code
         else:
             kind = entry.valueType
-            member = _MEMBER[kind] if 0 <= kind < len(_MEMBER) else "ullVal"
+            member = VALUE_MEMBERS[kind] if 0 <= kind < len(VALUE_MEMBERS) else "ullVal"
             values[(entry.fieldId, entry.scopeId)] = getattr(entry.value, member)
+            if narrow is not None and kind in _NARROW:
+                narrow.add((entry.fieldId, entry.scopeId))
     return values, failed

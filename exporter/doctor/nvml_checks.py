@@ -164,5 +164,6 @@ def _check_profiling(lib: NvmlLib, enum: Enumeration, report: Report) -> None:
         report.line(OK, "profiling", f"GPM answers on {len(working)} of {len(found)} GPUs "
                     "(DCGM_FI_PROF_* fields)")
     elif found:
-        report.line(INFO, "profiling", "no GPU has GPM (it needs Hopper or newer): "
-                    "DCGM_FI_PROF_* fields are not exported")
+        report.line(INFO, "profiling", "no GPU has GPM (it needs Hopper or newer): of the "
+                    "DCGM_FI_PROF_* fields only those NVML measures too are exported, from "
+                    "NVML (none with --no-prof-counterparts)")

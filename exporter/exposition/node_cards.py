@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, REASONS
 from exporter.devices.model import Entity, EntityKey, MigDevice
@@ -191,10 +191,14 @@ def _card(ctx: _Context, gpu: Entity, state: GpuState,
     sharing, holders = sharing_of(gpu.key, ctx.holdings, ctx.attributed) if own else \
         ("unknown", ())
     xid, xid_events = _last_xid(ctx, gpu.gpu)
+    activity = values.activity()
+    gpm = ctx.snapshot.readings.gpm_support.get(gpu.gpu) if own else None
+    if activity is not None and activity.source == "gpm" and gpm == "unsupported":
+        # A GPU without GPM: the DCGM_FI_PROF_* value is NVML's counterpart.
+        activity = replace(activity, source="nvml")
     return GpuView(
         gpu=gpu.gpu, uuid=gpu.uuid, model=gpu.model, pci_bus_id=gpu.pci_bus_id, state=state,
-        gpm=ctx.snapshot.readings.gpm_support.get(gpu.gpu) if own else None,
-        activity=values.activity(), memory=values.memory(),
+        gpm=gpm, activity=activity, memory=values.memory(),
         temperature_c=values.get(GPU_TEMP), memory_temperature_c=values.get(MEMORY_TEMP),
         power_w=values.get(POWER_USAGE), power_limit_w=values.get(POWER_LIMIT),
         sm_clock_mhz=values.get(SM_CLOCK), clock_events=values.clock_events(),

@@ -25,7 +25,8 @@ class Activity:
     """0-1."""
     source: ActivitySource
     """`gpm`: NVML GPM's graphics engine activity (Hopper and newer); `nvml`: NVML's
-    utilisation sample (`GPU_UTIL`), where GPM is not served."""
+    utilisation (`GPU_UTIL`, or on a GPU without GPM the `DCGM_FI_PROF_GR_ENGINE_ACTIVE`
+    counterpart averaged from its samples), where GPM is not served."""
     field: str
     """The field it was read from, under the name the collectors file gives it."""
 

@@ -81,7 +81,9 @@ def _activity(activity: Activity | None, *, small: bool = False) -> str:
     text = f"{activity.ratio * 100:.0f} %"
     if small:
         return _meter(activity.ratio, 1.0, label="activity") + text
-    source = "GPM" if activity.source == "gpm" else "GPU_UTIL"
+    # NVML's: GPU_UTIL, or the counterpart served as a DCGM_FI_PROF_* field without GPM
+    source = ("GPM" if activity.source == "gpm"
+              else "NVML" if "PROF" in activity.field.upper() else "GPU_UTIL")
     return (_meter(activity.ratio, 1.0, label="activity") + text +
             f' <small title="{esc(activity.field)}">{source}</small>')
 

@@ -1,7 +1,8 @@
 """End to end before Hopper: the committed dashboards and KEDA objects on the simulated
-`a100-timesliced` and `l4-1` nodes, whose GPUs have no GPM and so serve no `DCGM_FI_PROF_*`
-series, scraped by a real Prometheus and by VictoriaMetrics (the panels and KEDA queries are
-checked on both).
+`a100-timesliced` and `l4-1` nodes, whose GPUs have no GPM, run with `--no-prof-counterparts`
+so that they serve no `DCGM_FI_PROF_*` series (as dcgm-exporter on a GPU its profiling module
+skips): the artifacts' NVML fallbacks are what is checked, scraped by a real Prometheus and by
+VictoriaMetrics (the panels and KEDA queries are checked on both).
 
 One stack per profile, shared by this module's tests: the exporter on the simulated node (two
 nodes of one L4 each, as a fleet of single-L4 instances is laid out), a simulated kubelet per
@@ -180,6 +181,7 @@ def _start_node(plan: NodePlan, profile: str, api: FakeApiServer, sockets: Path,
     kubelet.servicer.set_pods(grants)
     exporter = ExporterProcess(
         ["--backend", "sim", "--sim.profile", profile, "-c", "1s", "-k",
+         "--no-prof-counterparts",
          "--kubernetes.pod-resources-socket", kubelet.socket_path,
          "--kubernetes.pod-labels", "inference",
          *(a for f in _faults(plan) for a in ("--sim.fault", f))],
@@ -248,7 +250,8 @@ def _attribution_settled(stack: Stack) -> bool:
 
 
 def test_no_profiling_series_before_hopper(stack: Stack) -> None:
-    """What makes these nodes pre-Hopper: GPM unsupported, no DCGM_FI_PROF_* at all."""
+    """What makes these nodes pre-Hopper: GPM unsupported, and with the counterparts off no
+    DCGM_FI_PROF_* at all."""
     assert stack.query('{__name__=~"DCGM_FI_PROF_.+"}') == []
     gpm = stack.query("gpu_exporter_gpm_supported")
     assert gpm

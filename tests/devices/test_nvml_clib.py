@@ -352,7 +352,11 @@ def test_unsupported_values_are_omitted_and_not_asked_again(nvmlsim_lib: Path,
     assert "DCGM_FI_DEV_POWER_USAGE" not in gpu1
     assert gpu0["DCGM_FI_DEV_POWER_USAGE"] == 120.0
     assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" not in gpu1  # FUNCTION_NOT_FOUND: as unsupported
-    assert not any(k.startswith("DCGM_FI_PROF_") for k in gpu1)
+    # without GPM, only the fields NVML measures too: engine and memory activity from the
+    # utilisation samples (0 % here), NVLink bytes (no traffic); no PCIe byte counter is set
+    assert {k: v for k, v in gpu1.items() if k.startswith("DCGM_FI_PROF_")} == {
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.0, "DCGM_FI_PROF_DRAM_ACTIVE": 0.0,
+        "DCGM_FI_PROF_NVLINK_TX_BYTES": 0.0, "DCGM_FI_PROF_NVLINK_RX_BYTES": 0.0}
     assert gpu1["DCGM_FI_DEV_GPU_TEMP"] == 34
     # remembered: the refused calls are not repeated on later cycles
     assert r["calls"]["nvmlDeviceGetPowerUsage"] == [2, 0]

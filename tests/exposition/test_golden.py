@@ -59,9 +59,15 @@ def test_golden_exposition(profile: str) -> None:
 def test_profiles_differ_where_hardware_differs() -> None:
     l4 = exposition("l4-1")
     a100 = exposition("a100-timesliced")
-    # No GPM before Hopper: no profiling series at all, never zeros.
-    assert "DCGM_FI_PROF_" not in l4
-    assert "DCGM_FI_PROF_" not in a100
+    # No GPM before Hopper: only the profiling series NVML measures too, never zeros for
+    # the others; no NVLink on the L4, so no NVLink bytes either.
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" in l4
+    assert "DCGM_FI_PROF_PCIE_TX_BYTES{" in l4
+    assert "DCGM_FI_PROF_NVLINK_TX_BYTES{" not in l4
+    assert "DCGM_FI_PROF_NVLINK_TX_BYTES{" in a100
+    for pipe in ("SM_ACTIVE", "SM_OCCUPANCY", "PIPE_TENSOR_ACTIVE", "PIPE_FP64_ACTIVE"):
+        assert f"DCGM_FI_PROF_{pipe}" not in l4
+        assert f"DCGM_FI_PROF_{pipe}" not in a100
     # The L4 has no NVLink and no memory temperature sensor: omitted.
     assert "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{" not in l4
     assert "DCGM_FI_DEV_MEMORY_TEMP{" not in l4

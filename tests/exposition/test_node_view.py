@@ -141,6 +141,18 @@ def test_activity_is_gpm_where_served_else_gpu_util_and_says_which() -> None:
     assert gpu1.activity.field == "DCGM_FI_DEV_GPU_UTIL"
 
 
+def test_activity_of_a_gpu_without_gpm_is_nvmls_even_as_a_prof_field() -> None:
+    # The counterpart: DCGM_FI_PROF_GR_ENGINE_ACTIVE on a GPU whose GPM is unsupported.
+    base = _snapshot()
+    values = dict(base.readings.values)
+    values[(1, -1)] = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.42, "DCGM_FI_DEV_GPU_UTIL": 40.0}
+    readings = replace(base.readings, values=values, gpm_support={1: "unsupported"})
+    gpu1 = _gpu(_view(replace(base, readings=readings)), 1)
+    assert gpu1.activity is not None
+    assert (gpu1.activity.source, gpu1.activity.ratio) == ("nvml", 0.42)
+    assert gpu1.activity.field == "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+
+
 def test_values_the_poll_did_not_read_are_absent() -> None:
     gpu0, gpu1 = _gpu(_view(), 0), _gpu(_view(), 1)
     assert (gpu0.temperature_c, gpu0.power_w, gpu0.power_limit_w) == (37.0, 291.5, 700.0)

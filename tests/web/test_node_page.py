@@ -208,7 +208,10 @@ def test_a100_time_sliced_node_lists_every_holder_with_its_use(
     used = {(lb["gpu"], f"{lb['namespace']}/{lb['pod']}"): v for name, lb, v in series
             if name == "gpu_exporter_pod_gpu_memory_used_bytes"}
     for card in cards:
-        assert "GPU_UTIL" in card["text"]  # no GPM before Hopper: says which it shows
+        # no GPM before Hopper: NVML's utilisation (its counterpart from the second poll
+        # on), and the card says so
+        assert re.search(r"% (GPU_UTIL|NVML)\n", card["text"]), card["text"]
+        assert "% GPM" not in card["text"]
         holders = {h["who"]: h["text"] for h in card["holders"]}
         assert set(holders) == _holders_on_metrics(series, card["gpu"], None)
         assert len(holders) == 3

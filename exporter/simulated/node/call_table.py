@@ -13,7 +13,7 @@ Demo figures follow the captures (`boards.BOARD_FIGURES`): what they show as N/A
 "deprecated" (fan, application clocks, auto boost, per-location ECC counters on Hopper)
 answers NOT_SUPPORTED, as the driver does. `COMPUTED` lists the calls each simulator
 answers by its own mechanism instead: enumeration, the MIG tree, values that move with
-time, field values, GPM, events, processes, PRM registers.
+time, field values, utilisation samples, GPM, events, processes, PRM registers.
 """
 
 from __future__ import annotations
@@ -295,6 +295,7 @@ COMPUTED = frozenset({
     "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization",
     "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetRemappedRows",
     "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetSamples",
     # GPM, XID events, processes
     "nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet",
     "nvmlGpmMigSampleGet", "nvmlGpmMetricsGet", "nvmlEventSetCreate", "nvmlDeviceRegisterEvents",
