@@ -80,6 +80,8 @@ class ServeConfig:
     hostname: str = ""
     xid_count_window_s: float = 300.0
     clock_events_count_window_s: float = 300.0
+    prof_counterparts: bool = True
+    """Serve NVML's counterparts of DCGM_FI_PROF_* fields on GPUs without GPM."""
     use_old_namespace: bool = False
     """dcgm-exporter 1.x label names (`-o`)."""
     replace_blanks_in_model_name: bool = False
@@ -273,6 +275,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         hostname=r[opt.NODE_NAME] or socket.gethostname(),
         xid_count_window_s=r[opt.XID_COUNT_WINDOW],
         clock_events_count_window_s=r[dcgm.CLOCK_EVENTS_COUNT_WINDOW],
+        prof_counterparts=not r[opt.NO_PROF_COUNTERPARTS],
         use_old_namespace=r[dcgm.USE_OLD_NAMESPACE],
         replace_blanks_in_model_name=r[dcgm.REPLACE_BLANKS_IN_MODEL_NAME],
         hpc_job_mapping_dir=r[dcgm.HPC_JOB_MAPPING_DIR],

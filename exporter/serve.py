@@ -290,7 +290,8 @@ def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
         return _fail(str(exc))
     backend = NvmlBackend(lib, collectors.specs, devices=cfg.devices,
                           xid_window_s=cfg.xid_count_window_s,
-                          clock_events_window_s=cfg.clock_events_count_window_s)
+                          clock_events_window_s=cfg.clock_events_count_window_s,
+                          prof_counterparts=cfg.prof_counterparts)
     try:
         backend.start()
     except BackendUnavailable as exc:

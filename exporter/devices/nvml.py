@@ -81,6 +81,7 @@ class NvmlBackend:
         devices: DeviceFilter = ALL_DEVICES,
         xid_window_s: float = 300.0,
         clock_events_window_s: float = 300.0,
+        prof_counterparts: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -91,7 +92,7 @@ class NvmlBackend:
         self._errors = CallErrors()
         self.call_errors = self._errors.counts
         """(function, return code name) -> failed NVML calls since start."""
-        self._reader = DeviceReader(lib, self._errors, clock)
+        self._reader = DeviceReader(lib, self._errors, clock, counterparts=prof_counterparts)
         self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
         self.health = HealthTracker(clock)
         self._initialised = False

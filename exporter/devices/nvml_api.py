@@ -159,6 +159,11 @@ class NvmlLib(Protocol):
     def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> Any:
         """Fills the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
         ...
+    def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
+                             ) -> tuple[int, list[Any]]:
+        """The value type (`nvmlValueType_t`) and the samples newer than `last_seen` (CPU
+        µs), each with `.timeStamp` and `.sampleValue` (a union as below)."""
+        ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
         """Entries are ints or (field id, scope id); returns a sequence of structs with
         `.fieldId`, `.scopeId`, `.nvmlReturn`, `.valueType` and `.value` (a union with

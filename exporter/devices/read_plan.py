@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.devices.convert import CONVERTERS, Conv
+from exporter.devices.counterparts import CounterpartStep, served_for
 from exporter.devices.fabric import fabric_reader
 from exporter.devices.nvml_api import (
     NVML_CLOCK_MEM,
@@ -168,6 +169,9 @@ class EntityPlan:
     calls: list[CallStep] = field(default_factory=list)
     field_values: FieldValuesStep | None = None
     gpm: GpmStep | None = None
+    counterparts: CounterpartStep | None = None
+    """GPM fields served from NVML's counterparts, should the GPU have no GPM (only on a
+    whole GPU with MIG off: NVML keeps no utilisation samples under MIG)."""
     links: tuple[int, ...] = ()
     """Active NVLinks, each a link entity for `Scope.LINK` fields."""
     peers: tuple[tuple[int, Handle], ...] = ()
@@ -185,10 +189,13 @@ def _bind(arg: Arg, handle: Handle, link: int | None) -> Any:
 class _Planner:
     """Collects the steps of one entity's plan, one step per distinct call."""
 
-    def __init__(self, lib: NvmlLib, plan: EntityPlan) -> None:
+    def __init__(self, lib: NvmlLib, plan: EntityPlan, counterparts: bool = False) -> None:
         self.lib = lib
         self.plan = plan
         self.calls: dict[object, CallStep] = {}
+        self.counterparts = counterparts
+        self.output_keys: set[FieldKey] = set()
+        """The field-value entries some series other than a counterpart reads."""
 
     def call(self, key: object, function: str, make: Callable[[], Callable[[], Any]]
              ) -> CallStep:
@@ -230,6 +237,20 @@ class _Planner:
             if metric not in gpm.metric_ids:
                 gpm.metric_ids.append(metric)
             gpm.outputs.append(Output(spec.name, _by_key(metric), conv, link))
+            if self.counterparts and link is None:
+                self._add_counterpart(spec)
+
+    def _add_counterpart(self, spec: FieldSpec) -> None:
+        served = served_for(spec)
+        if served is None:
+            return
+        step = self.plan.counterparts = self.plan.counterparts or CounterpartStep()
+        step.outputs.append((spec.name, served))
+        if served.counter is not None:
+            fv = self.plan.field_values = self.plan.field_values or FieldValuesStep([], [])
+            if served.counter not in fv.requests:
+                fv.requests.append(served.counter)
+            step.requests.append(served.counter)
 
     def _add_call(self, name: str, call: Call, conv: Conv, link: int | None) -> None:
         read = bound_call(self.lib, self.plan.handle, call, link)
@@ -254,6 +275,7 @@ class _Planner:
             keys = ((part, 0),)
         fv = self.plan.field_values = self.plan.field_values or FieldValuesStep([], [])
         fv.requests.extend(k for k in keys if k not in fv.requests)
+        self.output_keys.update(keys)
         pick = _by_key(keys[0]) if len(keys) == 1 else _sum_of(keys)
         fv.outputs.append(Output(name, pick, conv, link))
 
@@ -281,12 +303,13 @@ def _arg_key(arg: Any) -> object:
 
 
 def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec],
-               links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = ()
-               ) -> EntityPlan:
+               links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = (),
+               counterparts: bool = False) -> EntityPlan:
     """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`,
-    `Scope.PEER` specs once per GPU in `peers`."""
+    `Scope.PEER` specs once per GPU in `peers`. `counterparts`: also plan NVML's
+    counterparts of the GPM fields, read instead should the GPU have no GPM."""
     plan = EntityPlan(uid, handle, links=links, peers=peers)
-    planner = _Planner(lib, plan)
+    planner = _Planner(lib, plan, counterparts)
     for spec in specs:
         if spec.scope is Scope.LINK:
             for link in links:
@@ -297,6 +320,9 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
         else:
             planner.add(spec, None)
     plan.calls = list(planner.calls.values())
+    if plan.counterparts is not None:
+        plan.counterparts.requests = [r for r in plan.counterparts.requests
+                                      if r not in planner.output_keys]
     return plan
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.devices.accounting import CallErrors, GpuLost
+from exporter.devices.counterparts import CounterpartReader
 from exporter.devices.enumerate import Enumeration
 from exporter.devices.errors import (
     PROFILING_ADMIN_ONLY,
@@ -81,7 +82,9 @@ class GpuWork:
 
 
 def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
-              devices: DeviceFilter) -> list[GpuWork]:
+              devices: DeviceFilter, counterparts: bool = False) -> list[GpuWork]:
+    """Plan every enumerated device's reads. `counterparts`: plan NVML's counterparts of the
+    GPM fields on whole GPUs with MIG off, read there should the GPU have no GPM."""
     work = []
     fields = [s for s in fields if not is_static_label(s)]  # read once, not planned
     by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
@@ -99,7 +102,8 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
             peers = tuple((g.gpu, enum.handles.gpu[g.gpu]) for g in enum.inventory.gpus
                           if g.gpu != gpu.gpu) if any(
                 s.reader is Reader.P2P for s in specs) else ()
-            plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links, peers)
+            plan = build_plan(lib, handle, f"GPU {gpu.gpu}", specs, links, peers,
+                              counterparts=counterparts and not mig_on)
         instances = []
         for inst in by_gpu[gpu.gpu]:
             assert inst.gpu_instance_id is not None
@@ -127,10 +131,16 @@ def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
 
 class DeviceReader:
     def __init__(self, lib: NvmlLib, errors: CallErrors,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 counterparts: bool = True) -> None:
         self._lib = lib
         self._errors = errors
         self._gpm = GpmReader(lib, clock)
+        self._clock = clock
+        self._counterparts_on = counterparts
+        """Serve NVML's counterparts of GPM fields on GPUs without GPM (not
+        `--no-prof-counterparts`)."""
+        self._counterparts = CounterpartReader(lib, clock)
         self._work: list[GpuWork] = []
         self.gpm_support: dict[int, GpmSupport] = {}
         """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
@@ -160,18 +170,23 @@ class DeviceReader:
         if not same_devices:
             # Handles may now mean other devices: forget everything tied to the old ones.
             self._gpm.forget()
+            self._counterparts = CounterpartReader(self._lib, self._clock)
             self.gpm_support.clear()
             self._unsupported.clear()
-        self._work = plan_work(self._lib, enum, fields, devices)
+        self._work = plan_work(self._lib, enum, fields, devices, self._counterparts_on)
         if same_devices:
             planned = set()
+            counted = set()
             for work in self._work:
                 for entity, plan in ((work.entity, work.plan), *work.instances):
                     if plan is not None:
                         self._leave_out_unsupported(plan)
                         if plan.gpm is not None:
                             planned.add(entity.key)
+                        if plan.counterparts is not None:
+                            counted.add(entity.key)
             self._gpm.keep_only(planned)
+            self._counterparts.keep_only(counted)
         self._label_specs = [s for s in fields if is_static_label(s)]
         self.read_labels()
 
@@ -207,6 +222,10 @@ class DeviceReader:
             gpm.metric_ids = [m for m in gpm.metric_ids if ("gpm", m) not in gone]
             if not gpm.metric_ids or ("call", "nvmlGpmMetricsGet") in gone:
                 plan.gpm = None
+        step = plan.counterparts
+        if step is not None:
+            step.outputs = [(name, s) for name, s in step.outputs
+                            if ("series", name) not in gone]
 
     def _unsupported_in(self, plan: EntityPlan, *what: Unsupported) -> None:
         self._unsupported.setdefault(plan.uid, set()).update(what)
@@ -276,8 +295,7 @@ class DeviceReader:
                         peers.setdefault(o.peer, {})[o.name] = value
                     else:
                         (out if o.link is None else links.setdefault(o.link, {}))[o.name] = value
-        if plan.field_values is not None:
-            self._read_field_values(plan, out, links)
+        self._read_field_values_and_counterparts(entity, parent, plan, out, links)
         if plan.gpm is not None:
             self._read_gpm(entity, parent, gpu_instance_id, plan, out, links)
         for link, link_values in links.items():
@@ -288,8 +306,22 @@ class DeviceReader:
 
     # --- nvmlDeviceGetFieldValues ---------------------------------------------------------
 
+    def _read_field_values_and_counterparts(self, entity: Entity, parent: Handle,
+                                            plan: EntityPlan, out: dict[str, float],
+                                            links: dict[int, dict[str, float]]) -> None:
+        """The field values, and the GPM counterparts, which some of them feed (read only on
+        a GPU without GPM: on one with GPM they leave the plan at its first read)."""
+        if plan.counterparts is not None and not self._without_gpm(entity, parent):
+            self._drop_counterparts(plan)
+        field_values: dict[FieldKey, float] = {}
+        if plan.field_values is not None:
+            field_values = self._read_field_values(plan, out, links)
+        if plan.counterparts is not None:
+            self._read_counterparts(entity, plan, field_values, out)
+
     def _read_field_values(self, plan: EntityPlan, out: dict[str, float],
-                           links: dict[int, dict[str, float]]) -> None:
+                           links: dict[int, dict[str, float]]) -> dict[FieldKey, float]:
+        """Store the series of the plan's field values; return the values read."""
         fv = plan.field_values
         assert fv is not None
         try:
@@ -298,10 +330,11 @@ class DeviceReader:
             if self._call_failed(plan, "nvmlDeviceGetFieldValues", exc):
                 plan.field_values = None
                 self._unsupported_in(plan, ("call", "nvmlDeviceGetFieldValues"))
-            return
+            return {}
         if failed:
             self._field_values_failed(plan, failed)
         store(fv.outputs, values, out, links)
+        return values
 
     def _field_values_failed(self, plan: EntityPlan, failed: dict[FieldKey, int]) -> None:
         fv = plan.field_values
@@ -321,6 +354,50 @@ class DeviceReader:
                 self._errors.count("nvmlDeviceGetFieldValues", code)
         if not fv.requests:
             plan.field_values = None
+
+    # --- NVML's counterparts of GPM fields ----------------------------------------------------
+
+    def _without_gpm(self, entity: Entity, handle: Handle) -> bool:
+        """Whether the GPU has no GPM, so that its counterparts are read: never where GPM
+        exists, even if profiling is restricted to administrators."""
+        support = self.gpm_support.get(entity.gpu)
+        if support is None:
+            support = self._query_gpm_support(entity, handle)
+        return support == "unsupported"
+
+    def _drop_counterparts(self, plan: EntityPlan) -> None:
+        step = plan.counterparts
+        assert step is not None
+        plan.counterparts = None
+        fv = plan.field_values
+        if fv is not None and step.requests:
+            fv.requests = [r for r in fv.requests if r not in step.requests]
+            if not fv.requests:
+                plan.field_values = None
+
+    def _read_counterparts(self, entity: Entity, plan: EntityPlan,
+                           field_values: dict[FieldKey, float], out: dict[str, float]) -> None:
+        step = plan.counterparts
+        assert step is not None
+        means: dict[int, float | None] = {}
+        for sampling_type in step.sampling_types:
+            try:
+                means[sampling_type] = self._counterparts.mean_sample(
+                    entity.key, plan.handle, sampling_type)
+            except Exception as exc:
+                if self._call_failed(plan, "nvmlDeviceGetSamples", exc, physical=True):
+                    gone = [name for name, s in step.outputs if s.samples == sampling_type]
+                    step.outputs = [(n, s) for n, s in step.outputs if n not in gone]
+                    self._unsupported_in(plan, *(("series", n) for n in gone))
+        counters = {s.counter for _, s in step.outputs if s.counter is not None}
+        rates = self._counterparts.rates(entity.key, field_values, counters)
+        for name, served in step.outputs:
+            if served.samples is not None:
+                mean = means.get(served.samples)
+                if mean is not None:
+                    out[name] = mean * served.scale
+            elif served.counter is not None and (rate := rates.get(served.counter)) is not None:
+                out[name] = float(int(rate * served.scale))  # DCGM serves int64 bytes/s
 
     # --- GPM --------------------------------------------------------------------------------
 
@@ -371,9 +448,15 @@ class DeviceReader:
             supported = False
         support: GpmSupport = "supported" if supported else "unsupported"
         self.gpm_support[entity.gpu] = support
-        if not supported:
+        if not supported and self._counterparts_on:
+            log.warning("GPU %d (%s) has no GPM support (GPM needs Hopper or newer): of the "
+                        "DCGM_FI_PROF_* fields only those NVML measures too are exported for "
+                        "it, from NVML (docs/metrics.md, \"Before Hopper\")", entity.gpu,
+                        entity.model)
+        elif not supported:
             log.warning("GPU %d (%s) has no GPM support: DCGM_FI_PROF_* fields are not "
-                        "exported for it (GPM needs Hopper or newer)", entity.gpu, entity.model)
+                        "exported for it (GPM needs Hopper or newer; --no-prof-counterparts "
+                        "is set)", entity.gpu, entity.model)
         return support
 
     def _admin_only(self, entity: Entity, plan: EntityPlan | None) -> None:

@@ -19,7 +19,7 @@ import difflib
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from exporter.fields.catalog import BY_NAME, FieldSpec, MetricType
@@ -89,11 +89,25 @@ def _a_typo_of(name: str, known: str) -> bool:
         difflib.SequenceMatcher(None, a, b).ratio() >= 0.6 for a, b in differing)
 
 
+EXPORTER_RENAMES = {
+    "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND": "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND": "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND": "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND": "DCGM_FI_PROF_NVLINK_RX_BYTES",
+}
+"""dcgm-exporter 4.10's names in its shipped collectors files, in no DCGM field table here:
+each the catalog field on the right, same unit (bytes per second), served under the name as
+written."""
+
+
 def _resolve(name: str) -> FieldSpec | DcgmField | None:
     """The spec serving `name`, the DCGM field it names if that is not served, or None.
 
     Catalog names are answered from the catalog; only other names load the full table.
     """
+    renamed = EXPORTER_RENAMES.get(name)
+    if renamed is not None:
+        return replace(BY_NAME[renamed], name=name)
     return BY_NAME.get(name) or dcgm_names().resolve(name)
 
 

@@ -9,9 +9,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from exporter.fields.catalog import CATALOG, FieldSpec, Reader, Scope
-from exporter.fields.csv import default_collectors_path, load_collectors
+from exporter.fields.csv import EXPORTER_RENAMES, default_collectors_path, load_collectors
 from exporter.fields.dcgm_names import Reason, dcgm_names
-from exporter.fields.gpm_fallbacks import MEASURES
+from exporter.fields.gpm_fallbacks import MEASURES, NO_COUNTERPART, SERVED
 from exporter.fields.health_rules import ERROR_META, RESULT_NAMES, RULES, WATCHES
 from exporter.selfmetrics import REGISTRY, XID_ERRORS, SelfMetric
 
@@ -85,8 +85,13 @@ def _unserved_section() -> list[str]:
         "A collectors file may name a field by any of its DCGM names: the canonical name, an "
         "alias kept after the DCGM 4.6 renames, a dcgm-exporter 1.x name (`dcgm_gpu_temp`) or "
         "a `DCGM_EXP_*` name. A served field is exported under the name the file gives it, as "
-        "dcgm-exporter does. A field this exporter does not serve is skipped with a warning "
-        "naming its reason below; a name DCGM does not know stops start-up. The names come "
+        "dcgm-exporter does. So are dcgm-exporter 4.10's names for the PCIe and NVLink "
+        "profiling rows, which no DCGM table here has: "
+        + ", ".join(f"`{new}` (`{old}`)" for new, old in EXPORTER_RENAMES.items())
+        + ", in bytes per second as before. A field this exporter does not serve is skipped "
+        "with a warning naming its reason below; a name no table here knows (a newer "
+        "release's field, or a typo) is skipped with a warning naming the file and line. The "
+        "names come "
         "from `exporter/fields/dcgm-names.csv`, derived from "
         "`tests/fixtures/dcgm-fields/dcgm-fields.csv` by "
         "`python -m tools.derive_dcgm_names --write`.",
@@ -119,23 +124,42 @@ def _unserved_section() -> list[str]:
 
 
 def _before_hopper_section() -> list[str]:
-    """What GPUs without GPM lack, and what the generated artifacts read instead."""
+    """What GPUs without GPM serve in place of the GPM fields, and what the generated
+    artifacts read where even that is absent."""
     lines = [
         "## Before Hopper",
         "",
-        "GPM, the source of every `DCGM_FI_PROF_*` field, exists on Hopper and newer only. On "
-        "older GPUs (A100, A30, A10G, L4, L40S, T4, ...) none of those fields has a series: "
-        "the exporter logs it once and sets `gpu_exporter_gpm_supported` to 0. This is where "
-        "it differs from dcgm-exporter, which reads them on some older datacenter GPUs "
-        "through DCGM's own profiling module, one NVML does not expose. The generated "
-        "dashboards, alert and recording rules, KEDA objects and the usage report read each "
-        "GPM measure where a GPU "
-        "has it and NVML's counterpart below where it does not, matched per GPU "
-        "(`... or on (UUID) ...`), so a GPU with both is counted once, from GPM. A measure with "
-        "no counterpart has values on Hopper and newer only; its dashboard panels say so "
-        "instead of showing \"No data\".",
+        "GPM, the source of every `DCGM_FI_PROF_*` field, exists on Hopper and newer only. "
+        "dcgm-exporter reads some of these fields on older datacenter GPUs (A100, A30, A10, "
+        "L4, T4) through DCGM's own profiling module, one NVML does not expose. Where NVML "
+        "measures the same quantity, this exporter serves the `DCGM_FI_PROF_*` row on a GPU "
+        "without GPM (`gpu_exporter_gpm_supported` 0) from NVML instead, in DCGM's unit, on "
+        "the whole GPU with MIG off; never on a GPU with GPM, whose GPM value stands. "
+        "`--no-prof-counterparts` turns them all off. They differ from DCGM's in how they "
+        "are sampled:",
         "",
-        "| measure | GPM fields | before Hopper |",
+        "| field | NVML source | sampling |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{served.field}` | {served.nvml} | {served.sampling} |"
+              for served in SERVED.values()]
+    lines += [
+        "",
+        "A poll with nothing new to average, or a counter that wrapped, leaves the series out "
+        "for that poll rather than repeat the last value, which would show activity that may "
+        "have stopped. The other GPM fields ("
+        + ", ".join(f"`{f}`" for f in sorted(NO_COUNTERPART))
+        + ") have no NVML counterpart and no series before Hopper.",
+        "",
+        "The generated dashboards, alert and recording rules, KEDA objects and the usage "
+        "report read each GPM measure, served by GPM or by the counterpart above, and, where "
+        "it is absent (counterparts turned off, or dcgm-exporter on a GPU its profiling "
+        "module skips), the NVML field below, matched per GPU (`... or on (UUID) ...`), so a "
+        "GPU with both is counted once. A measure with neither has values where GPM or a "
+        "counterpart serves it only; its dashboard panels say so instead of showing "
+        "\"No data\".",
+        "",
+        "| measure | GPM fields | NVML field read where they are absent |",
         "|---|---|---|",
     ]
     for measure in MEASURES:

@@ -169,6 +169,12 @@ XID_COUNT_WINDOW: Option[float] = Option(
     aliases=(Alias(Duration("ms"), "dcgm-exporter's spelling, a bare number is milliseconds",
                    flags=("-x", "--xid-count-window-size"),
                    env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",)),))
+NO_PROF_COUNTERPARTS: Option[bool] = Option(
+    "no_prof_counterparts", Switch(), False, commands=SERVE,
+    flags=("--no-prof-counterparts",), env=("GPU_EXPORTER_NO_PROF_COUNTERPARTS",),
+    help="serve no `DCGM_FI_PROF_*` series on GPUs without GPM (before Hopper); by default "
+         "those NVML measures too (engine and memory activity, PCIe and NVLink bytes per "
+         "second) are served from NVML")
 LOG_FORMAT: Option[LogFormat] = Option(
     "log_format", Choice(LOG_FORMATS), "text", commands=SERVE,
     flags=("--log-format",), env=("GPU_EXPORTER_LOG_FORMAT", "DCGM_EXPORTER_LOG_FORMAT"),
@@ -242,7 +248,7 @@ SERVE_OPTIONS: tuple[Option[object], ...] = (
     CONFIG_FILE, COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS,
     WEB_CONFIG_FILE, WEB_READ_TIMEOUT, WEB_WRITE_TIMEOUT, MAX_CONCURRENT_SCRAPES,
     ENABLE_EXPORTER_METRICS, HEALTH_REQUIRE_GPUS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
-    NODE_NAME, XID_COUNT_WINDOW, LOG_FORMAT, LOG_LEVEL,
+    NODE_NAME, XID_COUNT_WINDOW, NO_PROF_COUNTERPARTS, LOG_FORMAT, LOG_LEVEL,
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION,
     LABEL_LIMIT, SCOPE,
     POD_NAME, POD_NAMESPACE,

@@ -28,8 +28,9 @@ TS = Kind.TIMESERIES
 WINDOW = "$__rate_interval"
 RATE = f"[{WINDOW}]"
 NO_NVLINK = "No NVLink counters: the selected GPUs have no NVLink (or it is off)"
-NO_PCIE = ("Needs Hopper or newer: older GPUs have no GPM, and NVML's own PCIe throughput is "
-           "not exported (each read blocks for 20 ms)")
+NO_PCIE = ("No PCIe counters: GPUs before Hopper serve them from NVML's PCIe byte counters "
+           "unless --no-prof-counterparts is set; dcgm-exporter only where its profiling "
+           "module reads them")
 
 
 def _series(*fields: tuple[str, str], legend: str = GPU_LEGEND, fmt: str = "{}") -> tuple[
@@ -111,7 +112,8 @@ POWER = Section("Power and thermals", (
 INTERCONNECT = Section("Interconnect", (
     _ts("PCIe throughput", _series(("DCGM_FI_PROF_PCIE_TX_BYTES", "tx"),
                                    ("DCGM_FI_PROF_PCIE_RX_BYTES", "rx"), legend=INSTANCE_LEGEND),
-        "Bps", "PCIe bytes per second including protocol overhead (GPM: Hopper and newer).",
+        "Bps", "PCIe bytes per second including protocol overhead (GPM on Hopper and newer, NVML's "
+        "PCIe byte counters before Hopper).",
         no_value=NO_PCIE),
     _ts("NVLink throughput", (
         Query(NVLINK_BYTES.select(S, window=WINDOW), f"{INSTANCE_LEGEND} tx+rx"),

@@ -10,6 +10,12 @@ from exporter.simulated.node.core import NOT_AVAILABLE, GpuEntry, Handle, MigEnt
 from exporter.simulated.node.field_values import other_field_value
 
 _SAMPLING_PERIOD_US = 167000
+_SAMPLE_PERIOD_S = _SAMPLING_PERIOD_US / 1e6
+"""The driver's utilisation samples: one every 1/6 s, each the share of that period."""
+_SAMPLE_BUFFER = 120
+"""Samples the driver keeps (20 s); older ones are gone."""
+_UTILIZATION_SAMPLES = {pynvml.NVML_GPU_UTILIZATION_SAMPLES: 0,
+                        pynvml.NVML_MEMORY_UTILIZATION_SAMPLES: 1}
 
 _FI_ECC_SBE_VOL, _FI_ECC_DBE_VOL, _FI_ECC_SBE_AGG, _FI_ECC_DBE_AGG = 3, 4, 5, 6
 _FI_VIOLATION = {74: "power", 75: "thermal", 76: "sync-boost", 77: "board-limit",
@@ -71,6 +77,32 @@ class ValueCalls(SimCore):
             util = pynvml.c_nvmlUtilization_t()
             util.gpu, util.memory = gpu_pct, mem_pct
             return util
+
+    def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
+                             ) -> tuple[int, list[Any]]:
+        """The utilisation samples newer than `last_seen` (CPU µs) still in the buffer, each
+        the GPU or memory utilisation (%) over its 1/6 s period; NOT_FOUND when none is."""
+        with self._lock:
+            t = self._begin("nvmlDeviceGetSamples")
+            gpu = self._no_mig(handle, t)
+            which = _UTILIZATION_SAMPLES.get(sampling_type)
+            if which is None:
+                fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            newest = int(t / _SAMPLE_PERIOD_S)
+            samples = []
+            for k in range(max(1, newest - _SAMPLE_BUFFER + 1), newest + 1):
+                at = k * _SAMPLE_PERIOD_S
+                stamp = int((self._wall0 + at) * 1e6)
+                if stamp <= last_seen:
+                    continue
+                sample = pynvml.c_nvmlSample_t()
+                sample.timeStamp = stamp
+                sample.sampleValue.uiVal = round(
+                    gpu.dyn.utilization_pct(at, _SAMPLE_PERIOD_S)[which])
+                samples.append(sample)
+            if not samples:
+                fail(pynvml.NVML_ERROR_NOT_FOUND)
+            return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, samples
 
     def nvmlDeviceGetEncoderUtilization(self, handle: Handle) -> list[int]:
         with self._lock:

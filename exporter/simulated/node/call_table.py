@@ -295,6 +295,7 @@ COMPUTED = frozenset({
     "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization",
     "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetRemappedRows",
     "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetSamples",
     # GPM, XID events, processes
     "nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet",
     "nvmlGpmMigSampleGet", "nvmlGpmMetricsGet", "nvmlEventSetCreate", "nvmlDeviceRegisterEvents",

@@ -32,6 +32,10 @@ _REMAPPED = {pynvml.NVML_FI_DEV_REMAPPED_COR: 0, pynvml.NVML_FI_DEV_REMAPPED_UNC
 _RETIRED = {pynvml.NVML_FI_DEV_RETIRED_SBE: 0, pynvml.NVML_FI_DEV_RETIRED_DBE: 1,
             pynvml.NVML_FI_DEV_RETIRED_PENDING: 2}
 """Answered once a `retire` fault started (see `GpuDynamics.retired_pages`)."""
+_MIB = 1024 * 1024
+_PCIE_BYTES = {pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES: (0.01, 0.25),
+               pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES: (0.01, 0.35)}
+"""Idle and per-activity shares of the board's PCIe peak, as `dynamics.gpm_metric`'s."""
 _CLOCK_EVENT_NS = {
     pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: "thermal",
     pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: "thermal",
@@ -59,6 +63,11 @@ def other_field_value(gpu: GpuEntry, field_id: int, scope_id: int, t: float
     }
     if field_id in simple:
         return (simple[field_id](), *_ULL)
+    if field_id in _PCIE_BYTES:
+        # The integral of the rate GPM reports on Hopper (MiB/s), in bytes.
+        idle, busy = _PCIE_BYTES[field_id]
+        mib = gpu.spec.board.pcie_peak_mib_s * (idle * t + busy * dyn.activity_integral(0.0, t))
+        return (int(mib * _MIB), *_ULL)
     if field_id == pynvml.NVML_FI_DEV_POWER_INSTANT:
         return (round(dyn.instant_power_mw(t)), *_UINT)
     retired = _RETIRED.get(field_id)
