@@ -1504,3 +1504,55 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     *processSamplesCount = k;
     return finish(NVML_SUCCESS);
 }
+
+/* The driver's GPU and memory utilisation samples: with "utilization_samples", each one whose
+ * at_s has been reached, stamped at at_s; without, one stamped now from gpu_util/memory_util.
+ * Only stamps newer than lastSeenTimeStamp count; none is NOT_FOUND. With samples NULL the
+ * count is answered (as pynvml's first call expects). */
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                  unsigned long long lastSeenTimeStamp,
+                                  nvmlValueType_t *sampleValType, unsigned int *sampleCount,
+                                  nvmlSample_t *samples) {
+    sim_gpu *g;
+    int slot;
+    nvmlReturn_t r = begin_device(FN_nvmlDeviceGetSamples, device, H_PHYS, &g, &slot);
+    if (r != NVML_SUCCESS) return finish(r);
+    if (!sampleCount || !sampleValType) return finish(NVML_ERROR_INVALID_ARGUMENT);
+    if (mig_active(g)) return finish(NVML_ERROR_NOT_SUPPORTED);
+    if (type != NVML_GPU_UTILIZATION_SAMPLES && type != NVML_MEMORY_UTILIZATION_SAMPLES)
+        return finish(NVML_ERROR_NOT_SUPPORTED);
+    int memory = type == NVML_MEMORY_UTILIZATION_SAMPLES;
+    unsigned long long stamps[SIM_MAX_UTIL_SAMPLES];
+    unsigned values[SIM_MAX_UTIL_SAMPLES];
+    unsigned n = 0;
+    if (g->nutil_samples == 0) {
+        unsigned long long now = (unsigned long long)wall_us();
+        if (now > lastSeenTimeStamp) {
+            stamps[n] = now;
+            values[n++] = memory ? g->util_mem : g->util_gpu;
+        }
+    }
+    for (unsigned i = 0; i < g->nutil_samples; i++) {
+        const sim_util_sample *u = &g->util_samples[i];
+        unsigned long long ts = sample_us(u->at);
+        if (u->at <= g_sim.last_t && ts > lastSeenTimeStamp) {
+            stamps[n] = ts;
+            values[n++] = memory ? u->mem_util : u->gpu_util;
+        }
+    }
+    if (n == 0) return finish(NVML_ERROR_NOT_FOUND);
+    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (!samples) {
+        *sampleCount = n;
+        return finish(NVML_SUCCESS);
+    }
+    if (*sampleCount == 0) return finish(NVML_ERROR_INVALID_ARGUMENT);
+    unsigned k = n < *sampleCount ? n : *sampleCount;
+    for (unsigned i = 0; i < k; i++) {
+        memset(&samples[i], 0, sizeof samples[i]);
+        samples[i].timeStamp = stamps[i];
+        samples[i].sampleValue.uiVal = values[i];
+    }
+    *sampleCount = k;
+    return finish(NVML_SUCCESS);
+}

@@ -606,6 +606,43 @@ static int apply_proc_samples(const ctx_t *c, const sj_node *arr, sim_proc *p) {
     return 0;
 }
 
+/* "utilization_samples": [{"at_s", "gpu_util", "memory_util"}], oldest first: the samples
+ * nvmlDeviceGetSamples answers, each once simulated time reaches its "at_s". */
+static int apply_util_samples(const ctx_t *c, const sj_node *arr, sim_gpu *g) {
+    if (want(c, arr, SJ_ARR)) return -1;
+    g->nutil_samples = 0;
+    int i = 0;
+    for (const sj_node *e = arr->child; e; e = e->next, i++) {
+        ctx_t sc;
+        sub_ctx(&sc, c, ".utilization_samples[%d]", i);
+        if (want(&sc, e, SJ_OBJ)) return -1;
+        if (g->nutil_samples >= SIM_MAX_UTIL_SAMPLES)
+            return err_at(&sc, e, "more than %d samples", SIM_MAX_UTIL_SAMPLES);
+        sim_util_sample *s = &g->util_samples[g->nutil_samples];
+        memset(s, 0, sizeof *s);
+        int have_at = 0;
+        for (const sj_node *m = e->child; m; m = m->next) {
+            double v;
+            if (strcmp(m->key, "at_s") == 0) {
+                if (get_number(&sc, m, 0, 1e12, &s->at)) return -1;
+                have_at = 1;
+                continue;
+            }
+            if (get_number(&sc, m, 0, 100, &v)) return -1;
+            if (strcmp(m->key, "gpu_util") == 0) s->gpu_util = (unsigned)v;
+            else if (strcmp(m->key, "memory_util") == 0) s->mem_util = (unsigned)v;
+            else
+                return err_at(&sc, m, "unknown sample key \"%s\" (expected at_s, gpu_util, "
+                              "memory_util)", m->key);
+        }
+        if (!have_at) return err_at(&sc, e, "a sample needs \"at_s\"");
+        if (g->nutil_samples && s->at <= g->util_samples[g->nutil_samples - 1].at)
+            return err_at(&sc, e, "samples must be in increasing \"at_s\"");
+        g->nutil_samples++;
+    }
+    return 0;
+}
+
 static int apply_processes(const ctx_t *c, const sj_node *arr, sim_gpu *g) {
     if (want(c, arr, SJ_ARR)) return -1;
     g->nprocs = 0;
@@ -754,6 +791,8 @@ static int apply_device(const ctx_t *c, const sj_node *obj, unsigned index) {
             mig = m;
         } else if (strcmp(m->key, "processes") == 0) {
             if (apply_processes(c, m, g)) return -1;
+        } else if (strcmp(m->key, "utilization_samples") == 0) {
+            if (apply_util_samples(c, m, g)) return -1;
         } else if (strcmp(m->key, "return_codes") == 0) {
             if (apply_return_codes(c, m, g_sim.override_gpu[index])) return -1;
         } else if (strcmp(m->key, "field_returns") == 0) {

@@ -21,6 +21,7 @@
 #define SIM_MAX_GI 8        /* GPU instances per GPU */
 #define SIM_MAX_PROCS 32
 #define SIM_MAX_PROC_SAMPLES 8 /* timed utilisation samples per process */
+#define SIM_MAX_UTIL_SAMPLES 16 /* timed GPU and memory utilisation samples per GPU */
 #define SIM_MAX_GPM 128     /* GPM metric ids one scope can answer */
 #define SIM_MAX_VALUES 1024 /* "fields" and "calls" entries of one GPU */
 #define SIM_VALUE_KEY 96
@@ -100,6 +101,7 @@
     X(nvmlDeviceGetComputeRunningProcesses_v3)             \
     X(nvmlDeviceGetMPSComputeRunningProcesses_v3)          \
     X(nvmlDeviceGetProcessUtilization)                     \
+    X(nvmlDeviceGetSamples)                                \
     X(nvmlDeviceReadWritePRM_v1)                           \
     X(nvmlDeviceReadPRMCounters_v1)                        \
     X(nvmlDeviceGetP2PStatus)                              \
@@ -166,6 +168,11 @@ typedef struct {
 } sim_proc_sample;
 
 typedef struct {
+    double at; /* simulated seconds at which the driver took the sample */
+    unsigned gpu_util, mem_util; /* percent */
+} sim_util_sample;
+
+typedef struct {
     unsigned pid;
     unsigned long long used_bytes;
     unsigned gi, ci;
@@ -207,6 +214,8 @@ typedef struct {
     sim_ci cis[SIM_MAX_MIG];
     sim_proc procs[SIM_MAX_PROCS];
     unsigned nprocs;
+    sim_util_sample util_samples[SIM_MAX_UTIL_SAMPLES];
+    unsigned nutil_samples; /* 0: one sample stamped at each call, from util_gpu/util_mem */
     sim_value values[SIM_MAX_VALUES];
     unsigned nvalues;
     sim_string strings[SIM_MAX_STRINGS];
