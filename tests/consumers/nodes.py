@@ -32,6 +32,9 @@ LOOKBACK = "10m"
 BRAKE_AT_S, BRAKE_FOR_S = 6, 3
 """The simulated power brake on each node's `brake_gpu`: seconds after the exporter started,
 and how long it holds. Its violation counter must then have risen by BRAKE_FOR_S seconds."""
+XID = 13
+"""An XID (graphics engine exception) on the same GPU at the same time: OpenCost counts the
+changes of the last-XID gauge."""
 WAIT_S = 120.0
 
 
@@ -107,6 +110,7 @@ def exporter_args(generation: Generation, csv: Path) -> list[str]:
             "-c", "500ms", "--sim.kubelet", "--kubernetes-enable-pod-uid",
             "--sim.fault",
             f"power-brake,gpu={generation.brake_gpu},at={BRAKE_AT_S}s,for={BRAKE_FOR_S}s",
+            "--sim.fault", f"xid,code={XID},gpu={generation.brake_gpu},at={BRAKE_AT_S}s",
             *generation.extra_args]
 
 

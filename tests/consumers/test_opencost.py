@@ -22,7 +22,7 @@ from tests.consumers.consumer_queries import (
     grouping_labels,
     opencost_queries,
 )
-from tests.consumers.nodes import BRAKE_FOR_S, GENERATIONS, Generation, Node
+from tests.consumers.nodes import BRAKE_FOR_S, GENERATIONS, XID, Generation, Node
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -115,6 +115,9 @@ def test_answers_carry_the_labels_the_decoders_read(
             absent = sorted(label for label in wanted if not series["metric"].get(label))
             if absent:
                 unlabelled.append(f"{q.name}: {absent} missing in {series['metric']}")
+            # OpenCost's applyGPUInfo files any device whose name contains "nvidia" as one.
+            if "device" in wanted and "nvidia" not in series["metric"].get("device", ""):
+                unlabelled.append(f"{q.name}: device not an nvidia one in {series['metric']}")
     assert unlabelled == [], f"{generation.id}:\n" + "\n".join(unlabelled[:10])
 
 
@@ -214,3 +217,32 @@ def test_violation_counters_are_ns_and_opencost_divides_them_as_us(
     assert {float(s["value"][1]) for s in others} == {0.0}, generation.id
     assert {s["metric"]["reason"] for s in answer} == {"power", "thermal", "sync_boost",
                                                       "board_limit"}
+
+
+@pytest.mark.parametrize("generation", GENERATIONS, ids=lambda g: g.id)
+def test_xid_reaches_the_pod_and_opencost_counts_value_changes_per_series(
+        generation: Generation, nodes: dict[str, Node]) -> None:
+    """The XID raised on the brake GPU is on its pod's series (`err_code` and `err_msg`, as
+    dcgm-exporter labels it). OpenCost counts `changes()` of each series; as the code is a
+    label too, a new code starts a new series rather than changing a value, so OpenCost's
+    count is the value changes inside each series, here computed from the raw samples."""
+    node = nodes[generation.id]
+    (xid,) = [q for q in QUERIES if q.name == "QueryGPUXIDErrorCount"]
+    raw_expr = f'DCGM_FI_DEV_XID_ERRORS{{gpu="{generation.brake_gpu}",container!=""}}[1h]'
+
+    def consistent() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+        before = node.query(raw_expr)
+        answer = node.query(xid.query)
+        return (before, answer) if node.query(raw_expr) == before else None
+
+    raw, answer = wait_until(consistent, 20.0, 0.2, what="no scrape between the queries")
+    raised = [s["metric"] for s in raw if s["metric"]["err_code"] == str(XID)]
+    assert raised, f"{generation.id}: XID {XID} not on the pod's series"
+    assert all(m["err_msg"] == "Graphics Engine Exception" for m in raised)
+    for pod in {s["metric"]["pod"] for s in raw}:
+        changes = sum(
+            sum(a != b for (_, a), (_, b) in zip(s["values"], s["values"][1:], strict=False))
+            for s in raw if s["metric"]["pod"] == pod)
+        (count,) = [s for s in answer if s["metric"]["pod"] == pod
+                    and s["metric"]["UUID"] == raised[0]["UUID"]]
+        assert float(count["value"][1]) == changes, (generation.id, pod)
