@@ -61,7 +61,7 @@ BACKEND: Option[BackendName] = Option(
 SIM_PROFILE: Option[str] = Option(
     "sim_profile", Text(), "h200-mig", commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.profile",), env=("GPU_EXPORTER_SIM_PROFILE",), metavar="PROFILE",
-    help="simulated node: `h100-8`, `h200-mig`, `a100-timesliced`, `l4-1`")
+    help="simulated node: `h100-8`, `h200-mig`, `a100-4`, `a100-timesliced`, `l4-1`")
 SIM_MIG_CONFIG: Option[str | None] = Option(
     "sim_mig_config", Text(), None, commands=SERVE, group=SIM_GROUP,
     flags=("--sim.mig-config",), env=("GPU_EXPORTER_SIM_MIG_CONFIG",), metavar="FILE[:NAME]",

@@ -30,7 +30,7 @@ def sim_shared_by(profile: str) -> dict[int, int]:
     return SimNvml(profile).shared_by
 
 
-@pytest.mark.parametrize("profile", ["h100-8", "h200-mig", "a100-timesliced", "l4-1"])
+@pytest.mark.parametrize("profile", ["h100-8", "h200-mig", "a100-4", "a100-timesliced", "l4-1"])
 async def test_every_allocation_attributed_in_one_poll(socket_path: str, profile: str) -> None:
     inventory = sim_inventory(profile)
     handle = start_sim_kubelet(socket_path, inventory)

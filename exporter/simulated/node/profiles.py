@@ -192,6 +192,11 @@ PROFILES: Mapping[str, Profile] = {
             ),
         ),
         Profile(
+            "a100-4",
+            "4x A100-SXM4-80GB, MIG off, held whole by pods; pre-Hopper, so no GPM",
+            tuple(GpuSpec(i, A100_SXM, bus) for i, bus in enumerate((0x07, 0x0F, 0x47, 0x4E))),
+        ),
+        Profile(
             "a100-timesliced",
             "4x A100-SXM4-80GB shared by time-slicing; pre-Hopper, so no GPM",
             # Three processes per GPU: the demo kubelet hands each GPU to three pods.

@@ -85,7 +85,8 @@ def test_sim_implements_every_protocol_function_with_its_signature() -> None:
 
 
 def test_profile_names_and_unknown_profile() -> None:
-    assert profile_names() == sorted(["h100-8", "h200-mig", "a100-timesliced", "l4-1"])
+    assert profile_names() == sorted(["h100-8", "h200-mig", "a100-4", "a100-timesliced",
+                                    "l4-1"])
     assert set(PROFILES) == set(profile_names())
     with pytest.raises(ValueError, match="h300-16") as info:
         SimNvml("h300-16")
