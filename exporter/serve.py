@@ -33,7 +33,7 @@ from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
-from exporter.sampling.faults import FaultTracker, read_boot_id
+from exporter.sampling.fault_tracker import FaultTracker, read_boot_id
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor

@@ -88,7 +88,7 @@ class NvmlBackend:
         self._lib = lib
         self._fault_reads = fault_reads
         """Read the health watches' inputs and XID events whatever the collectors enable: the
-        faults are derived from them (`exporter.sampling.faults`)."""
+        faults are derived from them (`exporter.sampling.fault_tracker`)."""
         self._devices = devices
         self._clock = clock
         self.ledger = XidLedger(xid_window_s, wall_clock)

@@ -66,7 +66,7 @@ class XidSeen:
 
 @dataclass(frozen=True, slots=True)
 class FaultView:
-    """A fault held on the GPU until its clearing event (`exporter.sampling.faults`)."""
+    """A fault held on the GPU until its clearing event (`exporter.sampling.fault_tracker`)."""
 
     source: str
     """`xid` or `health`."""

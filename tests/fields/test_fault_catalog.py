@@ -30,7 +30,7 @@ def _rows(name: str) -> list[list[str]]:
 
 def test_shipped_catalog_is_derived_from_nvidias_files() -> None:
     assert DATA_PATH.read_text(encoding="utf-8") == derived(), \
-        "exporter/fields/fault-catalog.csv drifted: run python -m tools.derive_fault_catalog --write"
+        "fault-catalog.csv drifted: run python -m tools.derive_fault_catalog --write"
 
 
 def test_the_generator_check_fails_on_drift_and_passes_in_step() -> None:
@@ -156,6 +156,6 @@ def test_a_health_pass_action_on_an_xid_falls_back_to_its_fatality() -> None:
     ],
 )
 def test_a_malformed_catalog_names_the_file_and_row(text: str, message: str) -> None:
-    with pytest.raises(FaultCatalogError, match="catalog.csv: ") as info:
+    with pytest.raises(FaultCatalogError, match=r"catalog\.csv: ") as info:
         parse_catalog(text, "catalog.csv")
     assert message in str(info.value)

@@ -7,7 +7,7 @@ nvidia-smi captures), `--sim.fault` specs inject XIDs, lost GPUs, a missing driv
 node and for the simulated `libnvidia-ml.so.1` the tests build (tests/nvmlsim).
 """
 
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     GRAMMAR,
     EccFault,
     ExitFault,

@@ -21,7 +21,7 @@ import pynvml
 from exporter.simulated.node import profiles as P
 from exporter.simulated.node.boards import BOARD_FIGURES, BoardFigures
 from exporter.simulated.node.dynamics import GpuDynamics, Scope
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     ExitFault,
     Fault,
     LostFault,

@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     EccFault,
     Fault,
     FbRampFault,

@@ -27,7 +27,7 @@ from exporter.simulated.node import (
     XidFault,
     parse_fault,
 )
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     InforomFault,
     NvlinkDownFault,
     PcieReplayFault,
