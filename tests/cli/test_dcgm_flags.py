@@ -224,7 +224,7 @@ def test_the_gpu_operator_environment_alone(bare: list[BareExporter],
     bare.append(proc)
     proc.wait_http()
     text = proc.metrics()
-    assert 'Hostname="gpu-node-1"' in text
+    assert 'hostname="gpu-node-1"' in text
     log = proc.output()
     assert log.count("DCGM_REMOTE_HOSTENGINE_INFO") == 1, log
 
