@@ -27,7 +27,7 @@ class Grouping:
     """Grouped by in PromQL; the group is the first non-empty, or all joined by `/`."""
     joined: bool = False
     """True: the group's name is every label joined (namespace/pod); False: the first one
-    present (hostname, else Hostname, else instance)."""
+    present (Hostname, else hostname, else instance)."""
     accepted: tuple[str, ...] = ()
     """Per label, the regex (matched in full) its value must match to name the group; empty:
     any value. Dynamo's component type names a role only when it says prefill or decode."""
@@ -54,7 +54,7 @@ def grouping(name: str) -> Grouping:
     if name == "node":
         # dcgm-exporter 4.8.3+ (and this exporter by default) write `hostname`, 4.8.2
         # `Hostname`: a fleet may carry either, or both while it is upgraded.
-        return Grouping(name, ("hostname", "Hostname", "instance"))
+        return Grouping(name, ("Hostname", "hostname", "instance"))
     if name == "model":
         return Grouping(name, ("modelName",))
     if name in INFERENCE_DIMENSIONS:
