@@ -196,7 +196,8 @@ RESOURCE_NAMES: Option[tuple[str, ...]] = Option(
     flags=("--kubernetes.resource-names", "--nvidia-resource-names"),
     env=("GPU_EXPORTER_RESOURCE_NAMES", "NVIDIA_RESOURCE_NAMES"), metavar="NAMES",
     help="extra resource names to accept, comma-separated (`nvidia.com/gpu`, "
-         "`nvidia.com/gpu.shared` and `nvidia.com/mig-*` always are)")
+         "`nvidia.com/gpu.shared` and every `nvidia.com/mig-*` always are, the device "
+         "plugin v0.20's suffixed profiles such as `nvidia.com/mig-1g.18gb+me` included)")
 POD_LABELS: Option[PodLabelSelection | None] = Option(
     "pod_labels", PodLabels(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
     flags=("--kubernetes.pod-labels",), env=("GPU_EXPORTER_POD_LABELS",), metavar="REGEX|PRESET",
