@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 HELP_NAMES = frozenset({"h", "help"})
 """What Go's flag package answers with its usage when no flag of that name is defined."""
+VERSION_NAMES = frozenset({"v", "version"})
+"""urfave/cli's version flag, which it adds to an app that has a version (dcgm-exporter's)."""
 
 GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -67,7 +69,8 @@ def _go_bool(text: str, name: str) -> str:
 
 def go_to_argparse(argv: Sequence[str], names: Mapping[str, Spelling]) -> list[str]:
     """Return argv rewritten for argparse after checking it by Go's rules: each flag as its
-    canonical spelling with `=value`, and `--help` for Go's help names. Flags end at `--` or
+    canonical spelling with `=value`, `--help` for Go's help names and `--version` for
+    urfave's version flag. Flags end at `--` or
     at the first argument that is not a flag; any argument left is refused."""
     out: list[str] = []
     index = 0
@@ -85,8 +88,8 @@ def go_to_argparse(argv: Sequence[str], names: Mapping[str, Spelling]) -> list[s
             raise GoFlagError(f"bad flag syntax: {arg}")
         spelling = names.get(name)
         if spelling is None:
-            if name in HELP_NAMES:
-                out.append("--help")
+            if name in HELP_NAMES | VERSION_NAMES:
+                out.append("--help" if name in HELP_NAMES else "--version")
                 continue
             raise GoFlagError(f"flag provided but not defined: -{name}")
         if spelling.switch:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
+from exporter import __version__
 from exporter.options.go_flags import GoFlagError, Spelling, go_to_argparse, name_spellings
 from exporter.options.option import Alias, Command, Option, Resolution, Setting
 from exporter.options.table import GROUP_DESCRIPTIONS, OPTIONS
@@ -129,12 +130,21 @@ def add_arguments(parser: argparse.ArgumentParser, command: Command,
                            option.metavar, alias_help_text(alias))
 
 
+GO_GRAMMAR: frozenset[Command] = frozenset({"serve", "doctor"})
+"""The commands that read dcgm-exporter's flags, and so take them in Go's grammar (see
+go_flags): every flag of theirs, ours included, is written that way."""
+
+
 def build_parser(command: Command, table: Table = OPTIONS, description: str | None = None,
                  group_descriptions: Mapping[str, str] | None = None,
                  ) -> argparse.ArgumentParser:
     """Return the command's argparse parser; no flag is ever taken by a prefix of its name."""
     parser = argparse.ArgumentParser(prog=f"gpu-exporter {command}", description=description,
                                      allow_abbrev=False)
+    if command in GO_GRAMMAR:
+        # urfave/cli gives dcgm-exporter `--version, -v`; go_flags reads both as this one.
+        parser.add_argument("--version", action="version",
+                            version=f"gpu-exporter version {__version__}")
     add_arguments(parser, command, table, group_descriptions)
     return parser
 
@@ -223,11 +233,6 @@ def split_switch_values(argv: Sequence[str], dests: Mapping[str, str]
         else:
             rest.append(arg)
     return rest, given
-
-
-GO_GRAMMAR: frozenset[Command] = frozenset({"serve", "doctor"})
-"""The commands that read dcgm-exporter's flags, and so take them in Go's grammar (see
-go_flags): every flag of theirs, ours included, is written that way."""
 
 
 def go_spellings(command: Command, table: Table = OPTIONS) -> dict[str, Spelling]:

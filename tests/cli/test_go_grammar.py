@@ -5,6 +5,7 @@ line for a flag it does not define."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,14 @@ def test_go_help_names(help_flag: str, capsys: pytest.CaptureFixture[str]) -> No
         parse_command_line("serve", [help_flag], {})
     assert stopped.value.code == 0
     assert "--collectors" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("version_flag", ["-v", "--v", "-version", "--version"])
+def test_urfaves_version_flag(version_flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line("serve", ["-c", "5000", version_flag], {})
+    assert stopped.value.code == 0
+    assert re.fullmatch(r"gpu-exporter version \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)
 
 
 def test_every_serve_flag_name_is_one_flag() -> None:

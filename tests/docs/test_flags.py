@@ -45,7 +45,7 @@ def command_flags() -> dict[str, frozenset[str]]:
     flags = {command: frozenset(build_parser(command)._option_string_actions)
              for command in get_args(Command)}
     for command in GO_GRAMMAR:
-        names = {*go_spellings(command), "h", "help"}
+        names = {*go_spellings(command), "h", "help", "v", "version"}
         flags[command] = frozenset(f"{dashes}{name}" for name in names
                                    for dashes in ("-", "--"))
     return flags
