@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from exporter.devices.enumerate import enumerate_devices
 from exporter.devices.filter import ALL_DEVICES
 from exporter.simulated.kubelet import SimKubeletHandle, pod_resources
@@ -37,8 +39,11 @@ def test_the_plugin_names_the_four_suffixes() -> None:
     assert sorted(plugin_suffixes()) == sorted(["-me", "+me.all", "+gfx", "+me"])
 
 
+@pytest.mark.parametrize("id_type", ["uid", "device-name"])
 def test_each_suffixed_mig_resource_gets_its_instance(
-        exporter: type[ExporterProcess], kubelet: SimKubeletHandle, socket_path: str) -> None:
+        exporter: type[ExporterProcess], kubelet: SimKubeletHandle, socket_path: str,
+        id_type: str) -> None:
+    """Under either GPU id type: MIG devices are named by their UUIDs in both."""
     lib = SimNvml("h200-mig")
     lib.nvmlInit()
     inventory = enumerate_devices(lib, ALL_DEVICES).inventory
@@ -54,7 +59,8 @@ def test_each_suffixed_mig_resource_gets_its_instance(
         pod_resources("inference", pod, {"server": [(resource, [inst.mig_devices[0].uuid])]})
         for pod, (inst, resource) in held.items()])
     proc = exporter(["--backend", "sim", "--sim.profile", "h200-mig", "-c", "200ms", "-k",
-                     "--pod-resources-kubelet-socket", socket_path])
+                     "--pod-resources-kubelet-socket", socket_path,
+                     "--kubernetes-gpu-id-type", id_type])
     proc.wait_ready()
 
     def attributed() -> str | None:
