@@ -75,6 +75,12 @@ def test_debug_is_the_debug_flag(argv: list[str]) -> None:
     assert [s.source for s in settings.changed()] == ["--debug"], argv
 
 
+def test_a_short_alias_with_two_dashes_is_that_alias_not_a_prefix() -> None:
+    """`--f 1` is dcgm-exporter's `-f` (the collectors file), never `--fake-gpus`."""
+    settings = parse_command_line("serve", ["--f", "1"], {})
+    assert [(s.option.name, s.text) for s in settings.changed()] == [("collectors", "1")]
+
+
 def _refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit) as stopped:
         parse_command_line("serve", argv, {})
