@@ -70,8 +70,8 @@ def _go_bool(text: str, name: str) -> str:
 def go_to_argparse(argv: Sequence[str], names: Mapping[str, Spelling]) -> list[str]:
     """Return argv rewritten for argparse after checking it by Go's rules: each flag as its
     canonical spelling with `=value`, `--help` for Go's help names and `--version` for
-    urfave's version flag. Flags end at `--` or
-    at the first argument that is not a flag; any argument left is refused."""
+    urfave's version flag. Flags end at `--` or at the first argument that is not a flag;
+    any argument left is refused (GoFlagError)."""
     out: list[str] = []
     index = 0
     while index < len(argv):
