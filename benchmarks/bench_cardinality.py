@@ -252,7 +252,7 @@ def simulate_day(profile: str, interval_s: float, start: float) -> Day:
         started = time.monotonic()
         readings = backend.poll()
         snapshot = Snapshot(backend.inventory, readings, collectors,
-                            HostLabel("Hostname", "node-0"), taken_at=wall())
+                            HostLabel("hostname", "node-0"), taken_at=wall())
         stats.last_success = snapshot.taken_at
         stats.last_duration_s = time.monotonic() - started
         stats.scrapes += 1

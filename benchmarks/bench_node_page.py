@@ -68,7 +68,7 @@ def in_process(repeat: int) -> dict[str, float]:
     inventory = backend.inventory
     result = attribute(allocations_of(plan_allocations(inventory)), inventory,
                        DeviceResolver())
-    snapshot = Snapshot(inventory, readings, collectors, HostLabel("Hostname", "bench"),
+    snapshot = Snapshot(inventory, readings, collectors, HostLabel("hostname", "bench"),
                         result.attribution, time.time())
     families = [*backend.families(), KUBELET_UP.single(1.0), POD_GPU_ALLOCATION.family(
         Sample(labels, 1.0) for labels in result.allocation_rows)]

@@ -77,7 +77,7 @@ class ServeConfig:
     health_require_gpus: bool = False
     """`/health` answers 503 while no GPU is exported."""
     devices: DeviceFilter = ALL_DEVICES
-    hostname_label: HostnameLabel | None = "Hostname"
+    hostname_label: HostnameLabel | None = "hostname"
     hostname: str = ""
     xid_count_window_s: float = 300.0
     clock_events_count_window_s: float = 300.0

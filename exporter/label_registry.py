@@ -29,8 +29,9 @@ DEVICE = "device"
 MODEL_NAME = "modelName"
 GPU_I_PROFILE = "GPU_I_PROFILE"
 GPU_I_ID = "GPU_I_ID"
-HOST_LABELS = ("Hostname", "hostname")
-"""`--hostname-label`: dcgm-exporter up to 4.8 writes `Hostname`, later `hostname`."""
+HOST_LABELS = ("hostname", "Hostname")
+"""`--hostname-label`: dcgm-exporter 4.8.3 and later (and this exporter by default) write
+`hostname`, 4.8.2 and earlier `Hostname`."""
 
 # --- who holds the device --------------------------------------------------------------------
 CONTAINER = "container"

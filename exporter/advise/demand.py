@@ -1,7 +1,7 @@
 """What each holder used over the window and what it holds now: the advisor's input.
 
 A holder is one pod on one device (a whole GPU or a MIG instance) of one node, as
-dcgm-exporter's series name it: `namespace`, `pod`, `Hostname` (or `hostname`), `UUID`,
+dcgm-exporter's series name it: `namespace`, `pod`, `hostname` (or 4.8.2's `Hostname`), `UUID`,
 `GPU_I_ID`. Everything the fitting and the packing decide follows from these rows, so tests
 and the benchmark build them directly.
 """

@@ -40,8 +40,8 @@ from exporter.report.connection import ReportError
 from exporter.report.prometheus_api import PrometheusClient, Series
 
 KEY_LABELS = "namespace, pod, Hostname, hostname, UUID, GPU_I_ID, GPU_I_PROFILE, modelName"
-"""What names a holding: the pod, its node (dcgm-exporter writes `Hostname`; some setups
-relabel it `hostname`), the device, and what the device is."""
+"""What names a holding: the pod, its node (dcgm-exporter 4.8.3 and later write `hostname`,
+4.8.2 and earlier `Hostname`), the device, and what the device is."""
 DEVICE = "UUID, GPU_I_ID"
 NODE_LABELS = "Hostname, hostname"
 MIG_COMPUTE = re.compile(r"^(\d+)g\.")
@@ -130,7 +130,7 @@ def any_framebuffer_query(range_s: float) -> str:
 
 def _key(labels: dict[str, str]) -> Key:
     return (labels.get("namespace", ""), labels.get("pod", ""),
-            labels.get("Hostname") or labels.get("hostname", ""), labels.get("UUID", ""),
+            labels.get("hostname") or labels.get("Hostname", ""), labels.get("UUID", ""),
             labels.get("GPU_I_ID", ""), labels.get("GPU_I_PROFILE", ""),
             labels.get("modelName", ""))
 
@@ -186,7 +186,7 @@ def read_holders(client: PrometheusClient, request: HistoryRequest,
             if key not in best or candidate < best[key]:
                 best[key] = candidate
     samples = {k: int(v) for k, v in _values(ask(samples_query(range_s))).items()}
-    counts = {labels.get("Hostname") or labels.get("hostname", ""): int(points[0][1])
+    counts = {labels.get("hostname") or labels.get("Hostname", ""): int(points[0][1])
               for labels, points in ask(gpus_per_node_query(range_s)) if points}
     holders = []
     for key in sorted(memory):

@@ -15,7 +15,12 @@ from exporter.artifacts.fieldset import FieldSet
 from exporter.artifacts.xid_tiers import XidTiers
 from exporter.promql.measures import GR_ENGINE
 
-GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
+NODE = "{{ or $labels.hostname $labels.Hostname }}"
+"""The node under either label name: dcgm-exporter 4.8.3 and later (and this exporter by
+default) write `hostname`, 4.8.2 and earlier `Hostname`; a missing one reads empty."""
+HOST = "Hostname, hostname"
+"""The node label in a `by`/`on` list: both, so whichever a series has is kept."""
+GPU = f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}}) on {NODE}"
 EXPORTER = "gpu-exporter {{ $labels.instance }}"
 DEVICE = "instance, UUID, GPU_I_ID"
 
@@ -311,16 +316,16 @@ def _idle_alert(c: AlertConfig) -> Alert:
     A device one container holds exclusively carries that pod's labels itself; a shared one
     is unlabelled and joined onto its `gpu_exporter_pod_gpu_allocation` rows.
     """
-    keep = f"{DEVICE}, Hostname, gpu"
+    keep = f"{DEVICE}, {HOST}, gpu"
     exclusive, shared = GR_ENGINE.select('{pod!=""}'), GR_ENGINE.select('{pod=""}')
     return Alert(
         "GpuIdleButAllocated",
         f"(max by ({keep}, namespace, pod, container) ({exclusive}) < {c.idle_ratio})\nor\n"
         f"((max by ({keep}) ({shared}) < {c.idle_ratio})\n"
-        f"* on ({DEVICE}) group_right (Hostname, gpu)\n"
+        f"* on ({DEVICE}) group_right ({HOST}, gpu)\n"
         f"group by ({DEVICE}, namespace, pod, container) (gpu_exporter_pod_gpu_allocation))",
         c.idle_for, "info",
-        "{{ $labels.namespace }}/{{ $labels.pod }} holds an idle GPU on {{ $labels.Hostname }}",
+        f"{{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} holds an idle GPU on {NODE}",
         f"Pod {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} (container "
         f"{{{{ $labels.container }}}}) holds GPU {{{{ $labels.gpu }}}} but used it less than "
         f"{c.idle_ratio:.0%} of the time for {c.idle_for}. Ask the owner to release it, scale "

@@ -30,7 +30,7 @@ KEDA_DIR = Path("deploy/keda")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gpu-exporter generate",
+        prog="gpu-exporter generate", allow_abbrev=False,
         description="Write Grafana dashboards, Prometheus alert and usage recording rules and "
                     "KEDA ScaledObjects that use only the fields a collectors CSV enables.")
     parser.add_argument("what", choices=("dashboards", "alerts", "rules", "keda", "all"))

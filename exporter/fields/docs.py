@@ -229,7 +229,8 @@ def render_markdown() -> str:
         "then `GPU_I_PROFILE` and `GPU_I_ID` on MIG GPU instances (the profile as NVML names "
         "it, `nvmlDeviceGetGpuInstanceProfileInfoByIdV`, as dcgm-exporter 4.8.4 does; the "
         "profile in the MIG device's name where NVML names none), then the host label "
-        "(`Hostname` by default), then label-type fields (`DCGM_FI_DRIVER_VERSION`), then "
+        "(`hostname` as in dcgm-exporter 4.8.3 and later; `Hostname`, 4.8.2's, under "
+        "`--hostname-label Hostname`), then label-type fields (`DCGM_FI_DRIVER_VERSION`), then "
         "`container`, `namespace`, `pod` when one container holds the device (with "
         "`pod_uid` under `--kubernetes-enable-pod-uid`, on the device-plugin, virtual-GPU "
         "and DRA paths alike, and the pod's copied labels).",

@@ -67,6 +67,10 @@ class Allocation:
 
 
 def resource_accepted(resource: str, extra_names: Iterable[str] = ()) -> bool:
+    """Return whether the device plugin's resource names GPUs this exporter attributes: the
+    default names, any MIG profile by prefix (so the device plugin v0.20's suffixed profiles,
+    `nvidia.com/mig-1g.18gb+me`, `-me`, `+me.all`, `+gfx`, are taken like the plain ones),
+    and the names the user adds."""
     return (
         resource in DEFAULT_RESOURCE_NAMES
         or resource.startswith(MIG_RESOURCE_PREFIX)

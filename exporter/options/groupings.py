@@ -52,6 +52,8 @@ def grouping(name: str) -> Grouping:
     if name == "pod":
         return Grouping(name, ("namespace", "pod"), joined=True)
     if name == "node":
+        # dcgm-exporter 4.8.3+ (and this exporter by default) write `hostname`, 4.8.2
+        # `Hostname`: a fleet may carry either, or both while it is upgraded.
         return Grouping(name, ("Hostname", "hostname", "instance"))
     if name == "model":
         return Grouping(name, ("modelName",))

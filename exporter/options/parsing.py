@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
+from exporter import __version__
+from exporter.options.go_flags import GoFlagError, Spelling, go_to_argparse, name_spellings
 from exporter.options.option import Alias, Command, Option, Resolution, Setting
 from exporter.options.table import GROUP_DESCRIPTIONS, OPTIONS
 from exporter.options.values import FlagValue, Value
@@ -128,10 +130,21 @@ def add_arguments(parser: argparse.ArgumentParser, command: Command,
                            option.metavar, alias_help_text(alias))
 
 
+GO_GRAMMAR: frozenset[Command] = frozenset({"serve", "doctor"})
+"""The commands that read dcgm-exporter's flags, and so take them in Go's grammar (see
+go_flags): every flag of theirs, ours included, is written that way."""
+
+
 def build_parser(command: Command, table: Table = OPTIONS, description: str | None = None,
                  group_descriptions: Mapping[str, str] | None = None,
                  ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"gpu-exporter {command}", description=description)
+    """Return the command's argparse parser; no flag is ever taken by a prefix of its name."""
+    parser = argparse.ArgumentParser(prog=f"gpu-exporter {command}", description=description,
+                                     allow_abbrev=False)
+    if command in GO_GRAMMAR:
+        # urfave/cli gives dcgm-exporter `--version, -v`; go_flags reads both as this one.
+        parser.add_argument("--version", action="version",
+                            version=f"gpu-exporter version {__version__}")
     add_arguments(parser, command, table, group_descriptions)
     return parser
 
@@ -222,12 +235,29 @@ def split_switch_values(argv: Sequence[str], dests: Mapping[str, str]
     return rest, given
 
 
+def go_spellings(command: Command, table: Table = OPTIONS) -> dict[str, Spelling]:
+    """Return each flag name of the command without its dashes -> what it stands for."""
+    sets: list[tuple[tuple[str, ...], bool]] = []
+    for option in for_command(command, table):
+        for flags, value in ((option.flags, option.value),
+                             *((a.flags, a.value) for a in option.aliases)):
+            if flags:
+                sets.append((flags, value.action == "switch"))
+    return name_spellings(sets)
+
+
 def parse_command_line(command: Command, argv: Sequence[str],
                        env: Mapping[str, str] | None = None,
                        parser: argparse.ArgumentParser | None = None,
                        table: Table = OPTIONS) -> Resolution:
-    """argv (argparse exits on unknown flags and for --help) and env -> the Resolution."""
+    """argv (exits with one line on an unknown flag, and for --help) and env -> the
+    Resolution. The GO_GRAMMAR commands read argv by Go's flag rules first."""
     parser = build_parser(command, table) if parser is None else parser
+    if command in GO_GRAMMAR:
+        try:
+            argv = go_to_argparse(argv, go_spellings(command, table))
+        except GoFlagError as refused:
+            parser.exit(2, f"{parser.prog}: {refused}\n")
     rest, switch_texts = split_switch_values(argv, _switch_dests(command, table))
     given = parser.parse_args(rest)
     for dest, text in switch_texts.items():

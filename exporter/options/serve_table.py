@@ -34,12 +34,12 @@ from exporter.options.values import (
 BackendName = Literal["auto", "nvml", "sim"]
 LogFormat = Literal["text", "json"]
 LogLevel = Literal["debug", "info", "warning", "error"]
-HostnameLabel = Literal["Hostname", "hostname"]
+HostnameLabel = Literal["hostname", "Hostname"]
 
 BACKENDS: tuple[BackendName, ...] = ("auto", "nvml", "sim")
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
-HOSTNAME_LABELS: tuple[HostnameLabel, ...] = ("Hostname", "hostname")
+HOSTNAME_LABELS: tuple[HostnameLabel, ...] = ("hostname", "Hostname")
 SCOPES: tuple[Scope, ...] = ("node", "pod")
 
 DEBUG_SWITCH: SwitchTo[LogLevel] = SwitchTo("debug", "info")
@@ -155,9 +155,10 @@ DEVICES: Option[DeviceFilter] = Option(
          "`i:0-2`, or both joined by `+`: `g+i`, `g:0-3+i:0-2` (a GPU range also limits "
          "whose instances are exported)")
 HOSTNAME_LABEL: Option[HostnameLabel] = Option(
-    "hostname_label", Choice(HOSTNAME_LABELS), "Hostname", commands=SERVE,
+    "hostname_label", Choice(HOSTNAME_LABELS), "hostname", commands=SERVE,
     flags=("--hostname-label",), env=("GPU_EXPORTER_HOSTNAME_LABEL",),
-    help="name of the host label; `hostname` matches dcgm-exporter after its 2026-05 rename")
+    help="name of the host label: `hostname` as dcgm-exporter 4.8.3 and later write it, "
+         "`Hostname` as 4.8.2 and earlier did")
 NO_HOSTNAME: Option[bool] = Option(
     "no_hostname", Switch(), False, commands=SERVE,
     flags=("-n", "--no-hostname"), env=("GPU_EXPORTER_NO_HOSTNAME", "DCGM_EXPORTER_NO_HOSTNAME"),
@@ -207,7 +208,8 @@ RESOURCE_NAMES: Option[tuple[str, ...]] = Option(
     flags=("--kubernetes.resource-names", "--nvidia-resource-names"),
     env=("GPU_EXPORTER_RESOURCE_NAMES", "NVIDIA_RESOURCE_NAMES"), metavar="NAMES",
     help="extra resource names to accept, comma-separated (`nvidia.com/gpu`, "
-         "`nvidia.com/gpu.shared` and `nvidia.com/mig-*` always are)")
+         "`nvidia.com/gpu.shared` and every `nvidia.com/mig-*` always are, the device "
+         "plugin v0.20's suffixed profiles such as `nvidia.com/mig-1g.18gb+me` included)")
 POD_LABELS: Option[PodLabelSelection | None] = Option(
     "pod_labels", PodLabels(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
     flags=("--kubernetes.pod-labels",), env=("GPU_EXPORTER_POD_LABELS",), metavar="REGEX|PRESET",

@@ -13,7 +13,8 @@ from exporter.k8s.types import NO_ATTRIBUTION, Attribution
 @dataclass(frozen=True, slots=True)
 class HostLabel:
     name: str | None
-    """"Hostname" (dcgm-exporter up to 4.8), "hostname" (newer), or None for no label."""
+    """"hostname" (dcgm-exporter 4.8.3 and later, the default), "Hostname" (4.8.2 and
+    earlier), or None for no label."""
     value: str
 
 

@@ -94,9 +94,15 @@ EXPECTED_ADVICE = {
 """`brief` is not advised."""
 
 
+def host_label(node: str) -> str:
+    """The node's host label: 4.8.2's `Hostname` on the `-b` nodes, `hostname` (4.8.3 and
+    later, this exporter's default) on the others, so the fleet carries both."""
+    return "Hostname" if node.endswith("-b") else "hostname"
+
+
 def _labels(pod: Pod | None, node: str, gpu: int, model: str) -> tuple[tuple[str, str], ...]:
     base = (("gpu", str(gpu)), ("UUID", _uuid(node, gpu)), ("device", f"nvidia{gpu}"),
-            ("modelName", model), ("Hostname", node))
+            ("modelName", model), (host_label(node), node))
     if pod is None:
         return base
     mig = (("GPU_I_PROFILE", pod.profile), ("GPU_I_ID", pod.gpu_instance)) if pod.profile else ()

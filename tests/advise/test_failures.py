@@ -30,7 +30,7 @@ def _series() -> Iterator[Series]:
             ("Hostname", "b200-a"), ("namespace", "ml"), ("pod", "trainer"))
     unlabelled_times = [UNLABELLED_START + 60 * i for i in range(120)]
     bare = (("gpu", "0"), ("UUID", "GPU-h100"), ("modelName", "NVIDIA H100 80GB HBM3"),
-            ("Hostname", "h100-a"))
+            ("hostname", "h100-a"))
     yield Series("DCGM_FI_DEV_FB_USED", held, times, [20_000.0] * len(times))
     yield Series("DCGM_FI_DEV_FB_USED", bare, unlabelled_times, [1_000.0] * len(times))
     yield Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", held, times, [0.2] * len(times))

@@ -26,6 +26,16 @@ class Case:
     expected: list[dict[str, str]] = field(default_factory=list)
     """Label sets of the alerts that must be firing; empty = must stay quiet."""
 
+    def with_host_label(self, label: str) -> Case:
+        """The case with the node under `label` (`hostname` or `Hostname`) in its series
+        and its expected alerts."""
+        def renamed(labels: dict[str, str]) -> dict[str, str]:
+            return {label if k == "Hostname" else k: v for k, v in labels.items()}
+
+        return Case(self.alert, [(s.replace('Hostname="', f'{label}="'), v)
+                                 for s, v in self.inputs],
+                    self.eval_time, [renamed(e) for e in self.expected])
+
     def promtool_test(self) -> dict[str, Any]:
         return {
             "interval": "1m",

@@ -50,14 +50,30 @@ def dashboard_targets(path: Path) -> list[tuple[str, str, str]]:
             for t in panel.targets]
 
 
+def variable_expr(query: str) -> str:
+    """The PromQL a Grafana variable query evaluates: `label_values(selector, label)` counts
+    the selector by the label, `query_result(expr)` is the expression itself."""
+    if (values := re.fullmatch(r"label_values\((.*), *(\w+)\)", query)) is not None:
+        return f"count by ({values.group(2)}) ({values.group(1)})"
+    result = re.fullmatch(r"query_result\((.*)\)", query)
+    assert result, query
+    return result.group(1)
+
+
 def variable_queries(path: Path) -> list[tuple[str, str, str]]:
-    """(variable name, series selector, label) of every `label_values` variable."""
-    out = []
-    for var in json.loads(path.read_text())["templating"]["list"][1:]:
-        selector = re.fullmatch(r"label_values\((.*), *(\w+)\)", var["query"])
-        assert selector, var["query"]
-        out.append((var["name"], selector.group(1), selector.group(2)))
-    return out
+    """(variable name, PromQL it evaluates, its regex) of every query variable."""
+    return [(var["name"], variable_expr(var["query"]), var.get("regex", ""))
+            for var in json.loads(path.read_text())["templating"]["list"][1:]]
+
+
+def variable_values(regex: str, series: list[dict[str, Any]], label: str = "") -> list[str]:
+    """The values Grafana takes from a variable query's answer: for `query_result`, the first
+    group of `regex` (`/.../`) in each series' text `{name="value", ...} value time`."""
+    if not regex:
+        return [s["metric"].get(label, "") for s in series]
+    pattern = re.compile(regex.strip("/"))
+    texts = ["{" + ",".join(f'{k}="{v}"' for k, v in s["metric"].items()) + "}" for s in series]
+    return [m.group(1) for text in texts if (m := pattern.search(text)) is not None]
 
 
 def legends(legend: str, series: list[dict[str, Any]]) -> list[str]:

@@ -37,6 +37,8 @@ FAULTS = ("xid,code=79,gpu=3,at=6s", "lost,gpu=6,at=6s", "fb-ramp,gpu=2,at=2s,ov
 VARIABLES = {"job": "gpu-exporter", "namespace": NAMESPACE, "deployment": DEPLOYMENT,
              "__rate_interval": "15s", "__range": "1h", "__interval": "1s",
              "__interval_ms": "1000"}
+HOST_LABELS = {"gpu-node-a": "Hostname", "gpu-node-b": "hostname"}
+"""Each node's host label (node b's by default)."""
 WAIT_S = 90.0
 POLL_S = 0.5
 
@@ -118,8 +120,11 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
     vmalert: VmalertProcess | None = None
     sink = AlertSink()
     try:
+        # Node a writes 4.8.2's `Hostname`, node b the default `hostname` (4.8.3 and later):
+        # every artifact is read over a fleet with both at once.
         exporters.append(ExporterProcess(
-            [*common, *(a for f in FAULTS for a in ("--sim.fault", f))],
+            [*common, "--hostname-label", HOST_LABELS["gpu-node-a"],
+             *(a for f in FAULTS for a in ("--sim.fault", f))],
             env={"NODE_NAME": "gpu-node-a"}))
         exporters.append(ExporterProcess(common, env={"NODE_NAME": "gpu-node-b"}))
         for e in exporters:

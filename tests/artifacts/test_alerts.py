@@ -52,15 +52,22 @@ def test_committed_rules_pass_promtool_check() -> None:
     assert "SUCCESS" in result.stdout
 
 
+HOST_LABELS = ["hostname", "Hostname"]
+"""dcgm-exporter 4.8.3+'s host label (this exporter's default) and 4.8.2's."""
+
+
+@pytest.mark.parametrize("host_label", HOST_LABELS)
 @pytest.mark.parametrize("variant", ["committed", "every-field"])
-def test_every_alert_fires_and_stays_quiet(tmp_path: Path, variant: str) -> None:
+def test_every_alert_fires_and_stays_quiet(tmp_path: Path, variant: str,
+                                           host_label: str) -> None:
     groups = _committed_groups() if variant == "committed" else rule_groups(everything())
     names = _alert_names(groups)
     firing = {c.alert for c in CASES if c.expected}
     quiet = {c.alert for c in CASES if not c.expected}
     assert names - firing == set(), "alerts without a firing case"
     assert names - quiet == set(), "alerts without a quiet case"
-    result = _promtool_test(tmp_path, groups, [c for c in CASES if c.alert in names])
+    result = _promtool_test(tmp_path, groups, [c.with_host_label(host_label) for c in CASES
+                                               if c.alert in names])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -93,11 +100,13 @@ def test_xid_alerts_count_events_not_the_last_code_gauge() -> None:
             assert not re.search(r"\bDCGM_FI_DEV_XID_ERRORS\b", rule["expr"]), rule["alert"]
 
 
-def test_annotations_render_with_the_device_labels(tmp_path: Path) -> None:
-    case = Case("GpuFellOffTheBus", [(series(XID, {**GPU0, "xid": "79"}), "_x4 1x10")], "6m")
+@pytest.mark.parametrize("host_label", HOST_LABELS)
+def test_annotations_render_with_the_device_labels(tmp_path: Path, host_label: str) -> None:
+    gpu = {host_label if k == "Hostname" else k: v for k, v in GPU0.items()}
+    case = Case("GpuFellOffTheBus", [(series(XID, {**gpu, "xid": "79"}), "_x4 1x10")], "6m")
     test = case.promtool_test()
     test["alert_rule_test"][0]["exp_alerts"] = [{
-        "exp_labels": {**GPU0, "xid": "79", "severity": "critical"},
+        "exp_labels": {**gpu, "xid": "79", "severity": "critical"},
         "exp_annotations": {
             "summary": "GPU 0 (GPU-0a1b) on node-a fell off the bus (XID 79)",
             "description": "The GPU stopped responding on PCIe. Jobs on it are dead and it "

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.artifacts.committed import variable_queries
 from tests.artifacts.conftest import promtool, run_generate
 from tests.support.paths import ROOT
 
@@ -105,7 +106,8 @@ def test_panels(path: Path) -> None:
                 assert window in ("$__rate_interval", "$__range"), (title, expr)
             legend = target["legendFormat"]
             if "{{gpu}}" in legend:
-                assert "{{Hostname}}" in legend, f"{title}: legend not unique across nodes"
+                # Either host label draws the node: a legend names both.
+                assert "{{Hostname}}{{hostname}}" in legend, f"{title}: legend not unique"
 
 
 def test_variables_of_the_node_dashboard() -> None:
@@ -129,10 +131,8 @@ def test_every_query_parses(tmp_path: Path) -> None:
             for target in panel["targets"]:
                 rules.append({"record": f"check:{len(rules)}",
                               "expr": substitute(target["expr"])})
-        for var in _load(path)["templating"]["list"][1:]:
-            inner = re.fullmatch(r"label_values\((.*), *\w+\)", var["query"])
-            assert inner, var["query"]
-            rules.append({"record": f"check:{len(rules)}", "expr": substitute(inner.group(1))})
+        for _, expr, _ in variable_queries(path):
+            rules.append({"record": f"check:{len(rules)}", "expr": substitute(expr)})
     (tmp_path / "queries.yml").write_text(yaml.safe_dump(
         {"groups": [{"name": "dashboard-queries", "rules": rules}]}))
     result = subprocess.run([promtool(), "check", "rules", "queries.yml"],
@@ -199,7 +199,8 @@ def test_activity_panels_without_gpm_fields_read_nvml(tmp_path: Path) -> None:
                                                    "gpu-fleet-overview.json"))}
     assert "Tensor pipe active" not in fleet
     (target,) = fleet["Graphics engine active"]["targets"]
-    assert target["expr"] == '(DCGM_FI_DEV_GPU_UTIL{job=~"$job", Hostname=~"$Hostname"} / 100)'
+    assert target["expr"] == ('(DCGM_FI_DEV_GPU_UTIL{job=~"$job", Hostname=~"$Hostname|", '
+                              'hostname=~"$Hostname|"} / 100)')
     inference = {p["title"]: p for p in _panels(_load(
         tmp_path / "dashboards" / "gpu-inference-autoscaling.json"))}
     (target,) = inference["Memory-interface activity by role"]["targets"]

@@ -41,10 +41,12 @@ from tests.artifacts.committed import (
     keda_queries,
     legends,
     variable_queries,
+    variable_values,
 )
 from tests.artifacts.conftest import run_generate
 from tests.artifacts.e2e_stack import (
     DEPLOYMENT,
+    HOST_LABELS,
     NAMESPACE,
     POLL_S,
     VARIABLES,
@@ -84,16 +86,37 @@ def test_every_dashboard_query_returns_data(stack: Stack, engine: str) -> None:
                 drawn.setdefault(title, []).extend(legends(legend, series))
         clashes += [f"{path.name} / {title}: {sorted(legends)}"
                     for title, legends in drawn.items() if len(set(legends)) != len(legends)]
-        for name, selector, label in variable_queries(path):
-            if EXTERNAL.search(selector):
+        for name, expr, _ in variable_queries(path):
+            if EXTERNAL.search(expr):
                 continue
-            expr = f"count by ({label}) ({substitute(selector, VARIABLES)})"
-            if not stack.query(expr):
+            if not stack.query(substitute(expr, VARIABLES)):
                 empty.append(f"{path.name} / variable {name}: {expr}")
     assert checked > 80
     assert empty == [], "queries without data:\n" + "\n".join(empty)
     # Two nodes, MIG instances and shared GPUs: every line must still be told apart.
     assert clashes == [], "legends that repeat:\n" + "\n".join(clashes)
+
+
+def test_the_node_variable_reads_either_host_label(stack: Stack, engine: str) -> None:
+    """Node a writes `Hostname`, node b `hostname`: the node variable lists both, and
+    choosing one keeps exactly that node's series in every dashboard's node filter."""
+    stack = stack.on(engine)
+    fleet = ROOT / "dashboards" / "gpu-fleet-overview.json"
+    ((_, expr, regex),) = [v for v in variable_queries(fleet) if v[0] == "Hostname"]
+    values = variable_values(regex, stack.query(substitute(expr, VARIABLES)))
+    assert sorted(values) == sorted(HOST_LABELS)
+    everyone = stack.query("DCGM_FI_DEV_POWER_USAGE")
+    assert {s["metric"].get(label) for s in everyone for label in ("Hostname", "hostname")
+            } - {None} == set(HOST_LABELS)
+    for node, label in HOST_LABELS.items():
+        for title, query, _ in dashboard_targets(fleet):
+            if title != "Power draw":
+                continue
+            chosen = stack.query(substitute(query, {**VARIABLES, "Hostname": node}))
+            assert chosen, (node, query)
+            assert {s["metric"].get(label) for s in chosen} == {node}, (node, query)
+            assert all(set(s["metric"]) & {"Hostname", "hostname"} == {label}
+                       for s in chosen), (node, query)
 
 
 def test_dcgm_exporter_dashboard_works_unchanged(stack: Stack, engine: str) -> None:

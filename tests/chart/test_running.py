@@ -187,7 +187,7 @@ def test_gpus_are_labelled_with_the_pods_holding_them(releases: Releases, case_i
     assert exclusive
     assert all((s.get("namespace"), s.get("pod"), s.get("container")) ==
                (namespace, pod, container) for s in exclusive)
-    assert all(s.get("Hostname") == NODE_NAME for s in exclusive)  # NODE_NAME, downward API
+    assert all(s.get("hostname") == NODE_NAME for s in exclusive)  # NODE_NAME, downward API
     holders = {(labels["namespace"], labels["pod"], labels["container"])
                for name, labels, _ in run.samples()
                if name == "gpu_exporter_pod_gpu_allocation" and labels.get("gpu") == "1"}

@@ -17,7 +17,7 @@ def test_defaults() -> None:
     assert cfg.backend == "auto"
     assert cfg.collect_interval_s == 15.0
     assert (cfg.listen_host, cfg.listen_port) == (None, 9400)
-    assert cfg.hostname_label == "Hostname"
+    assert cfg.hostname_label == "hostname"
     assert cfg.xid_count_window_s == 300.0
     assert not cfg.kubernetes.enabled
 
@@ -93,6 +93,18 @@ def test_listen_address_forms() -> None:
 def test_sim_kubelet_implies_kubernetes() -> None:
     assert parse_serve_args(["--sim.kubelet"], env={}).kubernetes.enabled
     assert parse_serve_args([], env={"GPU_EXPORTER_SIM_KUBELET": "yes"}).kubernetes.enabled
+
+
+def test_the_host_label_is_hostname_unless_4_8_2s_is_asked_for() -> None:
+    """dcgm-exporter 4.8.3 and later write `hostname`; `Hostname` keeps 4.8.2's name."""
+    assert parse_serve_args([], env={}).hostname_label == "hostname"
+    assert parse_serve_args(["--hostname-label", "Hostname"], env={}).hostname_label == "Hostname"
+    assert parse_serve_args(["-hostname-label=Hostname"], env={}).hostname_label == "Hostname"
+    from_env = {"GPU_EXPORTER_HOSTNAME_LABEL": "Hostname"}
+    assert parse_serve_args([], env=from_env).hostname_label == "Hostname"
+    assert parse_serve_args(["--hostname-label", "hostname"],
+                            env=from_env).hostname_label == "hostname"
+    assert parse_serve_args(["-n", "--hostname-label", "Hostname"], env={}).hostname_label is None
 
 
 def test_node_name_is_the_host_label_value() -> None:

@@ -101,6 +101,12 @@ def test_the_file_beats_defaults_and_set_flags_and_variables_beat_the_file(
                                     "--enable-exporter-metrics=false"))
     assert (flags.collectors, flags.collect_interval_s, flags.max_concurrent_scrapes,
             flags.enable_exporter_metrics) == (Path("/flag.csv"), 7.0, 9, False)
+    go_spelled = served(tmp_path, text, ("-collectors=/flag.csv", "--c=7000",
+                                         "-max-concurrent-scrapes", "9",
+                                         "-enable-exporter-metrics=0"))
+    assert (go_spelled.collectors, go_spelled.collect_interval_s,
+            go_spelled.max_concurrent_scrapes, go_spelled.enable_exporter_metrics) == (
+        Path("/flag.csv"), 7.0, 9, False)
     env = served(tmp_path, text, env={"DCGM_EXPORTER_COLLECTORS": "/env.csv",
                                       "DCGM_EXPORTER_INTERVAL": "3000",
                                       "GPU_EXPORTER_MAX_CONCURRENT_SCRAPES": "8"})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ConfigError, ServeConfig, parse_serve_args, serve_config
+from exporter.config import ServeConfig, parse_serve_args, serve_config
 from exporter.options import Option, Setting, for_command, parse_command_line
 from exporter.options.values import Value
 from tests.cli.upstream_app import Upstream, cli_constants, upstream_flags
@@ -157,7 +157,8 @@ def test_a_flag_of_neither_exporter_is_an_error_naming_it(
     with pytest.raises(SystemExit) as stopped:
         parse_command_line("serve", ["-c", "5000", "--fail-on-init-error=false"], {})
     assert stopped.value.code == 2
-    assert "unrecognized arguments: --fail-on-init-error=false" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "gpu-exporter serve: flag provided but not defined: -fail-on-init-error\n")
 
 
 # --- real processes ----------------------------------------------------------------------
@@ -223,7 +224,7 @@ def test_the_gpu_operator_environment_alone(bare: list[BareExporter],
     bare.append(proc)
     proc.wait_http()
     text = proc.metrics()
-    assert 'Hostname="gpu-node-1"' in text
+    assert 'hostname="gpu-node-1"' in text
     log = proc.output()
     assert log.count("DCGM_REMOTE_HOSTENGINE_INFO") == 1, log
 
@@ -238,11 +239,19 @@ def test_switches_written_with_a_value_as_dcgm_exporter_allows() -> None:
     assert parse_serve_args(["--dump-compression=false"], env={}).startup_warnings == (
         "--dump-compression=false: accepted for compatibility; ignored because this exporter "
         "writes no debug dumps",)
-    with pytest.raises(ConfigError, match="--kubernetes: 'maybe' is not a boolean"):
+
+
+def test_a_switch_given_no_go_boolean_is_refused_as_go_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
         parse_serve_args(["--kubernetes=maybe"], env={})
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        'gpu-exporter serve: invalid boolean value "maybe" for -kubernetes: parse error\n')
 
 
 def test_after_a_double_dash_nothing_is_a_switch(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse_serve_args(["--", "--kubernetes=true"], env={})
-    assert "unrecognized arguments: -- --kubernetes=true" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "gpu-exporter serve: unexpected argument after the flags: --kubernetes=true\n")

@@ -25,6 +25,7 @@ from typing import get_args
 
 from exporter.options import build_parser
 from exporter.options.option import Command
+from exporter.options.parsing import GO_GRAMMAR, go_spellings
 from tests.docs.markdown_scan import code_spans, split_fences
 from tests.support.paths import ROOT
 
@@ -39,9 +40,15 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def command_flags() -> dict[str, frozenset[str]]:
-    """Return the flags each gpu-exporter command's parser accepts, `--help` included."""
-    return {command: frozenset(build_parser(command)._option_string_actions)
-            for command in get_args(Command)}
+    """Return the flags each gpu-exporter command's parser accepts, `--help` included; for
+    the commands read in Go's grammar, each name with one dash and with two."""
+    flags = {command: frozenset(build_parser(command)._option_string_actions)
+             for command in get_args(Command)}
+    for command in GO_GRAMMAR:
+        names = {*go_spellings(command), "h", "help", "v", "version"}
+        flags[command] = frozenset(f"{dashes}{name}" for name in names
+                                   for dashes in ("-", "--"))
+    return flags
 
 
 def doc_pages(root: Path) -> list[Path]:

@@ -11,6 +11,7 @@ import os
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.config import ServeConfig
 from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import default_collectors_path, load_collectors
@@ -32,7 +33,7 @@ def exposition(profile: str) -> str:
         for _ in range(3):  # GPM rates need two samples; let values move a little
             readings = backend.poll()
             clock.advance(15.0)
-        host = HostLabel("Hostname", "node-a")
+        host = HostLabel(ServeConfig().hostname_label, "node-a")  # serve's default label
         snapshot = Snapshot(backend.inventory, readings, collectors, host)
         return render(device_families(snapshot)).text.decode()
     finally:

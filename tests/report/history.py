@@ -51,6 +51,13 @@ IDLE_BELOW = 0.05
 Labels = tuple[tuple[str, str], ...]
 
 
+def host_label(node: str) -> str:
+    """The node's host label: 4.8.2's `Hostname` on odd-numbered nodes (`node-0001`, and
+    `node-b`), `hostname` (4.8.3 and later, this exporter's default) on the others, so a
+    history of more than one node is a fleet of both."""
+    return "Hostname" if node[-1] in "13579b" else "hostname"
+
+
 @dataclass(frozen=True, slots=True)
 class Gpu:
     node: str
@@ -63,7 +70,7 @@ class Gpu:
     def labels(self) -> Labels:
         return (("gpu", str(self.index)), ("UUID", self.uuid),
                 ("device", f"nvidia{self.index}"), ("modelName", MODEL),
-                ("Hostname", self.node))
+                (host_label(self.node), self.node))
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +247,7 @@ def rule_series(history: History, window_s: float = 3600.0,
     def pod_labels(t: Tenancy, figure: Figure) -> Labels:
         extra = (("activity_source", source),) if figure is ACTIVE else ()
         return (("namespace", t.namespace), ("pod", t.pod), ("modelName", MODEL),
-                ("Hostname", t.gpu.node), *extra)
+                (host_label(t.gpu.node), t.gpu.node), *extra)
 
     yield Series(RULE_MARKER, (), ends, [window_s] * len(ends))
     for figure, value in POD_FIGURES.items():

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from exporter.artifacts.fieldset import FieldSet, load_fieldset
@@ -125,13 +126,20 @@ def _expect(rule: str, at: str, values: dict[str, float], extra: str = ""
             for pod, value in values.items()]
 
 
+HOST_LABELS = ["hostname", "Hostname"]
+"""dcgm-exporter 4.8.3+'s host label (this exporter's default) and 4.8.2's: the series and
+expected samples above name the node `Hostname`, and each test runs under both names."""
+
+
 def _run(tmp_path: Path, groups: list[dict[str, Any]], inputs: list[dict[str, str]],
-         cases: list[dict[str, Any]]) -> None:
+         cases: list[dict[str, Any]], host_label: str) -> None:
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": groups}))
     # promtool evaluates every group at the test's interval, not the group's: the rules'.
     test = {"rule_files": ["rules.yml"], "evaluation_interval": "10m",
             "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": cases}]}
-    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    text = yaml.safe_dump(test, sort_keys=False)
+    assert "Hostname" in text
+    (tmp_path / "test.yml").write_text(text.replace("Hostname", host_label))
     result = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -162,7 +170,8 @@ def test_groupings_are_read_as_the_report_names_them() -> None:
         ("node", ("Hostname", "hostname", "instance"))]
 
 
-def test_rules_compute_the_accounting_by_hand(tmp_path: Path) -> None:
+@pytest.mark.parametrize("host_label", HOST_LABELS)
+def test_rules_compute_the_accounting_by_hand(tmp_path: Path, host_label: str) -> None:
     groups = recording_rules(WINDOW, 60.0)
     kwh = 10 * KWH_PER_MIN
     cases = [
@@ -199,10 +208,11 @@ def test_rules_compute_the_accounting_by_hand(tmp_path: Path) -> None:
         *_expect("pod:gpu_usage_framebuffer_mib_hours:window", "70m",
                  {"p9": (5 * 1000 + 5 * 2000) / 60}),
     ]
-    _run(tmp_path, groups, _inputs(), cases)
+    _run(tmp_path, groups, _inputs(), cases, host_label)
 
 
-def test_group_and_idle_rules_hold_the_window_before(tmp_path: Path) -> None:
+@pytest.mark.parametrize("host_label", HOST_LABELS)
+def test_group_and_idle_rules_hold_the_window_before(tmp_path: Path, host_label: str) -> None:
     """Chained one window back: the sample at 70m holds 50m-60m, whatever the ruler has
     stored of 60m-70m yet."""
     groups = recording_rules(WINDOW, 60.0, group_rules(["namespace", "node"]))
@@ -236,7 +246,7 @@ def test_group_and_idle_rules_hold_the_window_before(tmp_path: Path) -> None:
                                     f'gpu_usage_group_by="{g}"}}', "value": WINDOW}
                          for g in ("namespace", "node")]},
     ]
-    _run(tmp_path, groups, _inputs(), cases)
+    _run(tmp_path, groups, _inputs(), cases, host_label)
 
 
 def test_a_gpu_with_profiling_and_utilisation_is_counted_once(tmp_path: Path) -> None:
@@ -263,4 +273,4 @@ def test_a_gpu_with_profiling_and_utilisation_is_counted_once(tmp_path: Path) ->
                          {"labels": '{pod="p2"}', "value": 1}]},
         *_expect("pod:gpu_usage_activity:max_window", "60m", {"p1": 0.25}),
     ]
-    _run(tmp_path, groups, inputs, cases)
+    _run(tmp_path, groups, inputs, cases, "hostname")

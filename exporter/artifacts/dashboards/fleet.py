@@ -6,6 +6,7 @@ from exporter.artifacts.dashboards.spec import (
     GPU_LEGEND,
     HOPPER_ONLY,
     HOST,
+    HOST_LEGEND,
     HOST_VAR,
     HOSTS,
     INSTANCE_LEGEND,
@@ -67,7 +68,7 @@ UTILISATION = Section("Utilisation", (
           "MIG instance: from GPM on Hopper and newer, from NVML utilisation / 100 on older "
           "GPUs (whose MIG instances report none).", min=0, max=1, no_value=NO_ACTIVITY),
     Panel("Mean engine activity by node", TS, (Query(
-        f"avg by ({HOST}) ({GR_ENGINE.select(S)})", f"{{{{{HOST}}}}}"),),
+        f"avg by ({HOST}) ({GR_ENGINE.select(S)})", HOST_LEGEND),),
           "percentunit", "Average graphics engine activity of every GPU/MIG instance on a "
           "node (GPM, or NVML utilisation before Hopper).", min=0, max=1,
           no_value=NO_ACTIVITY),
@@ -96,7 +97,7 @@ POWER = Section("Power and energy", (
           min=0, max=1),
     Panel("Energy use by node", TS, (Query(
         f"sum by ({HOST}) (rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{S}[$__rate_interval]))"
-        " / 1000", f"{{{{{HOST}}}}}"),), "watt",
+        " / 1000", HOST_LEGEND),), "watt",
           "Average power over the rate window, from the energy counter (mJ)."),
     Panel("Energy in time range", STAT, (Query(
         f"sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{S}[$__range])) / 3.6e9"),),

@@ -7,6 +7,7 @@ from exporter.artifacts.dashboards.spec import (
     GPU_VAR,
     GPUS,
     HOPPER_ONLY,
+    HOST,
     HOST_VAR,
     HOSTS,
     INSTANCE_LEGEND,
@@ -129,7 +130,7 @@ INTERCONNECT = Section("Interconnect", (
 
 ERRORS = Section("Errors", (
     _ts("XID events", (Query(
-        f"sum by (Hostname, gpu, GPU_I_ID, xid) (increase(gpu_exporter_xid_errors_total{S}{RATE}))",
+        f"sum by ({HOST}, gpu, GPU_I_ID, xid) (increase(gpu_exporter_xid_errors_total{S}{RATE}))",
         f"{GPU_LEGEND} {{{{GPU_I_ID}}}} xid {{{{xid}}}}"),), "short",
         "XID events per code in each rate window.", no_value=NO_XID),
     _ts("XID events in the exporter's window", (Query(

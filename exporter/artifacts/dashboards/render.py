@@ -159,7 +159,7 @@ def _query_variable(var: Variable) -> Json:
         "definition": var.query,
         "current": {},
         "options": [],
-        "regex": "",
+        "regex": var.regex,
         "skipUrlSync": False,
     })
     if var.multi:

@@ -14,8 +14,12 @@ from enum import Enum
 
 from exporter.artifacts.fieldset import FieldSet
 
-HOST = "Hostname"
-"""The node label dcgm-exporter releases up to 4.8 emit (and this exporter by default)."""
+HOST = "Hostname, hostname"
+"""The node label in a `by`/`on` list: dcgm-exporter 4.8.3 and later (and this exporter by
+default) write `hostname`, 4.8.2 and earlier `Hostname`. Grouping by both keeps whichever a
+series has, so one dashboard serves either fleet, and a fleet in the middle of the change."""
+HOST_LEGEND = "{{Hostname}}{{hostname}}"
+"""The node in a legend: a missing label draws empty, so this draws the one a series has."""
 
 HOPPER_ONLY = "Needs Hopper or newer: older GPUs have no GPM, and NVML nothing in its place"
 """What a panel over GPM fields with no NVML counterpart says instead of "No data"."""
@@ -75,8 +79,10 @@ class Variable:
     name: str
     label: str
     query: str
-    """A Grafana `label_values(...)` query against the datasource variable."""
+    """A Grafana variable query against the datasource variable: `label_values(...)`, or
+    `query_result(...)` whose text `regex` reads the value from."""
     multi: bool = True
+    regex: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +115,17 @@ def sel(*matchers: str) -> str:
 
 
 JOB = 'job=~"$job"'
-HOSTS = f'{HOST}=~"$Hostname"'
+HOSTS = 'Hostname=~"$Hostname|", hostname=~"$Hostname|"'
+"""The chosen nodes under either label: a series passes where the label it has matches and
+the one it lacks (which reads as "") is let through by the empty alternative."""
 GPUS = 'gpu=~"$gpu"'
-GPU_LEGEND = f"{{{{{HOST}}}}} gpu {{{{gpu}}}}"
+GPU_LEGEND = f"{HOST_LEGEND} gpu {{{{gpu}}}}"
 INSTANCE_LEGEND = f"{GPU_LEGEND} {{{{GPU_I_PROFILE}}}} {{{{GPU_I_ID}}}}"
 """Unique per MIG instance across nodes; for whole GPUs the MIG labels render empty."""
 
 JOB_VAR = Variable("job", "Job", "label_values(gpu_exporter_build_info, job)")
 HOST_VAR = Variable("Hostname", "Node",
-                    f'label_values({{__name__=~"DCGM_F.+", {JOB}}}, {HOST})')
+                    f'query_result(count by ({HOST}) ({{__name__=~"DCGM_F.+", {JOB}}}))',
+                    regex='/[Hh]ostname="([^"]*)"/')
+"""The nodes under either label name (`label_values` reads one label only)."""
 GPU_VAR = Variable("gpu", "GPU", f'label_values({{__name__=~"DCGM_F.+", {JOB}, {HOSTS}}}, gpu)')

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from exporter.artifacts.dashboards.spec import (
     HOST,
+    HOST_LEGEND,
     JOB,
     JOB_VAR,
     NO_ACTIVITY,
@@ -29,7 +30,7 @@ J = sel(JOB)
 DEVICE = "instance, UUID, GPU_I_ID"
 HOLDER = f"{DEVICE}, namespace, pod, container"
 IDLE_BELOW = 0.05
-POD_LEGEND = (f"{{{{namespace}}}}/{{{{pod}}}}/{{{{container}}}} {{{{{HOST}}}}} gpu {{{{gpu}}}} "
+POD_LEGEND = (f"{{{{namespace}}}}/{{{{pod}}}}/{{{{container}}}} {HOST_LEGEND} gpu {{{{gpu}}}} "
               "{{GPU_I_ID}}")
 TS, STAT, TABLE = Kind.TIMESERIES, Kind.STAT, Kind.TABLE
 SELECTED = ('namespace=~"$namespace"', 'pod=~"$pod"')
