@@ -51,13 +51,13 @@ def in_process(repeat: int) -> dict[str, float]:
     from exporter.fields.csv import default_collectors_path, load_collectors
     from exporter.k8s.attribution import DeviceResolver, attribute
     from exporter.k8s.kubelet_client import allocations_of
+    from exporter.nodepage.page import NodePage
     from exporter.sampling.snapshot import HostLabel, Snapshot
     from exporter.sampling.stats import PollStats
     from exporter.selfmetrics import KUBELET_UP, POD_GPU_ALLOCATION
     from exporter.series import Sample
     from exporter.simulated.kubelet import plan_allocations
     from exporter.simulated.node import SimNvml
-    from exporter.web.node_page import NodePage
 
     collectors = load_collectors(default_collectors_path())
     backend = NvmlBackend(SimNvml("h200-mig"), collectors.specs)

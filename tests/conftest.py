@@ -72,6 +72,7 @@ SLOW_MODULES = (
     "tests/k8s/test_k8s_imports.py",
     "tests/k8s/test_k8s_processes.py",
     "tests/k8s/test_k8s_virtual_gpu_split.py",
+    "tests/nodepage/test_node_page.py",
     "tests/nvmlsim/test_build.py",
     "tests/nvmlsim/test_call_table.py",
     "tests/report/test_plan.py",
@@ -79,7 +80,6 @@ SLOW_MODULES = (
     "tests/web/test_exporter_metrics.py",
     "tests/web/test_health_gpus.py",
     "tests/web/test_limits.py",
-    "tests/web/test_node_page.py",
     "tests/web/test_timeouts.py",
 )
 """Modules whose tests took 3.5 s or more in all, measured with `pytest -m "not slow"

@@ -1,6 +1,6 @@
 """The advice as one self-contained HTML file: per pool the GPUs freed, per node each GPU as it
 is held today and as advised, drawn to scale in compute slices the way the node page draws
-MIG (its stylesheet and grid classes: `exporter.web.node_style`), and the holders.
+MIG (its stylesheet and grid classes: `exporter.nodepage.style`), and the holders.
 
 No script, no external file: it opens from a disk, a mail or an artifact store alike.
 """
@@ -12,7 +12,7 @@ import html
 from exporter.advise.demand import SHARED, TIME_SLICING, WHOLE
 from exporter.advise.plan import FREE, MIG, Advice, GpuPlan, NodePlan, PoolPlan
 from exporter.advise.render import gpu_text, listed, resource, unchanged_count, utc
-from exporter.web.node_style import CSS, MAX_SLICES
+from exporter.nodepage.style import CSS, MAX_SLICES
 
 EXTRA_CSS = """
 main{max-width:1400px;margin:0 auto;padding:16px}

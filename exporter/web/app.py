@@ -3,7 +3,7 @@
 /health answers while the process runs (with `--health-require-gpus`, 503 while no GPU is
 served); /ready also checks that data is fresh (dcgm-exporter's health check stays green over
 stale metrics); / is the node page for a person and /api/node the same view as JSON
-(exporter.web.node_page), both from the last poll.
+(exporter.nodepage.page), both from the last poll.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from exporter.exposition.render import (
     Rendered,
     visible_entities,
 )
+from exporter.nodepage.page import NodePage
 from exporter.sampling.snapshot import Snapshot
-from exporter.web.node_page import NodePage
 from exporter.web.scrapes import AdmittedResponse, ScrapeSlots
 
 DEFAULT_MAX_CONCURRENT_SCRAPES = 16

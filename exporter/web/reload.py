@@ -67,6 +67,37 @@ class Applied:
             parts.append(f"rate limit 1 per {rate.interval_s:g}s, burst {rate.burst}")
         return "; ".join(parts)
 
+    def rows(self) -> list[tuple[str, str]]:
+        """The configuration as (setting, value) rows for the node page, without secrets:
+        no password hashes, no user names, no inline keys or certificates (only that they
+        are inline)."""
+        config = self.config
+        rows = [("web config", str(config.path))]
+        tls = config.tls
+        if tls is None:
+            rows.append(("TLS", "off (plain HTTP)"))
+        else:
+            rows += [
+                ("TLS", f"{tls.min_version} to {tls.max_version}"),
+                ("certificate", str(tls.cert_file) if tls.cert_file else "inline"),
+                ("client certificates", tls.client_auth_type),
+            ]
+            if tls.client_ca_file is not None or tls.client_ca is not None:
+                rows.append(("client CA", str(tls.client_ca_file) if tls.client_ca_file
+                             else "inline"))
+            if tls.client_allowed_sans is not None:
+                rows.append(("allowed client SANs", ", ".join(tls.client_allowed_sans) or
+                             "none (no certificate matches)"))
+        users = len(config.users)
+        rows.append(("basic auth", f"on ({users} user{'s' if users != 1 else ''})" if users
+                     else "off"))
+        if config.rate_limit is not None:
+            rows.append(("rate limit", f"1 per {config.rate_limit.interval_s:g} s, burst "
+                                       f"{config.rate_limit.burst}"))
+        for name, value in config.http.headers:
+            rows.append((f"header {name}", value))
+        return rows
+
 
 def _file_state(path: Path) -> FileState:
     try:

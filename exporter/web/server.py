@@ -12,6 +12,7 @@ from aiohttp import web
 
 from exporter.exposition.publisher import Publisher as ExpositionPublisher
 from exporter.exposition.render import Rendered
+from exporter.nodepage.page import NodePage
 from exporter.sampling.sampler import Publisher
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
@@ -21,7 +22,6 @@ from exporter.web.app import DEFAULT_MAX_CONCURRENT_SCRAPES, Source, make_handle
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
 from exporter.web.middleware import enforce_web_config
-from exporter.web.node_page import NodePage
 from exporter.web.scrapes import ScrapeSlots
 
 if TYPE_CHECKING:  # the web config's code loads only when a file is given

@@ -2,7 +2,7 @@
 
 Everything that depends only on the poll is rendered once per poll (`PollHtml`); what
 changes with every request (the poll's age, readiness, when to refresh) is spliced in by
-`exporter.web.node_page`. Every text from outside (pod names, models, file paths) is
+`exporter.nodepage.page`. Every text from outside (pod names, models, file paths) is
 escaped. The page has no script: it reloads itself with a meta refresh timed for just
 after the next poll, which keeps its scroll position.
 """
@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from exporter.exposition.node_status import EVENT_COUNT_FIELDS
-from exporter.exposition.node_view import (
+from exporter.nodepage.status import EVENT_COUNT_FIELDS
+from exporter.nodepage.style import CSS, MAX_SLICES
+from exporter.nodepage.view import (
     Activity,
     Connection,
     ExporterView,
@@ -27,7 +28,6 @@ from exporter.exposition.node_view import (
     Memory,
     NodeView,
 )
-from exporter.web.node_style import CSS, MAX_SLICES
 
 WebRows = Sequence[tuple[str, str]]
 """The web config in force, as (setting, value) rows without secrets."""

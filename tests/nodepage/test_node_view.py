@@ -1,4 +1,4 @@
-"""The node page's view of one poll (`exporter.exposition.node_snapshot`): what each card
+"""The node page's view of one poll (`exporter.nodepage.build`): what each card
 holds, where each value comes from, and what a pod-scoped view leaves out."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from exporter.devices.model import Entity, Inventory, MigDevice, Readings, XidTotal
-from exporter.exposition.node_snapshot import node_view
-from exporter.exposition.node_view import GpuView, Holder, NodeView
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.types import Attribution, PodRef
+from exporter.nodepage.build import node_view
+from exporter.nodepage.view import GpuView, Holder, NodeView
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import (

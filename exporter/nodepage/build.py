@@ -1,16 +1,16 @@
-"""One poll -> the node page's view (`exporter.exposition.node_view`).
+"""One poll -> the node page's view (`exporter.nodepage.view`).
 
-Pure and cheap: lookups in what the poll already holds. The web layer calls it at most once
-per poll, on the first request for the page after that poll, so a poll nobody looks at
-costs nothing more than before.
+Pure and cheap: lookups in what the poll already holds. The page (`exporter.nodepage.page`)
+calls it at most once per poll, on the first request for the page after that poll, so a poll
+nobody looks at costs nothing more than before.
 """
 
 from __future__ import annotations
 
-from exporter.exposition.node_cards import gpu_views
-from exporter.exposition.node_holders import attribution_on, holdings
-from exporter.exposition.node_status import exporter_view
-from exporter.exposition.node_view import NodeView
+from exporter.nodepage.cards import gpu_views
+from exporter.nodepage.holders import attribution_on, holdings
+from exporter.nodepage.status import exporter_view
+from exporter.nodepage.view import NodeView
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.series import Family

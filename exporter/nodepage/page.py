@@ -2,7 +2,7 @@
 
 The publisher hands each poll to `NodePage.record` on the render thread: a reference and a
 copy of the poll counters, nothing built. The first request after a poll builds the view
-(`exporter.exposition.node_snapshot`), and its HTML or JSON once asked for; later requests
+(`exporter.nodepage.build`), and its HTML or JSON once asked for; later requests
 for the same poll reuse them and fill in only what changes by the second: the poll's age,
 readiness, and when the page should reload. A poll nobody looks at costs nothing more, and
 the page makes no NVML or kubelet call.
@@ -21,22 +21,39 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import web
 
-from exporter.exposition.node_snapshot import node_view
-from exporter.exposition.node_view import NodeView
+from exporter.nodepage.build import node_view
+from exporter.nodepage.render import PollHtml, WebRows, duration, esc, poll_html
+from exporter.nodepage.style import CONTENT_SECURITY_POLICY
+from exporter.nodepage.view import NodeView
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.series import Family
-from exporter.web.node_html import PollHtml, WebRows, duration, esc, poll_html
-from exporter.web.node_style import CONTENT_SECURITY_POLICY
-
-if TYPE_CHECKING:  # the web config's code loads only when a file is given
-    from exporter.web.reload import Applied, LiveWebConfig
 
 Readiness = tuple[bool, str]
+
+NO_WEB_CONFIG: WebRows = (("web config", "none (--web.config.file not set)"),
+                          ("TLS", "off (plain HTTP)"), ("basic auth", "off"))
+"""What the page shows of the web config when `--web.config.file` is not set."""
+
+
+class AppliedWebConfig(Protocol):
+    """One reading of the web config files (`exporter.web.reload.Applied`), as the page
+    shows it."""
+
+    def rows(self) -> WebRows: ...
+
+
+class WebConfigInForce(Protocol):
+    """The web config the server applies now (`exporter.web.reload.LiveWebConfig`): a new
+    `applied` each time its files are read again. A protocol, so that the page does not
+    import the web layer that serves it."""
+
+    @property
+    def applied(self) -> AppliedWebConfig: ...
 
 HTML_HEADERS = {
     "Content-Type": "text/html; charset=utf-8",
@@ -65,45 +82,11 @@ class _Built:
     """One poll's view, and its HTML and JSON once asked for."""
 
     poll: _Poll | None
-    applied: Applied | None
+    applied: AppliedWebConfig | None
     view: NodeView
     rows: WebRows
     html: PollHtml | None = None
     json: str | None = None
-
-
-def web_rows(applied: Applied | None) -> list[tuple[str, str]]:
-    """The web config in force, without secrets: no password hashes, no user names, no
-    inline keys or certificates (only that they are inline)."""
-    if applied is None:
-        return [("web config", "none (--web.config.file not set)"),
-                ("TLS", "off (plain HTTP)"), ("basic auth", "off")]
-    config = applied.config
-    rows = [("web config", str(config.path))]
-    tls = config.tls
-    if tls is None:
-        rows.append(("TLS", "off (plain HTTP)"))
-    else:
-        rows += [
-            ("TLS", f"{tls.min_version} to {tls.max_version}"),
-            ("certificate", str(tls.cert_file) if tls.cert_file else "inline"),
-            ("client certificates", tls.client_auth_type),
-        ]
-        if tls.client_ca_file is not None or tls.client_ca is not None:
-            rows.append(("client CA", str(tls.client_ca_file) if tls.client_ca_file
-                         else "inline"))
-        if tls.client_allowed_sans is not None:
-            rows.append(("allowed client SANs", ", ".join(tls.client_allowed_sans) or
-                         "none (no certificate matches)"))
-    users = len(config.users)
-    rows.append(("basic auth", f"on ({users} user{'s' if users != 1 else ''})" if users
-                 else "off"))
-    if config.rate_limit is not None:
-        rows.append(("rate limit", f"1 per {config.rate_limit.interval_s:g} s, burst "
-                                   f"{config.rate_limit.burst}"))
-    for name, value in config.http.headers:
-        rows.append((f"header {name}", value))
-    return rows
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -133,7 +116,7 @@ def _view_json(view: NodeView, web: WebRows) -> str:
 class NodePage:
     """Records each poll and answers `/` and `/api/node` from the last one recorded."""
 
-    def __init__(self, web_config: LiveWebConfig | None = None,
+    def __init__(self, web_config: WebConfigInForce | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.web_config = web_config
         self.backend = ""
@@ -159,7 +142,8 @@ class NodePage:
             view = node_view(None, PollStats(collect_interval_s=0.0), [], self.backend)
         else:
             view = node_view(poll.snapshot, poll.stats, poll.families, poll.backend)
-        built = _Built(poll, applied, view, web_rows(applied))
+        rows = NO_WEB_CONFIG if applied is None else applied.rows()
+        built = _Built(poll, applied, view, rows)
         self._built = built
         return built
 

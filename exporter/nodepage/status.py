@@ -10,9 +10,9 @@ from exporter import __version__
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD
 from exporter.devices.model import EntityKey
 from exporter.exposition.exp_fields import XID_COUNT_FIELD
-from exporter.exposition.node_view import Connection, ExporterView, FieldServed, NvmlError
 from exporter.fields.catalog import MetricType, Reader, Scope
 from exporter.fields.csv import EnabledField
+from exporter.nodepage.view import Connection, ExporterView, FieldServed, NvmlError
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import (

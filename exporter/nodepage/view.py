@@ -1,7 +1,7 @@
 """What the node page shows (`/` and `/api/node`), as plain immutable data.
 
 Built from one poll's snapshot, its poll counters and the self-metric families that went
-into that poll's exposition (`exporter.exposition.node_snapshot`), never from a call of its
+into that poll's exposition (`exporter.nodepage.build`), never from a call of its
 own: the page answers from the last poll as `/metrics` does. A value the poll did not
 produce is None here and shown as absent, never as 0.
 """

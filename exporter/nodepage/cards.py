@@ -15,8 +15,11 @@ from dataclasses import dataclass, replace
 
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, REASONS
 from exporter.devices.model import Entity, EntityKey, MigDevice
-from exporter.exposition.node_holders import Holdings, sharing_of
-from exporter.exposition.node_view import (
+from exporter.fields.catalog import CATALOG, FieldSpec
+from exporter.fields.csv import Collectors
+from exporter.fields.gpm_fallbacks import GPU_UTIL, GR_ENGINE_ACTIVE
+from exporter.nodepage.holders import Holdings, sharing_of
+from exporter.nodepage.view import (
     Activity,
     FaultView,
     GpuState,
@@ -25,9 +28,6 @@ from exporter.exposition.node_view import (
     Memory,
     XidSeen,
 )
-from exporter.fields.catalog import CATALOG, FieldSpec
-from exporter.fields.csv import Collectors
-from exporter.fields.gpm_fallbacks import GPU_UTIL, GR_ENGINE_ACTIVE
 from exporter.sampling.snapshot import Snapshot
 
 FB_USED = "DCGM_FI_DEV_FB_USED"

@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from exporter import label_registry as names
 from exporter.devices.model import EntityKey
-from exporter.exposition.node_view import Holder, Sharing
 from exporter.k8s.types import Attribution, PodRef
 from exporter.k8s.virtual_gpus import FB_USED, GPU_UTIL, within
+from exporter.nodepage.view import Holder, Sharing
 from exporter.sampling.snapshot import Snapshot
 from exporter.selfmetrics import (
     KUBELET_UP,

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from exporter.devices.model import Entity, Inventory, Readings
-from exporter.exposition import node_snapshot
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.types import Attribution, PodRef
+from exporter.nodepage import build
+from exporter.nodepage import page as page_module
+from exporter.nodepage.page import NodePage
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import KUBELET_UP, NVML_UP
-from exporter.web import node_page
-from exporter.web.node_page import NodePage, web_rows
 from exporter.web.reload import Applied, LiveWebConfig
 from exporter.web.webconfig import parse_web_config
 from tests.support.pki import Pki
@@ -96,13 +96,13 @@ def test_text_from_outside_is_escaped(serve: type[ServedInThread]) -> None:
 
 def test_each_poll_is_built_once_and_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[Snapshot | None] = []
-    real = node_snapshot.node_view
+    real = build.node_view
 
     def counting(snapshot: Snapshot | None, *args: object) -> object:
         built.append(snapshot)
         return real(snapshot, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(node_page, "node_view", counting)
+    monkeypatch.setattr(page_module, "node_view", counting)
     page = NodePage(clock=lambda: 1001.0)
     _record(page)
     _record(page, 1015.0)
@@ -143,7 +143,7 @@ def test_the_web_config_is_shown_without_secrets(tmp_path: Path) -> None:
         "http_server_config:\n  headers:\n    X-Frame-Options: deny\n",
         tmp_path / "web.yml")
     applied = Applied(config, None, None, None)
-    rows = dict(web_rows(applied))
+    rows = dict(applied.rows())
     text = json.dumps(rows)
     assert "PRIVATE KEY" not in text
     assert "A" * 40 not in text
