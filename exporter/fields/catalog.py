@@ -1,9 +1,17 @@
-"""The catalog of fields this exporter can serve, keyed by their DCGM names.
+"""The hand-written catalog of served fields, keyed by their DCGM names.
 
 Every entry says where the value comes from in NVML, how it is converted, what Prometheus
 type it is exposed as and on which entity (whole GPU, MIG GPU instance, or the parent GPU of
-a MIG instance) it lives. Everything downstream -- backends, exposition, docs, dashboards,
-alert rules -- reads this table, so a field is added here once and nowhere else.
+a MIG instance) it lives. The other served fields come from the generated
+`dcgm-names.csv` (`exporter.fields.dcgm_names`); an entry here wins over it.
+
+Adding a DCGM field: one that DCGM's reference table (`tests/fixtures/dcgm-fields/`) gives
+an NVML source is served through the generic readers once
+`python -m tools.derive_dcgm_names --write` has regenerated `dcgm-names.csv` from that
+table; nothing is written by hand. One that needs its own reader, conversion, entity or
+help gets an entry here; then run that command (the CSV drops its generic spec) and
+`python -m exporter.fields.docs docs/metrics.md`. Their drift tests fail until both are
+rerun.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ after the 4.6 renames, dcgm-exporter 1.x lowercase names (`dcgm_gpu_temp`), dcgm
 `DCGM_EXP_*` pseudo-fields and the range markers of dcgm_fields.h. `dcgm-names.csv` beside this
 module lists them by field, with the reason a field cannot be served when it has no NVML
 source, and the spec of each field served through the generic readers (those the hand-written
-catalog does not cover). It is derived from the reference table by
+catalog, `exporter.fields.catalog`, does not cover). It is generated, never edited: adding a
+field is the procedure in `exporter.fields.catalog`, which ends with
 `python -m tools.derive_dcgm_names --write` (a build tool, not installed).
 
 The table is read on first use only: a collectors file that names catalog fields by their
