@@ -17,7 +17,7 @@ from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.nvml_api import NvmlLib, load_pynvml
-from exporter.devices.process_reads import ProcessReader
+from exporter.devices.process_reads import ProcessReader, gpu_process_ids
 from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import LabelStyle
 from exporter.exposition.publisher import Publisher
@@ -33,6 +33,7 @@ from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
+from exporter.sampling.faults import FaultTracker
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor
@@ -166,7 +167,9 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
                                           LabelLimit(cfg.label_limit),
                                           openmetrics=cfg.enable_openmetrics,
                                           appendable=cfg.enable_exporter_metrics))
-    sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker)
+    faults = FaultTracker(process_ids=gpu_process_ids(lib))
+    sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker,
+                      faults=faults)
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
     await sampler.poll_once()

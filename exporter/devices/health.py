@@ -11,7 +11,14 @@ import collections
 from collections.abc import Callable, Iterable, Mapping
 
 from exporter.devices.model import EntityKey
-from exporter.fields.health_rules import PREFIX, WINDOW_S, Facts, HealthIncident, evaluate
+from exporter.fields.health_rules import (
+    PREFIX,
+    WINDOW_S,
+    Facts,
+    HealthIncident,
+    evaluate,
+    failing_codes,
+)
 
 
 class HealthTracker:
@@ -34,6 +41,21 @@ class HealthTracker:
             while history and history[0][0] < now - WINDOW_S:
                 history.popleft()
 
+    def _samples(self, gpu: int, now: float) -> tuple[dict[str, float], ...]:
+        return tuple(s for t, s in self._history.get(gpu, ()) if t >= now - WINDOW_S)
+
+    def conditions(self, gpus: Iterable[int], mig_on: Mapping[int, bool]
+                   ) -> dict[int, frozenset[str]]:
+        """Return the DCGM codes failing now on each of `gpus` that has health reads in the
+        last minute, from the rules over NVML values only (`failing_codes`)."""
+        now = self._clock()
+        out = {}
+        for gpu in gpus:
+            samples = self._samples(gpu, now)
+            if samples:
+                out[gpu] = failing_codes(Facts(samples, frozenset(), mig_on.get(gpu, False)))
+        return out
+
     def status(self, gpus: Iterable[int], xids: Mapping[int, frozenset[int]],
                mig_on: Mapping[int, bool]) -> dict[int, tuple[HealthIncident, ...]]:
         """Each GPU's watches: those of `gpus`, and any other GPU with XIDs on record (a
@@ -41,8 +63,7 @@ class HealthTracker:
         now = self._clock()
         status = {}
         for gpu in sorted({*gpus, *xids}):
-            history = self._history.get(gpu, ())
-            samples = tuple(s for t, s in history if t >= now - WINDOW_S)
+            samples = self._samples(gpu, now)
             status[gpu] = evaluate(Facts(samples, xids.get(gpu, frozenset()),
                                          mig_on.get(gpu, False)))
         return status

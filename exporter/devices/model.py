@@ -161,6 +161,9 @@ class Readings:
     clock_event_totals: tuple[ClockEventTotal, ...] = ()
     health: dict[int, tuple[HealthIncident, ...]] = field(default_factory=dict)
     """By GPU index: every health watch's incident, in dcgm-exporter's watch order."""
+    health_codes: dict[int, frozenset[str]] = field(default_factory=dict)
+    """GPU index -> the DCGM codes its health rules over NVML values report now (XID rules
+    left out); a GPU without health reads this poll is absent (not known to pass)."""
     labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
     """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)

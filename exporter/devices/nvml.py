@@ -356,7 +356,13 @@ class NvmlBackend:
             clock_events_window_s=self.clock_events.window_s,
             clock_event_totals=self.clock_events.totals() if self._wants_clock_totals else (),
             health=self._health() if self._wants_health else {},
+            health_codes=self._health_codes() if self._wants_health else {},
         )
+
+    def _health_codes(self) -> dict[int, frozenset[str]]:
+        """Every present GPU's failing health codes, XID rules left out (the faults')."""
+        mig_on = dict(self._enum.handles.mig_enabled) if self._enum else {}
+        return self.health.conditions((g.gpu for g in self.inventory.gpus), mig_on)
 
     def _health(self) -> dict[int, tuple[HealthIncident, ...]]:
         """Every GPU's health watches; an XID filed on a MIG instance counts for its GPU."""

@@ -194,3 +194,20 @@ def _by_pid(procs: Sequence[Any]) -> list[Any]:
                             and getattr(proc, "usedGpuMemory", None) is not None):
             merged[int(proc.pid)] = proc
     return list(merged.values())
+
+
+
+def gpu_process_ids(lib: NvmlLib) -> Callable[[str], frozenset[int] | None]:
+    """Return a reader of the pids of the compute processes running on a GPU, by UUID; the
+    reader answers None when NVML cannot list them (a lost GPU, no permission), so a caller
+    never takes "unknown" for "none". It makes NVML calls: call it on the poll thread."""
+    def read(uuid: str) -> frozenset[int] | None:
+        try:
+            handle = lib.nvmlDeviceGetHandleByUUID(uuid)
+            return frozenset(int(p.pid)
+                             for p in lib.nvmlDeviceGetComputeRunningProcesses(handle))
+        except Exception as exc:
+            if not is_nvml_error(exc):
+                raise
+            return None
+    return read

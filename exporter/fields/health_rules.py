@@ -176,11 +176,13 @@ class Rule:
     result: int
     code: str
     fires: Callable[[Facts], bool]
+    xid: int | None = None
+    """The XID the rule looks for; None for a rule over NVML values."""
 
 
 def _xid(watch: str, code: int, result: int, error: str, name: str) -> Rule:
     return Rule(watch, "nvmlEventSetWait_v2 (XID events)", f"XID {code} ({name}) seen",
-                result, error, lambda f: code in f.xids)
+                result, error, lambda f: code in f.xids, xid=code)
 
 
 def _above(key: str, limit: float) -> Callable[[Facts], bool]:
@@ -354,3 +356,12 @@ def evaluate(facts: Facts) -> tuple[HealthIncident, ...]:
                 worst[rule.watch] = rule
     return tuple(incident(w, worst[w].result, worst[w].code) if w in worst else incident(w)
                  for w in WATCHES)
+
+
+def failing_codes(facts: Facts) -> frozenset[str]:
+    """Return the DCGM codes of the rules over NVML values that fire now (WARN or FAIL).
+
+    The rules that look for an XID are left out: an XID is a fault of its own, and DCGM's
+    XID rules, which look at every XID since start, would never pass again. These are the
+    conditions a fault can be derived from and seen to end."""
+    return frozenset(rule.code for rule in RULES if rule.xid is None and rule.fires(facts))

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
@@ -19,7 +19,9 @@ from typing import Generic, Protocol, TypeVar
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.catalog import FieldSpec
 from exporter.fields.csv import Collectors, CollectorsError, load_collectors
+from exporter.fields.faults import GpuFault
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
+from exporter.sampling.faults import FaultTracker, FaultUpdate
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.sampling.worker import DaemonExecutor
@@ -65,6 +67,7 @@ class _DeviceResult:
     families: list[Family]
     up: bool
     error: str | None
+    faults: FaultUpdate
 
 
 @dataclass(slots=True)
@@ -87,8 +90,10 @@ class Sampler(Generic[Published]):
         attribution: AttributionSource | None = None,
         wall_clock: Callable[[], float] = time.time,
         poll_worker: DaemonExecutor | None = None,
+        faults: FaultTracker | None = None,
     ) -> None:
         self._backend = backend
+        self._faults = faults or FaultTracker()
         self._collectors = collectors
         self._settings = settings
         self._attribution = attribution
@@ -185,10 +190,19 @@ class Sampler(Generic[Published]):
 
     # --- the loop -------------------------------------------------------------------
 
+    def restore_faults(self, faults: Iterable[GpuFault]) -> None:
+        """Hold these faults (read back from the node) from the next poll on, each until its
+        clearing event; one whose boot id is not the node's current one is dropped, the
+        node having rebooted since. Safe from any thread."""
+        self._faults.restore(faults)
+
     def _poll_devices(self) -> _DeviceResult:
         readings = self._backend.poll()
-        return _DeviceResult(readings, self._backend.inventory, self._backend.families(),
-                             self._backend.up, self._backend.last_init_error)
+        inventory, up = self._backend.inventory, self._backend.up
+        # On the poll thread: the tracker may list a GPU's processes through NVML.
+        faults = self._faults.update(readings, inventory, up, self._clock())
+        return _DeviceResult(readings, inventory, self._backend.families(), up,
+                             self._backend.last_init_error, faults)
 
     async def poll_once(self) -> None:
         loop = asyncio.get_running_loop()
@@ -226,6 +240,8 @@ class Sampler(Generic[Published]):
             host=self._settings.host,
             attribution=attribution,
             taken_at=self._clock(),
+            faults=result.faults.held,
+            fault_events=result.faults.raised,
         )
         if result.up:
             self.stats.last_success = snapshot.taken_at

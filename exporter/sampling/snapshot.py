@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.csv import Collectors
+from exporter.fields.faults import GpuFault
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution
 
 
@@ -25,3 +26,9 @@ class Snapshot:
     attribution: Attribution = NO_ATTRIBUTION
     taken_at: float = 0.0
     """Unix time the poll finished."""
+    faults: tuple[GpuFault, ...] = ()
+    """The faults held after this poll, by GPU, source and code."""
+    fault_events: tuple[GpuFault, ...] = ()
+    """The faults first raised in this poll, held or not (one per occurrence worth an Event);
+    codes whose action raises nothing (IGNORE, NONE) are never here. A republished poll is
+    the same Snapshot object, so its events are not new."""
