@@ -25,7 +25,6 @@ HEALTHY_REASON = "GpuHardwareHealthy"
 FAULT_SEPARATOR = "; "
 
 _SOURCE_TAG = {"xid": "XID", "health": "HEALTH"}
-_TAG_SOURCE = {tag: source for source, tag in _SOURCE_TAG.items()}
 _CLEARED_BY = {c.value: c for c in ClearedBy}
 
 _FAULT = re.compile(
@@ -76,7 +75,8 @@ def camel_case(text: str) -> str:
 
 def reason_of(fault: GpuFault) -> str:
     """Return the CamelCase reason for a fault: its catalog name, else its code."""
-    reason = camel_case(fault.name) or f"{_SOURCE_TAG[fault.source].title()}{camel_case(fault.code)}"
+    tag = _SOURCE_TAG[fault.source].title()
+    reason = camel_case(fault.name) or f"{tag}{camel_case(fault.code)}"
     # A reason starts with a letter (the API server's rule for condition reasons).
     return reason if reason[:1].isalpha() else f"Gpu{reason}"
 
@@ -104,8 +104,8 @@ def decode_fault(text: str) -> GpuFault | None:
     since = _parse_time(found["since"])
     if cleared_by is None or since is None:
         return None
-    source = "xid" if _TAG_SOURCE[found["tag"]] == "xid" else "health"
-    return GpuFault(gpu=int(found["gpu"]), uuid=found["uuid"], source=source,
+    return GpuFault(gpu=int(found["gpu"]), uuid=found["uuid"],
+                    source="xid" if found["tag"] == "XID" else "health",
                     code=found["code"], name=found["name"] or "", action=found["action"],
                     fatal=found["fatal"] == "fatal", cleared_by=cleared_by, since=since,
                     boot_id=found["boot"])

@@ -64,11 +64,15 @@ def holders_by_gpu(snapshot: Snapshot) -> dict[int, tuple[tuple[str, str], ...]]
     return {gpu: tuple(sorted(pods)) for gpu, pods in found.items()}
 
 
+class _Restored(Exception):
+    """Faults were just restored: nothing is written until a snapshot holds them."""
+
+
 class NodeFaultWriter:
     """Writes this node's fault state; `offer` from any thread, `families` for the scrape."""
 
     def __init__(self, config: NodeFaultsConfig, http: Callable[[], ApiHttp], *,
-                 restore: Restore | None = None, backoff_s: tuple[float, float] = (0.5, 30.0),
+                 backoff_s: tuple[float, float] = (0.5, 30.0),
                  clock: Callable[[], float] = time.time) -> None:
         if not config.node_name:
             raise ValueError("the node fault writer needs NODE_NAME (downward API "
@@ -77,7 +81,13 @@ class NodeFaultWriter:
         self.node_name = config.node_name
         self._http_factory = http
         self._http: ApiHttp | None = None
-        self._restore = restore
+        self._restore: Restore | None = None
+        self._restore_lock = threading.Lock()
+        self._restored = not config.node_condition
+        self._hold_until: float | None = None
+        """After faults were restored: no write until a snapshot taken since then, which
+        holds them (an older one would overwrite the record with less)."""
+        self._taken_at = 0.0
         self._initial_s, self._cap_s = backoff_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -88,7 +98,6 @@ class NodeFaultWriter:
         self._faults: tuple[GpuFault, ...] = ()
         self._events: deque[PendingEvent] = deque(maxlen=PENDING_EVENTS)
         self._event_cache = EventCache()
-        self._restored = restore is None
         self._synced_key: tuple[str, ...] | None = None
         self._resync_at = 0.0
         self._breaker_logged = False
@@ -112,6 +121,7 @@ class NodeFaultWriter:
         self._offered = snapshot
         with self._lock:
             self._faults = snapshot.faults
+            self._taken_at = snapshot.taken_at
             if self.config.events and snapshot.fault_events:
                 holders = holders_by_gpu(snapshot)
                 for fault in snapshot.fault_events:
@@ -141,14 +151,30 @@ class NodeFaultWriter:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
-    def read_back(self) -> tuple[GpuFault, ...]:
-        """Read the node once and return the faults its condition records (ApiError when it
-        cannot be read). Called at start, before the first poll; once it succeeded the
-        thread does not restore again."""
-        node = self._api().request("GET", self._node_path())
-        faults = recorded_faults(node, self.config.condition_type)
-        self._restored = True
-        return faults
+    def restore_to(self, restore: Restore) -> None:
+        """Hand the faults the node's condition records to `restore` (the sampler's
+        `restore_faults`) once, when the node is first read; nothing is written before."""
+        self._restore = restore
+
+    def restore_now(self) -> int:
+        """Read the node and restore what its condition records, unless done already; return
+        how many faults were restored (ApiError when the node cannot be read). serve calls it
+        before the first poll, so that poll already holds them."""
+        return self._restore_from(self._api().request("GET", self._node_path()))
+
+    def _restore_from(self, node: dict[str, Any]) -> int:
+        with self._restore_lock:
+            if self._restored or self._restore is None or not self.config.node_condition:
+                self._restored = True
+                return 0
+            faults = recorded_faults(node, self.config.condition_type)
+            if faults:
+                log.info("node faults: %d fault(s) restored from the node's %s condition",
+                         len(faults), self.config.condition_type)
+                self._hold_until = self._clock()
+                self._restore(faults)
+            self._restored = True
+            return len(faults)
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -174,6 +200,9 @@ class NodeFaultWriter:
                     log.info("node faults: the API server answers again; writes resumed")
                 self.api_up = True
                 delay = self._initial_s
+            except _Restored:
+                retry_in = None
+                continue
             except ApiError as exc:
                 if self.api_up:
                     log.warning("node faults: %s; retrying with backoff up to %.0fs", exc,
@@ -192,7 +221,9 @@ class NodeFaultWriter:
         """Make every write still due; return when to look again without a new snapshot
         (the breaker's recheck), or None."""
         with self._lock:
-            faults = self._faults
+            faults, taken_at = self._faults, self._taken_at
+        if self._hold_until is not None and taken_at < self._hold_until and self._restored:
+            return None  # the next snapshot holds the restored faults: write from it
         key = tuple(sorted(repr(f) for f in faults))
         due = key != self._synced_key or time.monotonic() >= self._resync_at
         recheck: float | None = None
@@ -210,13 +241,8 @@ class NodeFaultWriter:
 
     def _read_node(self) -> dict[str, Any]:
         node = self._api().request("GET", self._node_path())
-        if not self._restored:
-            faults = recorded_faults(node, self.config.condition_type)
-            self._restored = True
-            if self._restore is not None and faults:
-                log.info("node faults: %d fault(s) restored from the node's %s condition",
-                         len(faults), self.config.condition_type)
-                self._restore(faults)
+        if not self._restored and self._restore_from(node):
+            raise _Restored
         return node
 
     def _count(self, kind: str, result: str) -> None:
