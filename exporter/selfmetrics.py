@@ -313,7 +313,8 @@ DRA_UNRESOLVED_DEVICES = SelfMetric(
 NODE_FAULT_WRITES = SelfMetric(
     "gpu_exporter_node_fault_writes", "counter",
     "Writes of the node's GPU fault state to the API server, by kind (condition, event, "
-    "taint) and result (success; failure: not answered or refused, retried with backoff; "
+    "taint) and result (success; failure: a read or write not answered or refused, "
+    "retried with backoff; "
     "conflict: stale resourceVersion, read again and retried; dry_run: logged, not made; "
     "held_back: the taint kept off by the circuit breaker).",
     labels=("kind", "result"),

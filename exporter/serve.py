@@ -42,8 +42,8 @@ from exporter.web.server import WebServer
 
 if TYPE_CHECKING:
     from exporter.k8s.configmap import ConfigMapCollectors
-    from exporter.nodefaults.writer import NodeFaultWriter
     from exporter.k8s.source import PodMetadata
+    from exporter.nodefaults.writer import NodeFaultWriter
     from exporter.web.reload import LiveWebConfig
 
 log = logging.getLogger("exporter")

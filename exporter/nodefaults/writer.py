@@ -239,8 +239,18 @@ class NodeFaultWriter:
         self._send_events()
         return recheck
 
+    def _get(self, kind: str, path: str, query: dict[str, str] | None = None
+             ) -> dict[str, Any]:
+        """Return a read's answer; a failed read counts as a failed write of `kind`."""
+        try:
+            return self._api().request("GET", path, query=query)
+        except ApiError:
+            self._count(kind, "failure")
+            raise
+
     def _read_node(self) -> dict[str, Any]:
-        node = self._api().request("GET", self._node_path())
+        node = self._get("condition" if self.config.node_condition else "taint",
+                         self._node_path())
         if not self._restored and self._restore_from(node):
             raise _Restored
         return node
@@ -271,7 +281,7 @@ class NodeFaultWriter:
                     self._count(kind, "failure")
                     raise
                 self._count(kind, "conflict")
-                node = self._api().request("GET", self._node_path())
+                node = self._get(kind, self._node_path())
                 continue
             self._count(kind, "success")
             return
@@ -281,10 +291,10 @@ class NodeFaultWriter:
     def _write_taint(self, faults: tuple[GpuFault, ...]) -> float | None:
         value = taint_value(faults)
         key = self.config.taint_key
-        node = self._api().request("GET", self._node_path())
+        node = self._get("taint", self._node_path())
         if value is not None and taint_patch(node, key, value) is not None:
-            listed = self._api().request("GET", "/api/v1/nodes",
-                                         query={"labelSelector": self.config.node_selector})
+            listed = self._get("taint", "/api/v1/nodes",
+                               query={"labelSelector": self.config.node_selector})
             tainted, total = tainted_share(listed.get("items") or [], key)
             if breaker_holds(tainted, total, self.config.taint_max_share):
                 self._count("taint", "held_back")

@@ -19,9 +19,9 @@ OTHER = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
 
 
 @pytest.fixture
-def w(api: FakeApiServer, kubeconfig: str) -> Iterator[NodeFaultWriter]:
+def w(kubeconfig: str) -> Iterator[NodeFaultWriter]:
     made = writer(kubeconfig, node_condition=True, taint=True)
-    made.restore_to(lambda faults: None)
+    made.restore_to(lambda _: None)
     made.start()
     yield made
     made.close()

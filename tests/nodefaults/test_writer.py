@@ -43,7 +43,7 @@ def started() -> Iterator[list[NodeFaultWriter]]:
 def _start(started: list[NodeFaultWriter], kubeconfig: str, **settings: object
            ) -> NodeFaultWriter:
     made = writer(kubeconfig, **settings)
-    made.restore_to(lambda faults: None)
+    made.restore_to(lambda _: None)
     made.start()
     started.append(made)
     return made

@@ -3,6 +3,7 @@ tests."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from exporter.devices.model import Inventory, Readings
@@ -27,7 +28,7 @@ COLLECTORS = parse_collectors("DCGM_FI_DEV_GPU_TEMP, gauge, t\n", "c.csv")
 
 def snapshot(faults: tuple[GpuFault, ...] = (), events: tuple[GpuFault, ...] = (), *,
              taken_at: float = 1796648400.0,
-             holders: dict[int, tuple[tuple[str, str], ...]] | None = None) -> Snapshot:
+             holders: Mapping[int, tuple[tuple[str, str], ...]] | None = None) -> Snapshot:
     """Return a poll's snapshot holding `faults`, raising `events`, with pods holding GPUs."""
     owners = {(gpu, -1): PodRef(pod, namespace, "main")
               for gpu, pods in (holders or {}).items() for namespace, pod in pods}

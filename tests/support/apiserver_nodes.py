@@ -36,7 +36,7 @@ def node(name: str, labels: dict[str, str] | None = None,
     }
 
 
-class Answer(Exception):  # noqa: N818 - an HTTP answer, raised to end the handling
+class Answer(Exception):
     """An HTTP status and Status body to answer with."""
 
     def __init__(self, code: int, reason: str, message: str) -> None:
