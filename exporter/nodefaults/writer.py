@@ -160,7 +160,7 @@ class NodeFaultWriter:
         """Read the node and restore what its condition records, unless done already; return
         how many faults were restored (ApiError when the node cannot be read). serve calls it
         before the first poll, so that poll already holds them."""
-        return self._restore_from(self._api().request("GET", self._node_path()))
+        return self._restore_from(self._api().request("GET", self._node_path(status=True)))
 
     def _restore_from(self, node: dict[str, Any]) -> int:
         with self._restore_lock:
@@ -228,8 +228,8 @@ class NodeFaultWriter:
         due = key != self._synced_key or time.monotonic() >= self._resync_at
         recheck: float | None = None
         if (due and (self.config.node_condition or self.config.taint)) or not self._restored:
-            node = self._read_node()
             if self.config.node_condition:
+                node = self._read_node()
                 self._patch_node("condition", node, lambda n: condition_patch(
                     n, self.config.condition_type, faults, self._clock()), status=True)
             if self.config.taint:
@@ -249,8 +249,7 @@ class NodeFaultWriter:
             raise
 
     def _read_node(self) -> dict[str, Any]:
-        node = self._get("condition" if self.config.node_condition else "taint",
-                         self._node_path())
+        node = self._get("condition", self._node_path(status=True))
         if not self._restored and self._restore_from(node):
             raise _Restored
         return node
@@ -281,7 +280,7 @@ class NodeFaultWriter:
                     self._count(kind, "failure")
                     raise
                 self._count(kind, "conflict")
-                node = self._get(kind, self._node_path())
+                node = self._get(kind, path)
                 continue
             self._count(kind, "success")
             return
