@@ -48,6 +48,7 @@ class ServeConfig:
     """`FILE[:NAME]` of a mig-parted config the simulated node starts with applied."""
     sim_seed: int = 0
     sim_faults: tuple[str, ...] = ()
+    sim_boot_id: str | None = None
     sim_kubelet: bool = False
     """Serve simulated pod allocations on a pod-resources socket (simulated node only)."""
     config_file: Path | None = None
@@ -285,6 +286,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         sim_mig_config=r[opt.SIM_MIG_CONFIG],
         sim_seed=r[opt.SIM_SEED],
         sim_faults=r[opt.SIM_FAULTS],
+        sim_boot_id=r[opt.SIM_BOOT_ID],
         sim_kubelet=r[opt.SIM_KUBELET],
         config_file=r[opt.CONFIG_FILE],
         collectors=None if inline is not None else _layered(

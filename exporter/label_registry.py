@@ -63,6 +63,16 @@ HEALTH_ERROR_CODE = "health_error_code"
 HEALTH_ERROR_SEVERITY = "health_error_severity"
 HEALTH_ERROR_CATEGORY = "health_error_category"
 
+# --- held faults (gpu_exporter_gpu_fault) ---------------------------------------------------
+FAULT_SOURCE = "source"
+"""`xid` or `health`."""
+FAULT_CODE = "code"
+"""The XID number, or the DCGM health code."""
+FAULT_NAME = "name"
+FAULT_ACTION = "action"
+FAULT_FATAL = "fatal"
+FAULT_CLEARED_BY = "cleared_by"
+
 # --- allocation rows and DRA claims ----------------------------------------------------------
 RESOURCE = "resource"
 REPLICA = "replica"
@@ -145,6 +155,9 @@ FAMILIES: tuple[LabelFamily, ...] = (
                 where="DCGM_EXP_XID_ERRORS_TOTAL, DCGM_EXP_CLOCK_EVENTS_TOTAL"),
     LabelFamily("health", (HEALTH_WATCH, HEALTH_ERROR_CODE, HEALTH_ERROR_SEVERITY,
                            HEALTH_ERROR_CATEGORY), where="DCGM_EXP_GPU_HEALTH_STATUS"),
+    LabelFamily("fault", (GPU, UUID, FAULT_SOURCE, FAULT_CODE, FAULT_NAME, FAULT_ACTION,
+                          FAULT_FATAL, FAULT_CLEARED_BY),
+                where="gpu_exporter_gpu_fault", beside_pod_labels=False),
     LabelFamily("allocation", (RESOURCE, REPLICA), where="gpu_exporter_pod_gpu_allocation"),
     LabelFamily("dra", (DRA_CLAIM_NAME, DRA_CLAIM_NAMESPACE, DRA_DRIVER_NAME, DRA_POOL_NAME,
                         DRA_DEVICE_NAME, DRA_MIG_PROFILE, DRA_MIG_DEVICE_UUID, DRA_SHARE_ID),

@@ -208,6 +208,14 @@ XID_LAST_SEEN = SelfMetric(
     "gpu_exporter_xid_last_seen_timestamp_seconds", "gauge",
     "Unix time of the most recent XID event with this code.",
     labels=("xid",), device_labels=True)
+GPU_FAULT = SelfMetric(
+    "gpu_exporter_gpu_fault", "gauge",
+    "1 for each fault held on a GPU until its clearing event, with NVIDIA's recommended "
+    "action.",
+    labels=("gpu", "UUID", "source", "code", "name", "action", "fatal", "cleared_by"),
+    note="`source`: `xid` or `health` (a DCGM health code); `action`: NVIDIA's "
+         "recommendation from its XID catalog; `cleared_by`: `holder-exit`, `gpu-reset`, "
+         "`health-pass` or `reboot` (docs/faults.md).")
 
 # --- Kubernetes ----------------------------------------------------------------------------
 
@@ -330,7 +338,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     BUILD_INFO, NVML_UP, COLLECT_INTERVAL, POLL_DURATION, LAST_POLL_SUCCESS, POLL_ERRORS,
     NVML_ERRORS, GPU_LOST, SCRAPES, CONFIG_RELOADS, CONFIG_LAST_RELOAD_SUCCESS,
     HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS, DEVICES,
-    GPM_SUPPORTED, XID_ERRORS, XID_LAST_SEEN,
+    GPM_SUPPORTED, XID_ERRORS, XID_LAST_SEEN, GPU_FAULT,
     KUBELET_UP, KUBELET_LAST_REFRESH_SUCCESS, KUBELET_REFRESH_ERRORS, UNATTRIBUTED_DEVICES,
     DEVICE_ID_PARSE_ERRORS, POD_GPU_ALLOCATION, POD_GPU_MEMORY_USED, POD_GPU_SM_UTILIZATION,
     UNATTRIBUTED_GPU_PROCESSES, KUBERNETES_API_UP, KUBERNETES_API_ERRORS, POD_LABELS_DROPPED,

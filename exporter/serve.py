@@ -33,7 +33,7 @@ from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
-from exporter.sampling.faults import FaultTracker
+from exporter.sampling.fault_tracker import FaultTracker, read_boot_id
 from exporter.sampling.sampler import Sampler, SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor
@@ -202,7 +202,9 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
         from exporter.nodefaults.feed import FeedingPublisher
 
         publish = FeedingPublisher(publish, writer)
-    faults = FaultTracker(process_ids=gpu_process_ids(lib))
+    boot_id = cfg.sim_boot_id if cfg.backend == "sim" else None
+    faults = FaultTracker(process_ids=gpu_process_ids(lib),
+                          boot_id=read_boot_id if boot_id is None else lambda: boot_id)
     sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker,
                       faults=faults)
     if writer is not None:
@@ -334,7 +336,8 @@ def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
         return _fail(str(exc))
     backend = NvmlBackend(lib, collectors.specs, devices=cfg.devices,
                           xid_window_s=cfg.xid_count_window_s,
-                          clock_events_window_s=cfg.clock_events_count_window_s)
+                          clock_events_window_s=cfg.clock_events_count_window_s,
+                          fault_reads=True)
     try:
         backend.start()
     except BackendUnavailable as exc:

@@ -46,13 +46,19 @@ class Alert:
     summary: str
     description: str
     group: str
+    owner: str | None = None
+    """Who the alert goes to, as an `owner` label for Alertmanager's routes: `node` (whoever
+    runs the node) or `workload` (the pod's team); None: no label."""
 
     def rule(self) -> dict[str, Any]:
+        labels = {"severity": self.severity}
+        if self.owner is not None:
+            labels["owner"] = self.owner
         return {
             "alert": self.name,
             "expr": self.expr,
             "for": self.for_,
-            "labels": {"severity": self.severity},
+            "labels": labels,
             "annotations": {"summary": self.summary, "description": self.description},
         }
 
@@ -221,6 +227,63 @@ NVLINK_ERROR_COUNTERS = (
 a recovery retrains the link)."""
 
 
+FAULT = "gpu_exporter_gpu_fault"
+FAULT_GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.instance }}"
+FAULT_WHAT = ("{{ $labels.source }} {{ $labels.code }} ({{ $labels.name }}), action "
+              "{{ $labels.action }}")
+
+
+def _holders(fields: FieldSet) -> str:
+    """Return PromQL for the containers holding each GPU (by instance and UUID): the allocation
+    rows of shared devices, and the pod labels of an exclusively held device's own series."""
+    terms = ["group by (instance, UUID, namespace, pod, container) "
+             "(gpu_exporter_pod_gpu_allocation)"]
+    if fields.has("DCGM_FI_DEV_FB_USED"):
+        terms.append('group by (instance, UUID, namespace, pod, container) '
+                     '(DCGM_FI_DEV_FB_USED{pod!=""})')
+    return "(\n" + "\nor\n".join(terms) + "\n)"
+
+
+def _fault_alerts(fields: FieldSet) -> list[Alert]:
+    """Return the alerts on held faults (docs/faults.md), routed by the fault's clearing event:
+    a reset or a reboot pages the node's owner, an application fault goes to the owner of
+    each pod holding the GPU. Faults that are not held (IGNORE, report-only) have no series
+    and raise nothing."""
+    g = "gpu-exporter.faults"
+    app = f'max by (instance, UUID, gpu) ({FAULT}{{cleared_by="holder-exit"}})'
+    holders = _holders(fields)
+    return [
+        Alert("GpuFaultNeedsReset", f'{FAULT}{{cleared_by="gpu-reset"}} == 1', "0m", "page",
+              f"{FAULT_GPU} needs a reset: {FAULT_WHAT}",
+              "NVIDIA's recommended action for this fault takes the GPU out of service until "
+              "it is reset. Cordon the node (or taint the GPU out), drain the pods using it, "
+              "reset it (`nvidia-smi -r -i <gpu>`) or reboot; the fault clears once the "
+              "exporter sees the reset. Repeat offenders need field diagnostics or an RMA.",
+              g, owner="node"),
+        Alert("GpuFaultNeedsReboot", f'{FAULT}{{cleared_by="reboot"}} == 1', "0m", "page",
+              f"{FAULT_GPU} needs the node rebooted: {FAULT_WHAT}",
+              "NVIDIA's recommended action for this fault is a restart of the machine (bare "
+              "metal or VM): the GPU cannot be recovered in place. Cordon and drain the node "
+              "and reboot it; the fault clears with the new boot id.", g, owner="node"),
+        Alert("GpuFaultHealthCheck", f'{FAULT}{{cleared_by="health-pass"}} == 1', "10m",
+              "warning", f"{FAULT_GPU} fails a health check: {FAULT_WHAT}",
+              "A DCGM health check whose action is to inspect the node (cooling, fabric "
+              "manager configuration) has failed for 10 minutes. The fault clears by itself "
+              "when the check passes again.", g, owner="node"),
+        Alert("GpuFaultApplication",
+              f"{holders}\n* on (instance, UUID) group_left (gpu)\n{app}\n"
+              f"or\n({app} unless on (instance, UUID) {holders})",
+              "0m", "warning",
+              "An application fault on GPU {{ $labels.gpu }} ({{ $labels.UUID }}) held by "
+              "{{ $labels.namespace }}/{{ $labels.pod }}",
+              "The GPU reported an error NVIDIA attributes to the application using it "
+              "(RESTART_APP): that process's GPU context is lost, the GPU itself is fine. "
+              "Restart the workload in pod {{ $labels.namespace }}/{{ $labels.pod }}; the "
+              "fault clears when its processes exit. gpu_exporter_gpu_fault says which XID.",
+              g, owner="workload"),
+    ]
+
+
 def _nvlink_alert(c: AlertConfig, fields: FieldSet) -> Alert | None:
     """Return the alert on NVLink errors growing, from the counters themselves: it fires before the
     link breaks, which XID 74 (GpuNvlinkError) reports. Terms whose counter is not collected are
@@ -269,7 +332,8 @@ def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
     """Return the alerts whose fields are enabled, reading only those."""
     c = config or AlertConfig()
     c.xid.check()
-    candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields)]
+    candidates = [*_exporter_alerts(c), *_xid_alerts(c), *_health_alerts(c, fields),
+                  *_fault_alerts(fields)]
     nvlink = _nvlink_alert(c, fields)
     if nvlink is not None:
         candidates.append(nvlink)

@@ -83,8 +83,12 @@ class NvmlBackend:
         clock_events_window_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        fault_reads: bool = False,
     ) -> None:
         self._lib = lib
+        self._fault_reads = fault_reads
+        """Read the health watches' inputs and XID events whatever the collectors enable: the
+        faults are derived from them (`exporter.sampling.fault_tracker`)."""
         self._devices = devices
         self._clock = clock
         self.ledger = XidLedger(xid_window_s, wall_clock)
@@ -118,6 +122,7 @@ class NvmlBackend:
         self._wants_clock_events = False
         self._wants_clock_totals = False
         self._wants_health = False
+        self._reads_health = False
         self.set_fields(tuple(fields))
 
     def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
@@ -130,10 +135,11 @@ class NvmlBackend:
         for one poll).
         """
         self._wants_health = any(s.reader is Reader.HEALTH for s in fields)
+        self._reads_health = self._wants_health or self._fault_reads
         # The health watches' reads ride in the plan under hidden names (see devices.health).
-        self._fields = fields + (HEALTH_READS if self._wants_health else ())
+        self._fields = fields + (HEALTH_READS if self._reads_health else ())
         # DCGM's health watches look at every XID since start, so they need the watcher too.
-        self._wants_xid = self._wants_health or any(
+        self._wants_xid = self._reads_health or any(
             s.reader is Reader.XID_EVENTS for s in fields)
         # The last XID code, under every name the collectors give the field
         # (DCGM_FI_DEV_XID_ERRORS, its alias, the 1.x `dcgm_xid_errors`).
@@ -356,7 +362,7 @@ class NvmlBackend:
             clock_events_window_s=self.clock_events.window_s,
             clock_event_totals=self.clock_events.totals() if self._wants_clock_totals else (),
             health=self._health() if self._wants_health else {},
-            health_codes=self._health_codes() if self._wants_health else {},
+            health_codes=self._health_codes() if self._reads_health else {},
         )
 
     def _health_codes(self) -> dict[int, frozenset[str]]:

@@ -18,6 +18,7 @@ from exporter.devices.model import Entity, EntityKey, MigDevice
 from exporter.exposition.node_holders import Holdings, sharing_of
 from exporter.exposition.node_view import (
     Activity,
+    FaultView,
     GpuState,
     GpuView,
     InstanceView,
@@ -184,6 +185,12 @@ def _last_xid(ctx: _Context, gpu: int) -> tuple[XidSeen | None, int]:
     return seen, sum(t.total for t in totals)
 
 
+def _faults(ctx: _Context, uuid: str) -> tuple[FaultView, ...]:
+    return tuple(FaultView(f.source, f.code, f.name, f.action, f.fatal, f.cleared_by.value,
+                           f.since)
+                 for f in ctx.snapshot.faults if f.uuid == uuid)
+
+
 def _card(ctx: _Context, gpu: Entity, state: GpuState,
           instances: tuple[InstanceView, ...]) -> GpuView:
     own = state == "ok"
@@ -203,7 +210,7 @@ def _card(ctx: _Context, gpu: Entity, state: GpuState,
         xid=xid, xid_events=xid_events,
         sharing=sharing if not instances else "unknown", holders=holders if not instances else (),
         mig_slices=gpu_slices(gpu.model, instances) if instances else 0,
-        instances=instances)
+        instances=instances, faults=_faults(ctx, gpu.uuid))
 
 
 def gpu_views(snapshot: Snapshot, holdings: Holdings, attributed: bool

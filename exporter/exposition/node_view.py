@@ -65,6 +65,23 @@ class XidSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class FaultView:
+    """A fault held on the GPU until its clearing event (`exporter.sampling.fault_tracker`)."""
+
+    source: str
+    """`xid` or `health`."""
+    code: str
+    name: str
+    action: str
+    """NVIDIA's recommended action (RESET_GPU, RESTART_APP, ...)."""
+    fatal: bool
+    cleared_by: str
+    """`holder-exit`, `gpu-reset`, `health-pass` or `reboot`."""
+    since: float
+    """Unix time it was first seen."""
+
+
+@dataclass(frozen=True, slots=True)
 class InstanceView:
     """One MIG GPU instance: a block of `slices` compute slices of its GPU."""
 
@@ -111,6 +128,8 @@ class GpuView:
     mig_slices: int
     """Compute slices the GPU's MIG layout is drawn over; 0: MIG off."""
     instances: tuple[InstanceView, ...]
+    faults: tuple[FaultView, ...] = ()
+    """The faults held on the GPU after the poll."""
 
 
 @dataclass(frozen=True, slots=True)

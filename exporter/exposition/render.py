@@ -31,7 +31,7 @@ from exporter.fields.catalog import MetricType, Reader, Scope
 from exporter.k8s.hpc_jobs import HPC_JOB_LABEL, NO_JOBS, JobMap
 from exporter.k8s.virtual_gpus import within
 from exporter.sampling.snapshot import Snapshot
-from exporter.selfmetrics import XID_ERRORS, XID_LAST_SEEN
+from exporter.selfmetrics import GPU_FAULT, XID_ERRORS, XID_LAST_SEEN
 from exporter.series import Family, FamilyType, Labels, Sample
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -135,7 +135,23 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
             families.append(Family(spec.name, _FIELD_FAMILY_TYPE[enabled.type], enabled.help,
                                    samples))
     families.extend(_xid_total_families(snapshot, labels))
+    families.extend(fault_families(snapshot))
     return families
+
+
+def fault_families(snapshot: Snapshot) -> list[Family]:
+    """Return gpu_exporter_gpu_fault: one series of 1 per held fault, on the GPUs this view
+    shows (all on a node-wide view; a GPU lost from the inventory keeps its faults)."""
+    visible = snapshot.attribution.visible
+    faults = [f for f in snapshot.faults
+              if visible is None or any(k[0] == f.gpu for k in visible)]
+    if not faults:
+        return []
+    return [GPU_FAULT.family(
+        GPU_FAULT.sample(1.0, gpu=str(f.gpu), UUID=f.uuid, source=f.source, code=f.code,
+                         name=f.name, action=f.action, fatal=str(f.fatal).lower(),
+                         cleared_by=f.cleared_by.value)
+        for f in faults)]
 
 
 _EXP_SAMPLES = {

@@ -83,6 +83,12 @@ SIM_FAULTS: Option[tuple[str, ...]] = Option(
     "sim_faults", Repeated(Text()), (), commands=SERVE_AND_DOCTOR, group=SIM_GROUP,
     flags=("--sim.fault",), env=("GPU_EXPORTER_SIM_FAULTS",), metavar="SPEC",
     help="scripted fault, repeatable, e.g. `xid,code=79,gpu=0,at=30s` (see Simulated faults)")
+SIM_BOOT_ID: Option[str | None] = Option(
+    "sim_boot_id", Text(), None, commands=SERVE, group=SIM_GROUP,
+    flags=("--sim.boot-id",), env=("GPU_EXPORTER_SIM_BOOT_ID",), metavar="ID",
+    default_text="the host's",
+    help="the simulated node's boot id, which held faults record (a fault a reboot clears "
+         "ends when it differs)")
 SIM_KUBELET: Option[bool] = Option(
     "sim_kubelet", Switch(), False, commands=SERVE, group=SIM_GROUP,
     flags=("--sim.kubelet",), env=("GPU_EXPORTER_SIM_KUBELET",),
@@ -292,7 +298,7 @@ SKIP_KUBERNETES: Option[bool] = Option(
     help="check only NVML and the GPUs")
 
 SERVE_OPTIONS: tuple[Option[object], ...] = (
-    BACKEND, SIM_PROFILE, SIM_MIG_CONFIG, SIM_SEED, SIM_FAULTS, SIM_KUBELET,
+    BACKEND, SIM_PROFILE, SIM_MIG_CONFIG, SIM_SEED, SIM_FAULTS, SIM_BOOT_ID, SIM_KUBELET,
     CONFIG_FILE, COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS,
     WEB_CONFIG_FILE, WEB_READ_TIMEOUT, WEB_WRITE_TIMEOUT, MAX_CONCURRENT_SCRAPES,
     ENABLE_EXPORTER_METRICS, HEALTH_REQUIRE_GPUS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,

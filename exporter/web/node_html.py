@@ -19,6 +19,7 @@ from exporter.exposition.node_view import (
     Activity,
     Connection,
     ExporterView,
+    FaultView,
     FieldServed,
     GpuView,
     Holder,
@@ -140,6 +141,32 @@ def _xid(gpu: GpuView, taken_at: float | None) -> str:
             f' <small>{gpu.xid_events} {events} since start</small>')
 
 
+_CLEARED_BY_TEXT = {
+    "holder-exit": "until the processes holding the GPU exit",
+    "gpu-reset": "until the GPU is reset",
+    "health-pass": "until the health check passes",
+    "reboot": "until the node reboots",
+}
+
+
+def _fault(f: FaultView) -> str:
+    what = f"XID {esc(f.code)}" if f.source == "xid" else esc(f.code)
+    klass = "tag bad" if f.fatal else "tag"
+    return (f'<li data-source="{esc(f.source)}" data-code="{esc(f.code)}" '
+            f'data-action="{esc(f.action)}"><span class="{klass}">{what}</span> '
+            f"{esc(f.name)} <b>{esc(f.action)}</b> "
+            f"<small>since {utc(f.since)}, held "
+            f"{esc(_CLEARED_BY_TEXT.get(f.cleared_by, f.cleared_by))}</small></li>")
+
+
+def _faults(gpu: GpuView) -> str:
+    if not gpu.faults:
+        return ""
+    items = "".join(_fault(f) for f in gpu.faults)
+    return (f'<div class="faults"><h4>faults held</h4>'
+            f'<ul class="faults">{items}</ul></div>')
+
+
 def _holder(h: Holder) -> str:
     detail = [esc(h.container)]
     if h.replica is not None:
@@ -250,7 +277,8 @@ def _card(gpu: GpuView, taken_at: float | None) -> str:
         )) + "</dl>")
     klass = ("" if gpu.state == "ok" else f" {gpu.state}") + (" mig" if gpu.instances else "")
     return (f'<article class="gpu{klass}" id="gpu-{gpu.gpu}" data-gpu="{gpu.gpu}" '
-            f'data-state="{gpu.state}">{head}{body}{_layout(gpu)}{_holders(gpu)}</article>')
+            f'data-state="{gpu.state}">{head}{body}{_faults(gpu)}{_layout(gpu)}'
+            f'{_holders(gpu)}</article>')
 
 
 def _dl(rows: Iterable[tuple[str, str]]) -> str:

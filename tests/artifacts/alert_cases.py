@@ -64,7 +64,60 @@ def _holder(p: dict[str, str]) -> dict[str, str]:
     return {"namespace": p["namespace"], "pod": p["pod"], "container": p["container"]}
 
 
+FAULT = "gpu_exporter_gpu_fault"
+XID95 = {**NODE, "gpu": "0", "UUID": "GPU-0a1b", "source": "xid", "code": "95",
+         "name": "ROBUST_CHANNEL_UNCONTAINED_ERROR", "action": "RESET_GPU", "fatal": "true",
+         "cleared_by": "gpu-reset"}
+XID79 = {**XID95, "code": "79", "name": "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS",
+         "action": "RESTART_BM", "cleared_by": "reboot"}
+THERMAL = {**XID95, "source": "health", "code": "DCGM_FR_TEMP_VIOLATION",
+           "name": "DCGM_FR_TEMP_VIOLATION", "action": "CHECK_THERMALS", "fatal": "false",
+           "cleared_by": "health-pass"}
+XID13_GPU1 = {**NODE, "gpu": "1", "UUID": "GPU-1e2f", "source": "xid", "code": "13",
+              "name": "ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY",
+              "action": "RESTART_APP", "fatal": "false", "cleared_by": "holder-exit"}
+XID13_GPU0 = {**XID13_GPU1, "gpu": "0", "UUID": "GPU-0a1b"}
+XID31_GPU1 = {**XID13_GPU1, "code": "31", "name": "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"}
+XID13_GPU2 = {**XID13_GPU1, "gpu": "2", "UUID": "GPU-2f"}
+PAGE_NODE = {"severity": "page", "owner": "node"}
+TO_WORKLOAD = {"severity": "warning", "owner": "workload"}
+
+
+def _app(gpu: str, uuid: str, holder: dict[str, str] | None = None) -> dict[str, str]:
+    """The labels GpuFaultApplication keeps: the GPU, and the holder's pod if known."""
+    pod = {} if holder is None else {k: holder[k] for k in ("namespace", "pod", "container")}
+    return {"instance": NODE["instance"], "UUID": uuid, "gpu": gpu, **pod, **TO_WORKLOAD}
+
+
 CASES: list[Case] = [
+    # Held faults, routed by what clears them: a reset or a reboot pages the node's owner.
+    Case("GpuFaultNeedsReset", [(series(FAULT, XID95), "1x10")], "5m",
+         [{**XID95, **PAGE_NODE}]),
+    Case("GpuFaultNeedsReset", [(series(FAULT, XID79), "1x10"),
+                                (series(FAULT, XID95), "1x3 _x12")], "10m"),
+    Case("GpuFaultNeedsReboot", [(series(FAULT, XID79), "1x10")], "5m",
+         [{**XID79, **PAGE_NODE}]),
+    Case("GpuFaultNeedsReboot", [(series(FAULT, XID95), "1x10")], "5m"),
+    Case("GpuFaultHealthCheck", [(series(FAULT, THERMAL), "1x20")], "15m",
+         [{**THERMAL, "severity": "warning", "owner": "node"}]),
+    Case("GpuFaultHealthCheck", [(series(FAULT, THERMAL), "1x5 _x20")], "15m"),
+    # An application fault goes to each pod holding the GPU: GPU 1 time-sliced between two
+    # pods (allocation rows; two codes held still make one alert per pod), GPU 0 held
+    # exclusively (its series carry the pod), GPU 2 held by no known pod (no pod labels).
+    Case("GpuFaultApplication",
+         [(series(FAULT, XID13_GPU1), "1x10"), (series(FAULT, XID31_GPU1), "1x10"),
+          (series(ALLOC, POD_A), "1x10"), (series(ALLOC, POD_B), "1x10"),
+          (series(FAULT, XID13_GPU0), "1x10"),
+          (series("DCGM_FI_DEV_FB_USED", {**GPU0, **SOLO}), "1000x10"),
+          (series(FAULT, XID13_GPU2), "1x10")], "5m",
+         [_app("1", "GPU-1e2f", POD_A), _app("1", "GPU-1e2f", POD_B),
+          _app("0", "GPU-0a1b", SOLO), _app("2", "GPU-2f")]),
+    # A reset fault on a held GPU is the node's, not the workload's; a cleared one is quiet.
+    Case("GpuFaultApplication",
+         [(series(FAULT, XID95), "1x10"), (series(ALLOC, POD_A), "1x10"),
+          (series("DCGM_FI_DEV_FB_USED", {**GPU0, **SOLO}), "1000x10"),
+          (series(FAULT, XID13_GPU1), "1x3 _x12")], "10m"),
+
     # Exporter health.
     Case("GpuExporterDown", [(series("up", NODE), "0x10")], "6m",
          [{**NODE, "severity": "warning"}]),

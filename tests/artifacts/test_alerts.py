@@ -79,7 +79,9 @@ def test_committed_rules_cover_the_failures_that_matter() -> None:
 def test_every_rule_has_severity_for_and_advice() -> None:
     for group in _committed_groups():
         for rule in group["rules"]:
-            assert rule["labels"]["severity"] in ("critical", "warning", "info"), rule["alert"]
+            assert rule["labels"]["severity"] in ("page", "critical", "warning", "info"), \
+                rule["alert"]
+            assert rule["labels"].get("owner") in (None, "node", "workload"), rule["alert"]
             assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
             assert rule["annotations"]["summary"], rule["alert"]
             assert len(rule["annotations"]["description"]) > 60, rule["alert"]

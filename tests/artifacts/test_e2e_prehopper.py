@@ -44,7 +44,7 @@ from exporter.artifacts.keda import (
 )
 from exporter.k8s.inference_labels import QUEUE, ROLE
 from exporter.simulated.node.dynamics import GpuDynamics
-from exporter.simulated.node.faults import parse_fault
+from exporter.simulated.node.fault_specs import parse_fault
 from exporter.simulated.node.profiles import get_profile, gpu_uuid
 from tests.artifacts.committed import (
     DASHBOARDS,

@@ -34,7 +34,7 @@ from exporter.promql import RULE_MARKER, recording_rules
 from exporter.promql.rules import GROUP_MARKER
 from exporter.simulated.kubelet import SimKubeletServicer, serve_pod_resources
 from exporter.simulated.node.dynamics import GpuDynamics
-from exporter.simulated.node.faults import parse_fault
+from exporter.simulated.node.fault_specs import parse_fault
 from exporter.simulated.node.profiles import get_profile
 from tests.report import schedule as plan
 from tests.support.chromium import render_in_chromium

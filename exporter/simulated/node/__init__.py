@@ -7,9 +7,10 @@ nvidia-smi captures), `--sim.fault` specs inject XIDs, lost GPUs, a missing driv
 node and for the simulated `libnvidia-ml.so.1` the tests build (tests/nvmlsim).
 """
 
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     GRAMMAR,
     EccFault,
+    ExitFault,
     Fault,
     FbRampFault,
     GpmAdminOnlyFault,
@@ -19,6 +20,7 @@ from exporter.simulated.node.faults import (
     NvmlDownFault,
     PowerBrakeFault,
     RemapFault,
+    ResetFault,
     ThermalFault,
     Window,
     XidFault,
@@ -32,6 +34,7 @@ __all__ = [
     "GRAMMAR",
     "PROFILES",
     "EccFault",
+    "ExitFault",
     "Fault",
     "FbRampFault",
     "GpmAdminOnlyFault",
@@ -42,6 +45,7 @@ __all__ = [
     "PowerBrakeFault",
     "Profile",
     "RemapFault",
+    "ResetFault",
     "SimGpu",
     "SimMigDevice",
     "SimNvml",

@@ -16,7 +16,7 @@ from exporter.simulated.node.core import (
     address_of,
     fail,
 )
-from exporter.simulated.node.faults import XidFault
+from exporter.simulated.node.fault_specs import XidFault
 
 _XID_EVENT = pynvml.nvmlEventTypeXidCriticalError
 _WAIT_SLICE_S = 0.05

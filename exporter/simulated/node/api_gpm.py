@@ -18,7 +18,7 @@ from exporter.simulated.node.core import (
     fail,
 )
 from exporter.simulated.node.dynamics import GPM_UTIL_SHARES, Scope, gpm_metric
-from exporter.simulated.node.faults import GpmAdminOnlyFault
+from exporter.simulated.node.fault_specs import GpmAdminOnlyFault
 
 _MIN_GPM_GAP_S = 0.1
 

@@ -24,11 +24,11 @@ class ProcessCalls(SimCore):
             t = self._begin("nvmlDeviceGetComputeRunningProcesses")
             device = self._resolve(handle, t)
             # MIG devices and GPUs without modelled processes run none.
-            if not isinstance(device, GpuEntry) or not self._processes.get(device.index):
+            if not isinstance(device, GpuEntry) or not self._running(device.index, t):
                 return []
             used = device.dyn.memory_bytes(t)[3]
             out = []
-            for proc in self._processes[device.index]:
+            for proc in self._running(device.index, t):
                 info = pynvml.c_nvmlProcessInfo_v3_t()
                 info.pid = proc.pid
                 info.usedGpuMemory = process_memory_bytes(used, proc.memory_share)
@@ -57,7 +57,7 @@ class ProcessCalls(SimCore):
             gpu_pct, mem_pct = gpu.dyn.utilization_pct(at, SAMPLE_PERIOD_S)
             enc_pct, dec_pct = gpu.dyn.encoder_util(at), gpu.dyn.decoder_util(at)
             samples = []
-            for proc in self._processes.get(gpu.index, ()):
+            for proc in self._running(gpu.index, at):
                 # Each process is busy for its share of the GPU's busy time; rounding down
                 # keeps the sum within the device's own utilisation.
                 sample = pynvml.c_nvmlProcessUtilizationSample_t()

@@ -144,9 +144,8 @@ class ValueCalls(SimCore):
         if not 0 <= field_id < pynvml.NVML_FI_MAX:
             entry.nvmlReturn = pynvml.NVML_ERROR_INVALID_ARGUMENT
         elif field_id in (_FI_ECC_SBE_VOL, _FI_ECC_DBE_VOL, _FI_ECC_SBE_AGG, _FI_ECC_DBE_AGG):
-            sbe, dbe = dyn.ecc_volatile(t)
-            if field_id in (_FI_ECC_SBE_AGG, _FI_ECC_DBE_AGG):
-                sbe += dyn.aggregate_sbe
+            aggregate = field_id in (_FI_ECC_SBE_AGG, _FI_ECC_DBE_AGG)
+            sbe, dbe = dyn.ecc_aggregate(t) if aggregate else dyn.ecc_volatile(t)
             put(sbe if field_id in (_FI_ECC_SBE_VOL, _FI_ECC_SBE_AGG) else dbe)
         elif field_id in _FI_VIOLATION:
             put(dyn.violation_ns(t, _FI_VIOLATION[field_id]))

@@ -107,9 +107,8 @@ def _ecc(a: Asked, error_type: int, counter_type: int, location: int) -> int | N
         return None
     if location == pynvml.NVML_MEMORY_LOCATION_SRAM:
         return 0
-    sbe, dbe = a.dyn.ecc_volatile(a.t)
-    if counter_type == pynvml.NVML_AGGREGATE_ECC:
-        sbe += a.dyn.aggregate_sbe
+    aggregate = counter_type == pynvml.NVML_AGGREGATE_ECC
+    sbe, dbe = a.dyn.ecc_aggregate(a.t) if aggregate else a.dyn.ecc_volatile(a.t)
     return sbe if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else dbe
 
 

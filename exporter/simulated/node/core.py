@@ -21,10 +21,12 @@ import pynvml
 from exporter.simulated.node import profiles as P
 from exporter.simulated.node.boards import BOARD_FIGURES, BoardFigures
 from exporter.simulated.node.dynamics import GpuDynamics, Scope
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
+    ExitFault,
     Fault,
     LostFault,
     NvmlDownFault,
+    ResetFault,
     Window,
     XidFault,
     fault_gpu,
@@ -177,8 +179,9 @@ class SimCore:
         self._devices: dict[int, GpuEntry | MigEntry] = {}
         self._migs: dict[int, dict[int, MigEntry]] = {}  # GPU index -> MIG slot -> device
         for spec in self.profile.gpus:
+            # A reset takes the GPU off the bus for its window, as a lost GPU.
             lost = tuple(f.window for f in self.faults
-                         if isinstance(f, LostFault) and f.gpu == spec.index)
+                         if isinstance(f, LostFault | ResetFault) and f.gpu == spec.index)
             gpu = GpuEntry(spec, P.gpu_uuid(profile, spec.index),
                        GpuDynamics(profile, spec, seed, self.faults), self._new_address(), lost)
             self._gpus.append(gpu)
@@ -194,6 +197,7 @@ class SimCore:
         self._event_sets: dict[int, EventSetEntry] = {}
         self._samples: dict[int, SampleEntry | None] = {}
         self._processes: dict[int, tuple[SimProcess, ...]] = plan_processes(self.profile, seed)
+        self._exits = _first_exits(self.faults)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -221,6 +225,13 @@ class SimCore:
         Only GPUs that run processes are listed."""
         return {g.uuid: tuple(p.pid for p in self._processes[g.index])
                 for g in self._gpus if self._processes.get(g.index)}
+
+    def _running(self, index: int, t: float) -> tuple[SimProcess, ...]:
+        """Return the processes GPU `index` runs at t (none from its `exit` fault on)."""
+        exit_at = self._exits.get(index)
+        if exit_at is not None and t >= exit_at:
+            return ()
+        return self._processes.get(index, ())
 
     def now(self) -> float:
         """Simulated seconds since construction."""
@@ -296,6 +307,15 @@ class SimCore:
     @staticmethod
     def _device_handle(address: int) -> Any:
         return ctypes.cast(ctypes.c_void_p(address), pynvml.c_nvmlDevice_t)
+
+
+def _first_exits(faults: Sequence[Fault]) -> dict[int, float]:
+    """Return GPU index -> when its processes first exit (`exit` faults)."""
+    exits: dict[int, float] = {}
+    for fault in faults:
+        if isinstance(fault, ExitFault):
+            exits[fault.gpu] = min(fault.at, exits.get(fault.gpu, fault.at))
+    return exits
 
 
 def _validate(profile: P.Profile, faults: Sequence[Fault]) -> None:

@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     EccFault,
     Fault,
     FbRampFault,
@@ -26,6 +26,7 @@ from exporter.simulated.node.faults import (
     PowerBrakeFault,
     RecoveryFault,
     RemapFault,
+    ResetFault,
     RetireFault,
     ThermalFault,
     Window,
@@ -146,6 +147,7 @@ class GpuDynamics:
         self.inforom = merge(f.window for f in mine if isinstance(f, InforomFault))
         self.links_down = tuple(f for f in mine if isinstance(f, NvlinkDownFault))
         self.recovery = tuple(f for f in mine if isinstance(f, RecoveryFault))
+        self.resets = tuple(sorted(f.window.start for f in mine if isinstance(f, ResetFault)))
 
     @staticmethod
     def _memory(rng: random.Random, total: int, reserved: int,
@@ -328,7 +330,9 @@ class GpuDynamics:
             return None
         started = [f for f in self.retire if f.at <= t]
         pages = sum(f.pages for f in started)
-        return pages - pages // 2, pages // 2, int(any(f.pending for f in started))
+        # A page pending retirement is retired at the next reset.
+        pending = any(f.pending for f in started if f.at >= self.last_reset(t))
+        return pages - pages // 2, pages // 2, int(pending)
 
     def inforom_valid(self, t: float) -> bool:
         return not any(w.active(t) for w in self.inforom)
@@ -358,10 +362,23 @@ class GpuDynamics:
         # NVML_NVLINK_ERROR_DL_REPLAY 0, _RECOVERY 1, _CRC_FLIT 2, _CRC_DATA 3
         return {0: crc // 2, 1: crc // 50, 2: crc, 3: crc // 10}.get(counter, 0)
 
+    def last_reset(self, t: float) -> float:
+        """Return when the last `reset` fault before t started (-inf: none has)."""
+        return max((at for at in self.resets if at <= t), default=float("-inf"))
+
     def ecc_volatile(self, t: float) -> tuple[int, int]:
-        """Return the single-bit and double-bit ECC error counts since the driver loaded."""
-        started = [f for f in self.ecc if f.at <= t]
+        """Return the single-bit and double-bit ECC error counts since the driver loaded or
+        the GPU was last reset."""
+        since = self.last_reset(t)
+        started = [f for f in self.ecc if since <= f.at <= t]
         return sum(f.sbe for f in started), sum(f.dbe for f in started)
+
+    def ecc_aggregate(self, t: float) -> tuple[int, int]:
+        """Return the single-bit and double-bit ECC error counts of the GPU's life (a reset
+        keeps them)."""
+        started = [f for f in self.ecc if f.at <= t]
+        return (self.aggregate_sbe + sum(f.sbe for f in started),
+                sum(f.dbe for f in started))
 
     def remapped_rows(self, t: float) -> tuple[int, int, int, int]:
         started = [f for f in self.remap if f.at <= t]

@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from exporter.simulated.node.faults import Window
+from exporter.simulated.node.fault_specs import Window
 
 
 @dataclass(frozen=True, slots=True)

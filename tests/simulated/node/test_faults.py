@@ -11,6 +11,7 @@ from exporter.durations import parse_duration
 from exporter.simulated.node import (
     GRAMMAR,
     EccFault,
+    ExitFault,
     FbRampFault,
     GpmAdminOnlyFault,
     IdleFault,
@@ -19,13 +20,14 @@ from exporter.simulated.node import (
     NvmlDownFault,
     PowerBrakeFault,
     RemapFault,
+    ResetFault,
     SimNvml,
     ThermalFault,
     Window,
     XidFault,
     parse_fault,
 )
-from exporter.simulated.node.faults import (
+from exporter.simulated.node.fault_specs import (
     InforomFault,
     NvlinkDownFault,
     PcieReplayFault,
@@ -81,7 +83,7 @@ def test_every_grammar_example_parses() -> None:
              "thermal": ThermalFault, "power-brake": PowerBrakeFault, "idle": IdleFault,
              "nvlink": NvlinkFault, "pcie-replay": PcieReplayFault, "retire": RetireFault,
              "inforom": InforomFault, "nvlink-down": NvlinkDownFault,
-             "recovery": RecoveryFault}
+             "recovery": RecoveryFault, "reset": ResetFault, "exit": ExitFault}
     assert set(GRAMMAR) == set(kinds)
     for kind, example in GRAMMAR.items():
         full = example.replace("[", "").replace("]", "").replace("=N", "=3")
@@ -236,6 +238,52 @@ def test_ecc(make_sim: SimFactory) -> None:
     assert counts() == [0, 0, 0]
     clock.advance(0.2)
     assert counts() == [4, 1, 1]
+
+
+def test_reset_loses_the_gpu_briefly_then_zeroes_its_volatile_counts(
+        make_sim: SimFactory) -> None:
+    sim, clock = make_sim("h100-8", "ecc,gpu=0,at=5s,dbe=1,sbe=4", "reset,gpu=0,at=10s")
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    ids = [pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
+           pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL]
+
+    def counts() -> list[int]:
+        return [e.value.ullVal for e in sim.nvmlDeviceGetFieldValues(h, ids)]
+
+    clock.advance(9.9)
+    volatile_and_aggregate = counts()
+    assert volatile_and_aggregate[:2] == [4, 1]
+    clock.advance(0.2)  # 10.1 s: inside the reset's default 2 s
+    assert nvml_code(lambda: sim.nvmlDeviceGetPowerUsage(h)) == pynvml.NVML_ERROR_GPU_IS_LOST
+    clock.advance(2.0)  # 12.1 s: back
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    after = counts()
+    assert after[:2] == [0, 0], "a reset zeroes the volatile counts"
+    assert after[2:] == volatile_and_aggregate[2:], "and keeps the aggregate ones"
+
+
+def test_reset_retires_the_pending_page(make_sim: SimFactory) -> None:
+    sim, clock = make_sim("h100-8", "retire,gpu=0,at=1s,pending=1", "reset,gpu=0,at=5s,for=1s")
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+
+    def pending() -> int:
+        return int(sim.nvmlDeviceGetFieldValues(
+            h, [pynvml.NVML_FI_DEV_RETIRED_PENDING])[0].value.ullVal)
+
+    clock.advance(2.0)
+    assert pending() == 1
+    clock.advance(5.0)
+    assert pending() == 0
+
+
+def test_exit_ends_the_gpus_processes(make_sim: SimFactory) -> None:
+    sim, clock = make_sim("a100-timesliced", "exit,gpu=1,at=5s")
+    gpu0, gpu1 = sim.nvmlDeviceGetHandleByIndex(0), sim.nvmlDeviceGetHandleByIndex(1)
+    clock.advance(4.9)
+    assert len(sim.nvmlDeviceGetComputeRunningProcesses(gpu1)) == 3
+    clock.advance(0.2)
+    assert sim.nvmlDeviceGetComputeRunningProcesses(gpu1) == []
+    assert len(sim.nvmlDeviceGetComputeRunningProcesses(gpu0)) == 3  # only GPU 1's exit
 
 
 def test_remap(make_sim: SimFactory) -> None:

@@ -45,9 +45,9 @@ ProcessIds = Callable[[str], frozenset[int] | None]
 """GPU UUID -> pids of its running processes, None when unreadable."""
 
 
-def read_boot_id(path: Path) -> str:
-    """Return the node's boot id from `path`, or "" when unreadable (no reboot is then
-    ever seen)."""
+def read_boot_id(path: Path = BOOT_ID_PATH) -> str:
+    """Return the node's boot id from `path` (the kernel's, by default), or "" when
+    unreadable (no reboot is then ever seen)."""
     try:
         return path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
@@ -78,9 +78,12 @@ class FaultTracker:
     thread."""
 
     def __init__(self, process_ids: ProcessIds | None = None,
-                 boot_id_path: Path = BOOT_ID_PATH) -> None:
+                 boot_id: Callable[[], str] = read_boot_id) -> None:
+        """`process_ids` lists a GPU's processes (None: holders are never known, so a
+        HOLDER_EXIT fault waits for a reset or a reboot); `boot_id` answers the node's boot
+        id, read every poll ("" when unknown)."""
         self._process_ids = process_ids
-        self._boot_id_path = boot_id_path
+        self._read_boot_id = boot_id
         self._held: dict[FaultKey, _Held] = {}
         self._xid_totals: dict[tuple[int, int], int] = {}
         self._failing: dict[str, frozenset[str]] = {}
@@ -122,11 +125,11 @@ class FaultTracker:
     # --- clearing ---------------------------------------------------------------------
 
     def _boot_id(self) -> str:
-        boot_id = read_boot_id(self._boot_id_path)
+        boot_id = self._read_boot_id()
         if not boot_id and not self._warned_boot_id:
             self._warned_boot_id = True
-            log.warning("cannot read the boot id from %s: faults that a reboot clears stay "
-                        "held", self._boot_id_path)
+            log.warning("cannot read the node's boot id (%s): faults that a reboot clears "
+                        "stay held", BOOT_ID_PATH)
         return boot_id
 
     def _take_restored(self, boot_id: str) -> None:

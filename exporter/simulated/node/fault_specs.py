@@ -195,6 +195,28 @@ class RecoveryFault:
     spec: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ResetFault:
+    """A GPU reset: the GPU is lost during the window, then back with its volatile ECC
+    counts zeroed and no page left pending retirement."""
+
+    gpu: int
+    window: Window
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ExitFault:
+    """The processes running on a GPU exit at `at`: none is listed from then on."""
+
+    gpu: int
+    at: float
+    spec: str = ""
+
+
+RESET_LOST_S = 2.0
+"""How long a reset keeps the GPU lost when the spec gives no `for`."""
+
 Fault = (
     XidFault
     | LostFault
@@ -212,6 +234,8 @@ Fault = (
     | InforomFault
     | NvlinkDownFault
     | RecoveryFault
+    | ResetFault
+    | ExitFault
 )
 
 GRAMMAR: Mapping[str, str] = {
@@ -231,6 +255,8 @@ GRAMMAR: Mapping[str, str] = {
     "inforom": "inforom,gpu=0,at=5s[,for=1m]",
     "nvlink-down": "nvlink-down,gpu=0,link=2,at=5s[,for=1m]",
     "recovery": "recovery,gpu=0,at=5s,action=1[,for=1m]",
+    "reset": "reset,gpu=0,at=30s[,for=2s]",
+    "exit": "exit,gpu=0,at=20s",
 }
 """One example per kind; square brackets mark optional keys."""
 
@@ -251,6 +277,8 @@ _REQUIRED: Mapping[str, tuple[str, ...]] = {
     "inforom": ("gpu", "at"),
     "nvlink-down": ("gpu", "link", "at"),
     "recovery": ("gpu", "at", "action"),
+    "reset": ("gpu", "at"),
+    "exit": ("gpu", "at"),
 }
 _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "xid": ("gi",),
@@ -269,6 +297,8 @@ _OPTIONAL: Mapping[str, tuple[str, ...]] = {
     "inforom": ("for",),
     "nvlink-down": ("for",),
     "recovery": ("for",),
+    "reset": ("for",),
+    "exit": (),
 }
 _VALUE_HINTS: Mapping[str, str] = {
     "code": "an XID number such as 79",
@@ -456,14 +486,27 @@ def parse_fault(spec: str) -> Fault:
         assert over is not None
         assert to is not None
         return FbRampFault(gpu, at, over, to, items.int_("gi"), spec)
+    if kind == "exit":
+        assert gpu is not None
+        assert at is not None
+        return ExitFault(gpu, at, spec)
     if kind in _COUNTER_FAULTS:
         assert gpu is not None
         assert at is not None
         return _COUNTER_FAULTS[kind](items, gpu, at, spec)
     assert gpu is not None
+    return _windowed_fault(kind, items, gpu, spec)
+
+
+def _windowed_fault(kind: str, items: _Items, gpu: int, spec: str) -> Fault:
+    """Parse a fault of one GPU that holds over a window (`at`, optional `for`)."""
     window = items.window()
     if kind == "lost":
         return LostFault(gpu, window, spec)
+    if kind == "reset":
+        if window.end is None:
+            window = Window(window.start, window.start + RESET_LOST_S)
+        return ResetFault(gpu, window, spec)
     if kind == "thermal":
         return ThermalFault(gpu, window, spec)
     if kind == "power-brake":
