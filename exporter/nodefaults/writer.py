@@ -134,7 +134,7 @@ class NodeFaultWriter:
         """Return the writer's self-metrics: writes by kind and result, and API server up."""
         return [
             NODE_FAULT_WRITES.family(NODE_FAULT_WRITES.sample(float(n), kind=k, result=r)
-                                     for (k, r), n in self.counts.items()),
+                                     for (k, r), n in list(self.counts.items())),
             NODE_FAULT_API_UP.single(1.0 if self.api_up else 0.0),
         ]
 
@@ -145,7 +145,8 @@ class NodeFaultWriter:
             self._thread = threading.Thread(target=self._run, name="node-faults", daemon=True)
             self._thread.start()
 
-    def close(self, timeout_s: float = 2.0) -> None:
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Stop the thread; a request under way is left to its own timeout (daemon)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -180,7 +181,11 @@ class NodeFaultWriter:
 
     def _api(self) -> ApiHttp:
         if self._http is None:
-            self._http = self._http_factory()
+            try:
+                self._http = self._http_factory()
+            except Exception as exc:  # no in-cluster token, no kubeconfig, a bad one
+                raise ApiError(None, f"no API server credentials ({exc}); run in a pod with "
+                                     "a ServiceAccount token or set KUBECONFIG") from None
         return self._http
 
     def _node_path(self, status: bool = False) -> str:
