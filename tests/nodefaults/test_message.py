@@ -24,6 +24,10 @@ DBE = GpuFault(gpu=0, uuid="GPU-5a1b0c2d-aaaa-bbbb-cccc-000000000000", source="h
                code="DCGM_FR_VOLATILE_DBE_DETECTED", name="Volatile DBE detected",
                action="RESET_GPU", fatal=False, cleared_by=ClearedBy.GPU_RESET,
                since=1796648300.0, boot_id="4f1c2d3e-0000-1111-2222-333344445555")
+SLASHED = GpuFault(gpu=2, uuid="GPU-y", source="xid", code="13",
+                   name="ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY",
+                   action="RESTART_APP", fatal=False, cleared_by=ClearedBy.NEVER_HELD,
+                   since=1796648000.0, boot_id="b")
 NO_NAME = GpuFault(gpu=3, uuid="GPU-x", source="xid", code="31", name="", action="RESTART_APP",
                    fatal=False, cleared_by=ClearedBy.HOLDER_EXIT, since=1796648000.5,
                    boot_id="")
@@ -55,8 +59,9 @@ def test_several_faults_fatal_first_then_by_gpu() -> None:
                         "boot )")
 
 
-@pytest.mark.parametrize("faults", [[FELL_OFF], [DBE], [NO_NAME], [FELL_OFF, DBE, NO_NAME]],
-                         ids=["xid", "health-with-spaces", "no-name", "three"])
+@pytest.mark.parametrize("faults", [[FELL_OFF], [DBE], [NO_NAME], [SLASHED],
+                                    [FELL_OFF, DBE, NO_NAME, SLASHED]],
+                         ids=["xid", "health-with-spaces", "no-name", "slash-in-name", "four"])
 def test_round_trip(faults: list[GpuFault]) -> None:
     assert sorted(decode(encode(faults)), key=repr) == sorted(faults, key=repr)
 

@@ -127,3 +127,32 @@ def test_dry_run_writes_nothing_and_logs_each_write(start: Start) -> None:
         assert _condition(api) is None
     finally:
         api.stop()
+
+
+def _holder_of_gpu0(metrics: str) -> tuple[str, str] | None:
+    """(namespace, pod) on GPU 0's temperature series, as the exporter attributes it."""
+    for line in metrics.splitlines():
+        if line.startswith("DCGM_FI_DEV_GPU_TEMP{") and 'gpu="0"' in line and 'pod="' in line:
+            labels = dict(part.split("=", 1) for part in
+                          line[line.index("{") + 1:line.index("}")].split(","))
+            return labels["namespace"].strip('"'), labels["pod"].strip('"')
+    return None
+
+
+def test_a_restart_app_fault_is_an_event_on_the_node_and_the_pod_holding_the_gpu(
+        start: Start) -> None:
+    api = FakeApiServer().start()
+    try:
+        api.state.store.add(node(NODE, {"nvidia.com/gpu.present": "true"}))
+        proc = start(api, "--sim.kubelet", "--sim.fault", "xid,code=31,gpu=0,at=1s",
+                     "--faults.events")
+        namespace, pod = wait_until(lambda: _holder_of_gpu0(proc.metrics()),
+                                    what="GPU 0 attributed to a pod")
+        events = wait_until(lambda: len(api.state.store.node_events()) >= 2 and
+                            api.state.store.node_events(), what="two Events")
+        objects = sorted((e["involvedObject"]["kind"], e["metadata"]["namespace"],
+                          e["involvedObject"]["name"]) for e in events)
+        assert objects == [("Node", "default", NODE), ("Pod", namespace, pod)]
+        assert {e["reason"] for e in events} == {"RobustChannelFifoErrorMmuErrFlt"}
+    finally:
+        api.stop()
