@@ -148,8 +148,11 @@ def test_a_restart_app_fault_is_an_event_on_the_node_and_the_pod_holding_the_gpu
                      "--faults.events")
         namespace, pod = wait_until(lambda: _holder_of_gpu0(proc.metrics()),
                                     what="GPU 0 attributed to a pod")
-        events = wait_until(lambda: len(api.state.store.node_events()) >= 2 and
-                            api.state.store.node_events(), what="two Events")
+        def two_events() -> list[dict[str, Any]] | None:
+            events = api.state.store.node_events()
+            return events if len(events) >= 2 else None
+
+        events = wait_until(two_events, what="two Events")
         objects = sorted((e["involvedObject"]["kind"], e["metadata"]["namespace"],
                           e["involvedObject"]["name"]) for e in events)
         assert objects == [("Node", "default", NODE), ("Pod", namespace, pod)]
