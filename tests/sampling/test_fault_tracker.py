@@ -98,7 +98,8 @@ async def test_xid_95_is_held_until_the_gpu_is_reset() -> None:
     first = await node.poll_at(1.0)
     assert seen(first.faults) == {XID95}
     assert seen(first.fault_events) == {XID95}
-    assert first.faults[0].fatal and first.faults[0].boot_id == "boot-1"
+    assert first.faults[0].fatal
+    assert first.faults[0].boot_id == "boot-1"
     for t in (2.0, 5.0, 9.9):
         snapshot = await node.poll_at(t)
         assert seen(snapshot.faults) == {XID95}, f"cleared before the reset, at {t}s"
