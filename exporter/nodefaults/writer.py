@@ -232,16 +232,31 @@ class NodeFaultWriter:
         key = tuple(sorted(repr(f) for f in faults))
         due = key != self._synced_key or time.monotonic() >= self._resync_at
         recheck: float | None = None
+        failed: list[ApiError] = []
+        # Each kind is tried even when another failed: a refused taint must not keep the
+        # condition or the Events from being written.
         if (due and (self.config.node_condition or self.config.taint)) or not self._restored:
             if self.config.node_condition:
-                node = self._read_node()
-                self._patch_node("condition", node, lambda n: condition_patch(
-                    n, self.config.condition_type, faults, self._clock()), status=True)
+                try:
+                    node = self._read_node()
+                    self._patch_node("condition", node, lambda n: condition_patch(
+                        n, self.config.condition_type, faults, self._clock()), status=True)
+                except ApiError as exc:
+                    failed.append(exc)
             if self.config.taint:
-                recheck = self._write_taint(faults)
-            self._synced_key = key
-            self._resync_at = time.monotonic() + (recheck or RESYNC_S)
-        self._send_events()
+                try:
+                    recheck = self._write_taint(faults)
+                except ApiError as exc:
+                    failed.append(exc)
+            if not failed:
+                self._synced_key = key
+                self._resync_at = time.monotonic() + (recheck or RESYNC_S)
+        try:
+            self._send_events()
+        except ApiError as exc:
+            failed.append(exc)
+        if failed:
+            raise failed[0]
         return recheck
 
     def _get(self, kind: str, path: str, query: dict[str, str] | None = None

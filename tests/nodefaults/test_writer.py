@@ -198,3 +198,15 @@ def test_faults_recorded_on_the_node_are_restored_before_anything_is_written(
     assert restored == [(FELL_OFF,)]
     assert len(node_api.state.writes()) == writes  # the record was not overwritten
     assert _written(node_api)["message"] == FELL_OFF_MESSAGE
+
+
+def test_a_refused_kind_keeps_neither_of_the_others_from_being_written(
+        node_api: FakeApiServer, kubeconfig: str, started: list[NodeFaultWriter]) -> None:
+    node_api.state.store.denied_access.add(("patch", "nodes", ""))  # no taint allowed
+    w = _start(started, kubeconfig, node_condition=True, events=True, taint=True)
+    w.offer(snapshot((FELL_OFF,), (FELL_OFF,)))
+    wait_until(lambda: _written(node_api) and _events(node_api),
+               what="condition and Event written")
+    wait_until(lambda: w.counts[("taint", "failure")] >= 2, what="the taint retried")
+    assert (w.counts[("condition", "success")], w.counts[("event", "success")]) == (1, 1)
+    assert "taints" not in node_api.state.store.nodes[NODE].get("spec", {})

@@ -93,7 +93,8 @@ class NodeStore:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     denied_access: set[tuple[str, str, str]] = field(default_factory=set)
-    """(verb, resource, subresource) a SelfSubjectAccessReview answers not allowed."""
+    """(verb, resource, subresource) not granted: a SelfSubjectAccessReview answers not
+    allowed, and the request itself is answered 403, as RBAC does."""
     reviews: list[dict[str, Any]] = field(default_factory=list)
     version: int = 1000
     before_node_write: list[Callable[[NodeStore], None]] = field(default_factory=list)
@@ -137,6 +138,7 @@ class NodeStore:
     def handle(self, method: str, parts: list[str], query: dict[str, list[str]],
                body: Any, content_type: str) -> tuple[int, dict[str, Any]] | None:
         """Answer a request this store knows; None for any other path."""
+        self._authorize(method, parts)
         if parts[:3] == ["api", "v1", "nodes"]:
             return self._nodes(method, parts[3:], query, body, content_type)
         if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and \
@@ -150,6 +152,22 @@ class NodeStore:
                        attrs.get("subresource", "")) not in self.denied_access
             return 201, {**body, "status": {"allowed": allowed}}
         return None
+
+    def _authorize(self, method: str, parts: list[str]) -> None:
+        """Answer 403 to a request whose (verb, resource, subresource) is not granted."""
+        if parts[:3] == ["api", "v1", "nodes"]:
+            resource, named, sub = "nodes", len(parts) > 3, "/".join(parts[4:5])
+        elif len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and \
+                parts[4] == "events":
+            resource, named, sub = "events", len(parts) == 6, ""
+        else:
+            return
+        verb = {"GET": "get" if named else "list", "POST": "create", "PUT": "update",
+                "PATCH": "patch"}.get(method, method.lower())
+        if (verb, resource, sub) in self.denied_access:
+            what = f"{resource}/{sub}" if sub else resource
+            raise Answer(403, "Forbidden", f'{what} is forbidden: User '
+                         f'"system:serviceaccount:x:y" cannot {verb} resource "{what}"')
 
     def _nodes(self, method: str, rest: list[str], query: dict[str, list[str]], body: Any,
                content_type: str) -> tuple[int, dict[str, Any]]:

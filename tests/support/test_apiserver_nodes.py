@@ -126,6 +126,12 @@ def test_access_reviews_answer_as_configured(server: FakeApiServer) -> None:
     assert not allowed("patch", "nodes", "status")
     assert allowed("get", "nodes", "status")
     assert allowed("patch", "nodes")
+    # The request itself is refused as the review says.
+    status, answer = call(server, "PATCH", "/api/v1/nodes/n1/status",
+                          {"status": {"conditions": []}}, STRATEGIC)
+    assert (status, answer["reason"]) == (403, "Forbidden")
+    assert call(server, "GET", "/api/v1/nodes/n1/status")[0] == 200
+    assert call(server, "PATCH", "/api/v1/nodes/n1", {"spec": {}}, STRATEGIC)[0] == 200
 
 
 def test_refusing_then_stopped_then_back_with_its_state(server: FakeApiServer) -> None:
