@@ -284,7 +284,8 @@ FAULTS_DRY_RUN: Option[bool] = Option(
     "faults_dry_run", Switch(), False, commands=SERVE_AND_DOCTOR, group=FAULTS_GROUP,
     flags=("--faults.dry-run",), env=("GPU_EXPORTER_FAULTS_DRY_RUN",),
     help="log each condition, Event and taint write the options above would make, one line "
-         "each, and make none (reads still happen: get on `nodes`, and list for the breaker)")
+         "each, and make none (the reads still happen: get on `nodes/status` and `nodes`, "
+         "list on `nodes` for the breaker); see docs/faults.md")
 
 KUBECONFIG: Option[str | None] = Option(
     "kubeconfig", Text(), None, commands=DOCTOR, flags=("--kubeconfig",), metavar="FILE",
