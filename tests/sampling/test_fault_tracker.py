@@ -152,6 +152,37 @@ async def test_ignored_xids_raise_nothing() -> None:
     await node.close()
 
 
+async def test_a_second_xid_while_held_raises_nothing_new() -> None:
+    node = Node("h100-8", "xid,code=95,gpu=0,at=1s", "xid,code=95,gpu=0,at=3s")
+    await node.poll_at(0.0)
+    node.clock.now = 1.0
+    node.xids_delivered(1)
+    first = await node.poll_at(1.0)
+    node.clock.now = 3.0
+    node.xids_delivered(2)
+    again = await node.poll_at(3.0)
+    assert again.faults == first.faults, "the fault keeps its first time"
+    assert again.fault_events == ()
+    await node.close()
+
+
+async def test_an_xid_that_is_not_held_is_an_event_per_occurrence() -> None:
+    # XID 154: NONFATAL, its free-text action read as UNEXPECTED_ERR_REPORT_ISSUE.
+    node = Node("h100-8", "xid,code=154,gpu=0,at=1s", "xid,code=154,gpu=0,at=3s")
+    await node.poll_at(0.0)
+    node.clock.now = 1.0
+    node.xids_delivered(1)
+    first = await node.poll_at(1.0)
+    assert first.faults == ()
+    assert [(f.code, f.action, f.cleared_by) for f in first.fault_events] == \
+        [("154", "UNEXPECTED_ERR_REPORT_ISSUE", ClearedBy.NEVER_HELD)]
+    assert (await node.poll_at(2.0)).fault_events == ()
+    node.clock.now = 3.0
+    node.xids_delivered(2)
+    assert [f.code for f in (await node.poll_at(3.0)).fault_events] == ["154"]
+    await node.close()
+
+
 async def test_a_double_bit_error_is_held_until_the_gpu_is_reset() -> None:
     node = Node("h100-8", "ecc,gpu=2,at=1s,dbe=1", "reset,gpu=2,at=10s")
     assert (await node.poll_at(0.5)).faults == ()
