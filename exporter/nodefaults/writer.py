@@ -194,17 +194,21 @@ class NodeFaultWriter:
     def _run(self) -> None:
         delay = self._initial_s
         retry_in: float | None = None
+        backoff_until = 0.0
         while not self._stop.is_set():
             self._wake.wait(retry_in)
-            self._wake.clear()
-            if self._stop.is_set():
+            # After a failure a new snapshot does not cut the backoff short: it is taken up
+            # when the backoff ends.
+            if self._stop.wait(max(0.0, backoff_until - time.monotonic())):
                 break
+            self._wake.clear()
             try:
                 retry_in = self._sync()
                 if not self.api_up:
                     log.info("node faults: the API server answers again; writes resumed")
                 self.api_up = True
                 delay = self._initial_s
+                backoff_until = 0.0
             except _Restored:
                 retry_in = None
                 continue
@@ -213,12 +217,14 @@ class NodeFaultWriter:
                     log.warning("node faults: %s; retrying with backoff up to %.0fs", exc,
                                 self._cap_s)
                 self.api_up = False
-                retry_in = delay
+                retry_in = 0.0
+                backoff_until = time.monotonic() + delay
                 delay = min(delay * 2, self._cap_s)
             except Exception:
                 # A bug must not end the thread: the next snapshot tries again.
                 log.exception("node faults: unexpected error")
-                retry_in = self._cap_s
+                retry_in = 0.0
+                backoff_until = time.monotonic() + self._cap_s
             if retry_in is None:
                 self.idle.set()
 

@@ -11,7 +11,14 @@ import pytest
 
 from exporter.fields.faults import GpuFault
 from exporter.nodefaults.writer import NodeFaultWriter
-from tests.nodefaults.writer_helpers import FELL_OFF, NODE, PAGE_FAULT, snapshot, writer
+from tests.nodefaults.writer_helpers import (
+    FELL_OFF,
+    NODE,
+    PAGE_FAULT,
+    snapshot,
+    writer,
+    writer_with_backoff,
+)
 from tests.support.apiserver import FakeApiServer
 from tests.support.apiserver_nodes import node
 from tests.support.wait import wait_until
@@ -40,7 +47,7 @@ def started() -> Iterator[list[NodeFaultWriter]]:
         w.close()
 
 
-def _start(started: list[NodeFaultWriter], kubeconfig: str, **settings: object
+def _start(started: list[NodeFaultWriter], kubeconfig: str, **settings: bool | str | float
            ) -> NodeFaultWriter:
     made = writer(kubeconfig, **settings)
     made.restore_to(lambda _: None)
@@ -210,3 +217,19 @@ def test_a_refused_kind_keeps_neither_of_the_others_from_being_written(
     wait_until(lambda: w.counts[("taint", "failure")] >= 2, what="the taint retried")
     assert (w.counts[("condition", "success")], w.counts[("event", "success")]) == (1, 1)
     assert "taints" not in node_api.state.store.nodes[NODE].get("spec", {})
+
+
+def test_new_polls_do_not_cut_the_backoff_short(
+        node_api: FakeApiServer, kubeconfig: str, started: list[NodeFaultWriter]) -> None:
+    node_api.state.refuse = 500
+    w = writer_with_backoff(kubeconfig, (2.0, 2.0), {"node_condition": True})
+    started.append(w)
+    w.restore_to(lambda _: None)
+    w.start()
+    w.offer(snapshot((FELL_OFF,)))
+    wait_until(lambda: w.counts[("condition", "failure")] == 1, what="the first failure")
+    for n in range(20):  # a poll every few milliseconds, each one waking the writer
+        w.offer(snapshot((FELL_OFF,), taken_at=1796648400.0 + n))
+    node_api.state.refuse = None
+    wait_until(lambda: _written(node_api), what="written after the backoff")
+    assert w.counts[("condition", "failure")] == 1

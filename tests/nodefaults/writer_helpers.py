@@ -37,9 +37,14 @@ def snapshot(faults: tuple[GpuFault, ...] = (), events: tuple[GpuFault, ...] = (
                     taken_at=taken_at, faults=faults, fault_events=events)
 
 
-def writer(kubeconfig: str, **settings: object) -> NodeFaultWriter:
-    """Return a started writer for NODE with these settings, and a short backoff."""
+def writer(kubeconfig: str, **settings: bool | str | float) -> NodeFaultWriter:
+    """Return a writer (not started) for NODE with these settings, and a short backoff."""
+    return writer_with_backoff(kubeconfig, (0.05, 0.4), settings)
+
+
+def writer_with_backoff(kubeconfig: str, backoff_s: tuple[float, float],
+                        settings: dict[str, bool | str | float]) -> NodeFaultWriter:
+    """Return a writer (not started) for NODE with these settings and this backoff."""
     config = replace(NodeFaultsConfig(node_name=NODE), **settings)  # type: ignore[arg-type]
-    made = NodeFaultWriter(config, lambda: ApiHttp(credentials(kubeconfig), timeout_s=2.0),
-                           backoff_s=(0.05, 0.4))
-    return made
+    return NodeFaultWriter(config, lambda: ApiHttp(credentials(kubeconfig), timeout_s=2.0),
+                           backoff_s=backoff_s)
