@@ -17,7 +17,7 @@ from tests.support.wait import wait_until
 
 NODE = "gpu-node-1"
 TAINT = {"key": "gpu-exporter/gpu-fault", "value": "RESTART_BM", "effect": "NoSchedule"}
-SIM = ["--backend", "sim", "--sim.profile", "h100-8", "-c", "200ms"]
+SIM = ["--backend", "sim", "--sim.profile", "h100-8", "-c", "500ms"]
 FELL_OFF = ["--sim.fault", "xid,code=79,gpu=1,at=1s"]
 
 Start = Callable[..., ExporterProcess]
