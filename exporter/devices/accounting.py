@@ -22,12 +22,15 @@ class GpuLost(Exception):
 
 
 class CallErrors:
+    """Count failed NVML calls by function and return code, and log each unsupported question once
+    per device."""
     def __init__(self) -> None:
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         """(function, return code name) -> failed calls since start."""
         self._logged_unsupported: set[tuple[str, str]] = set()
 
     def count(self, function: str, code: int) -> None:
+        """Count one failed call of this NVML function with this return code."""
         self.counts[(function, error_name(code))] += 1
 
     def count_exception(self, function: str) -> None:
@@ -45,6 +48,8 @@ class CallErrors:
             raise GpuLost() from exc
 
     def note_unsupported(self, uid: str, what: str, function: str, code: int) -> None:
+        """Count a call that the device does not support, and log it the first time this device
+        answers so for this question."""
         self.count(function, code)
         if (uid, what) not in self._logged_unsupported:
             self._logged_unsupported.add((uid, what))

@@ -56,6 +56,8 @@ class Handles:
 
 @dataclass(frozen=True, slots=True)
 class Enumeration:
+    """The result of one walk of NVML's device tree: the inventory, the handles to keep, and the
+    GPUs that were lost."""
     inventory: Inventory
     handles: Handles
     lost: frozenset[int]

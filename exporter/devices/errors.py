@@ -29,10 +29,12 @@ def nvml_code(exc: BaseException) -> int:
 
 
 def is_nvml_error(exc: BaseException) -> bool:
+    """Return whether the exception is one of pynvml's NVML errors."""
     # pynvml creates its NVMLError subclasses at import time; matching on the base class name
     # keeps this module free of a pynvml import.
     return any(cls.__name__ == "NVMLError" for cls in type(exc).__mro__)
 
 
 def describe(exc: BaseException) -> str:
+    """Return the error's NVML return code name followed by its message, for a log line."""
     return f"{error_name(nvml_code(exc))} ({exc})"

@@ -14,6 +14,7 @@ NVML_GPU_FABRIC_UUID_LEN = 16
 
 
 class FabricInfo(ctypes.Structure):
+    """The `nvmlGpuFabricInfo_v3_t` struct that NVML fills with the GPU's fabric registration."""
     _fields_ = [("version", ctypes.c_uint),
                 ("clusterUuid", ctypes.c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
                 ("status", ctypes.c_uint),
@@ -28,6 +29,7 @@ FABRIC_INFO_V3 = ctypes.sizeof(FabricInfo) | 3 << 24
 
 
 def fabric_reader(lib: NvmlLib, handle: Handle) -> Callable[[], FabricInfo]:
+    """Return a function that reads this GPU's fabric registration each time it is called."""
     def read() -> FabricInfo:
         info = FabricInfo(version=FABRIC_INFO_V3)
         lib.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))

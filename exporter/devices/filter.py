@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class DeviceFilter:
+    """Which GPUs and MIG GPU instances the `--devices` flag selects."""
     gpus: bool = True
     """Emit whole-GPU entities."""
     instances: bool = True
@@ -18,9 +19,11 @@ class DeviceFilter:
     """Only these GPU-instance ids (None: all)."""
 
     def wants_gpu(self, index: int) -> bool:
+        """Return whether the GPU with this index is selected."""
         return self.gpu_ids is None or index in self.gpu_ids
 
     def wants_instance(self, gpu_instance_id: int) -> bool:
+        """Return whether the MIG GPU instance with this id is selected."""
         return self.instance_ids is None or gpu_instance_id in self.instance_ids
 
 
@@ -85,6 +88,8 @@ def _selectors(text: str, flag: str) -> dict[str, str | None]:
 
 
 def parse_device_filter(text: str, flag: str = "--devices") -> DeviceFilter:
+    """Parse a `--devices` value into a filter; raise ValueError naming the flag when the text is
+    not valid."""
     found = _selectors(text, flag)
     if "f" in found:
         return ALL_DEVICES

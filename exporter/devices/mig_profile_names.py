@@ -32,7 +32,9 @@ _CALLS = ("nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo",
 class GpuInstanceProfileCalls(Protocol):
     """The NVML calls that name a GPU instance's profile (pynvml's names and shapes)."""
 
-    def nvmlDeviceGetGpuInstanceById(self, handle: Handle, gi_id: int) -> Handle: ...
+    def nvmlDeviceGetGpuInstanceById(self, handle: Handle, gi_id: int) -> Handle:
+        """Return the handle of the GPU instance with this id on the GPU."""
+        ...
     def nvmlGpuInstanceGetInfo(self, gi_handle: Handle) -> Any:
         """`.profileId`: the instance's profile id (`nvidia-smi mig -lgip`'s ID)."""
         ...

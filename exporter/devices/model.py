@@ -58,6 +58,7 @@ class Entity:
 
     @property
     def is_mig(self) -> bool:
+        """Return whether this entity is a MIG GPU instance rather than a whole GPU."""
         return self.gpu_instance_id is not None
 
     @property
@@ -75,18 +76,21 @@ class Inventory:
     driver_version: str | None = None
 
     def by_uuid(self, uuid: str) -> Entity | None:
+        """Return the GPU with this UUID, or None when the node has none."""
         for gpu in self.gpus:
             if gpu.uuid == uuid:
                 return gpu
         return None
 
     def by_index(self, index: int) -> Entity | None:
+        """Return the GPU with this NVML index, or None when the node has none."""
         for gpu in self.gpus:
             if gpu.gpu == index:
                 return gpu
         return None
 
     def instance(self, gpu: int, gpu_instance_id: int) -> Entity | None:
+        """Return the MIG GPU instance with this id on this GPU, or None when there is none."""
         for inst in self.instances:
             if inst.gpu == gpu and inst.gpu_instance_id == gpu_instance_id:
                 return inst

@@ -73,6 +73,8 @@ def _layout(enum: Enumeration) -> object:
 
 
 class NvmlBackend:
+    """The device backend that reads real GPUs through NVML: it initialises NVML, enumerates the
+    devices and reads each poll's values."""
     def __init__(
         self,
         lib: NvmlLib,
@@ -155,10 +157,12 @@ class NvmlBackend:
 
     @property
     def up(self) -> bool:
+        """Return whether NVML is initialised and the devices have been enumerated."""
         return self._initialised and self._enum is not None
 
     @property
     def inventory(self) -> Inventory:
+        """Return the devices found by the latest enumeration (empty before the first one)."""
         return self._enum.inventory if self._enum else Inventory()
 
     def start(self) -> None:
@@ -194,6 +198,7 @@ class NvmlBackend:
         log.info("NVML initialised")
 
     def close(self) -> None:
+        """Stop the XID watcher, drop the handles and shut NVML down."""
         self._stop_watcher(wait=True)
         self._reader.clear()
         self._layout = None
@@ -401,6 +406,8 @@ class NvmlBackend:
     # --- self-metrics -----------------------------------------------------------------
 
     def families(self) -> list[Family]:
+        """Return the backend's own metric families: whether NVML is up, failed calls, and GPUs
+        lost."""
         errors = (NVML_ERRORS.sample(float(n), function=fn, code=code)
                   for (fn, code), n in sorted(self.call_errors.items()))
         return [

@@ -96,6 +96,7 @@ def reply_ok(data: bytes, group: int) -> bool:
 
 def ppcnt_reader(lib: NvmlLib, handle: Handle, link: int, group: int
                  ) -> Callable[[], PpcntCounters]:
+    """Return a function that reads one PPCNT counter group of one NVLink each time it is called."""
     call: Callable[[Handle, PrmTlv], None] = lib.nvmlDeviceReadWritePRM_v1
 
     def read() -> PpcntCounters:
@@ -130,11 +131,15 @@ class PrmCounterList(ctypes.Structure):
 
 
 def local_port(link: int, counter_id: int) -> int:
+    """Return the register's local port for this link: the port transmit-wait counter numbers links
+    from 0, the others from 1, as DCGM reads them."""
     return link if counter_id == COUNTER_PORT_XMIT_WAIT else link + 1
 
 
 def counter_reader(lib: NvmlLib, handle: Handle, link: int, counter_id: int
                    ) -> Callable[[], int | None]:
+    """Return a function that reads one PRM counter of one NVLink each time it is called (None when
+    the device gives no value)."""
     call: Callable[[Handle, PrmCounterList], None] = lib.nvmlDeviceReadPRMCounters_v1
 
     def read() -> int | None:

@@ -41,6 +41,7 @@ _Call = Literal["handle", "MIG handle", "running processes", "MPS processes",
 
 @dataclass(frozen=True, slots=True)
 class RunningProcess:
+    """A compute process on a device and the framebuffer it holds."""
     pid: int
     used_memory_bytes: float | None
     """Framebuffer the process holds; None when NVML can't say (e.g. without privileges)."""
@@ -48,6 +49,8 @@ class RunningProcess:
 
 @dataclass(frozen=True, slots=True)
 class SmSample:
+    """One utilisation sample of a process: the share of the device's SMs it kept busy, in percent.
+    """
     pid: int
     sm_util_pct: float
 
@@ -69,10 +72,14 @@ class ProcessReads(Protocol):
     """Starts a `ProcessReader.read` of these entities on the poll thread."""
 
     def __call__(self, entities: Sequence[Entity], /
-                 ) -> concurrent.futures.Future[list[EntityProcesses]]: ...
+                 ) -> concurrent.futures.Future[list[EntityProcesses]]:
+        """Start reading the processes of these entities and return the future of their answers."""
+        ...
 
 
 class ProcessReader:
+    """Read the processes on each entity and their use of it, remembering which samples were already
+    read so each read returns only newer ones."""
     def __init__(self, lib: NvmlLib) -> None:
         self._lib = lib
         self._last_sample_us: dict[str, int] = {}

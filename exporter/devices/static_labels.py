@@ -16,6 +16,7 @@ from exporter.fields.catalog import Call, Convert, FieldSpec, MetricType, Reader
 
 
 def is_static_label(spec: FieldSpec) -> bool:
+    """Return whether the field is a label read once per enumeration through a plain NVML call."""
     return spec.type is MetricType.LABEL and spec.reader is Reader.CALL
 
 
