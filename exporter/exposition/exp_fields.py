@@ -21,6 +21,7 @@ HEALTH_FIELD = "DCGM_EXP_GPU_HEALTH_STATUS"
 
 
 def window_label(window_s: float) -> Labels:
+    """Return the `window_size_in_ms` label for a window of this many seconds."""
     return ((names.WINDOW_SIZE_IN_MS, str(int(window_s * 1000))),)
 
 

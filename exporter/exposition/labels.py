@@ -28,6 +28,8 @@ DEFAULT_STYLE = LabelStyle()
 
 
 def model_name(model: str, style: LabelStyle = DEFAULT_STYLE) -> str:
+    """Return the `modelName` label value, with each run of blanks turned into one dash when the
+    label style asks for it."""
     # Runs of blanks become one dash, and none leads or trails, as dcgm-exporter does.
     return "-".join(model.split()) if style.model_name_without_blanks else model
 
@@ -110,10 +112,14 @@ def with_xid_attributes(samples: Iterable[Sample]) -> tuple[Sample, ...]:
 
 
 def escape(value: str) -> str:
+    """Return a label value escaped for the text exposition format (backslash, newline and double
+    quote)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def format_labels(labels: Labels) -> str:
+    """Return the label set as written in the text format, braces included, or an empty string when
+    there are no labels."""
     if not labels:
         return ""
     return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in labels) + "}"

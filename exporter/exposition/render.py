@@ -77,6 +77,8 @@ class Rendered:
 
 
 def format_value(value: float) -> str:
+    """Return a sample value as written in the exposition: whole numbers without a decimal point,
+    others with six decimals, and NaN and infinities spelled as Prometheus spells them."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):

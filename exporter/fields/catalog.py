@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 
 class MetricType(enum.Enum):
+    """The Prometheus type a field is exported as, or `label` for a field that labels other series.
+    """
     GAUGE = "gauge"
     COUNTER = "counter"
     LABEL = "label"
@@ -140,6 +142,8 @@ class GpmLink:
     high: int
 
     def metric(self, link: int) -> int:
+        """Return the GPM metric id of this NVLink: NVML numbers the first 18 links from one base
+        and the rest from another."""
         return self.low + 2 * link if link < 18 else self.high + 2 * (link - 18)
 
     def __str__(self) -> str:
@@ -154,6 +158,8 @@ value."""
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
+    """One field this exporter can serve: its name, type, help, unit, and where and how its value is
+    read."""
     name: str
     """The DCGM field name; also the exported metric name."""
     type: MetricType

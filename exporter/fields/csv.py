@@ -33,6 +33,8 @@ class CollectorsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EnabledField:
+    """One row of a collectors CSV: the field it selects, and the type and help it is exported with.
+    """
     spec: FieldSpec
     type: MetricType
     """As the CSV says (`untyped` is echoed in `# TYPE` only)."""
@@ -41,6 +43,8 @@ class EnabledField:
 
 @dataclass(frozen=True, slots=True)
 class Collectors:
+    """A parsed collectors CSV: the fields it enables, in file order, with the warnings it raised.
+    """
     source: str
     fields: tuple[EnabledField, ...]
     warnings: tuple[str, ...]
@@ -50,10 +54,12 @@ class Collectors:
 
     @property
     def names(self) -> frozenset[str]:
+        """Return the names of the enabled fields."""
         return frozenset(f.spec.name for f in self.fields)
 
     @property
     def specs(self) -> tuple[FieldSpec, ...]:
+        """Return the catalog entries of the enabled fields, in file order."""
         return tuple(f.spec for f in self.fields)
 
 

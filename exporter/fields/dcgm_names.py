@@ -89,6 +89,8 @@ _EXPLANATION = {
 
 @dataclass(frozen=True, slots=True)
 class DcgmField:
+    """One DCGM field: its id, every name that refers to it, and why this exporter serves it or not.
+    """
     dcgm_id: int | None
     """None for a range marker that names no field."""
     names: tuple[str, ...]
@@ -121,6 +123,7 @@ class DcgmNames:
         return iter(self._by_name)
 
     def field(self, name: str) -> DcgmField | None:
+        """Return the DCGM field known by this name, or None when no field has it."""
         return self._by_name.get(name)
 
     @functools.cached_property
@@ -138,6 +141,7 @@ class DcgmNames:
         return by_id
 
     def served_spec(self, field: DcgmField) -> FieldSpec | None:
+        """Return the catalog entry that serves this DCGM field, or None when none does."""
         return None if field.dcgm_id is None else self.served.get(field.dcgm_id)
 
     def resolve(self, name: str) -> FieldSpec | DcgmField | None:
@@ -152,6 +156,7 @@ class DcgmNames:
         return spec if spec.name == name else replace(spec, name=name)
 
     def unserved(self) -> tuple[DcgmField, ...]:
+        """Return the DCGM fields that this exporter does not serve."""
         return tuple(f for f in self.fields if self.served_spec(f) is None)
 
 

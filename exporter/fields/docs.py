@@ -217,6 +217,7 @@ def _health_section() -> list[str]:
 
 
 def render_markdown() -> str:
+    """Return the text of docs/metrics.md."""
     enabled = load_collectors(default_collectors_path()).names
     lines = [
         "# Metrics",
@@ -329,6 +330,8 @@ def render_markdown() -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Write docs/metrics.md to the path given, or to standard output without one; return the exit
+    status."""
     text = render_markdown()
     if argv:
         Path(argv[0]).write_text(text)

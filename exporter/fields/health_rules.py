@@ -156,6 +156,7 @@ class Facts:
     mig_on: bool
 
     def latest(self, key: str) -> float | None:
+        """Return the newest value of this key in the samples, or None when no sample holds it."""
         for sample in reversed(self.samples):
             if (value := sample.get(_PREFIX + key)) is not None:
                 return value
@@ -169,6 +170,8 @@ class Facts:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One DCGM health rule: the watch it belongs to, what it reads, when it fires, and the result
+    and error code it then reports."""
     watch: str
     source: str
     """The NVML call the rule reads (for the docs table)."""

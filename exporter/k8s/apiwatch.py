@@ -91,12 +91,14 @@ class WatchLoop:
     # -- life cycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the background thread that lists and then watches the objects (once only)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=f"watch-{self.what}",
                                             daemon=True)
             self._thread.start()
 
     def close(self) -> None:
+        """Stop the watch, ending a read that is waiting for the next event."""
         self._stop.set()
         watch = self._watch
         if watch is not None:

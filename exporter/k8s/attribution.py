@@ -80,6 +80,8 @@ def resource_accepted(resource: str, extra_names: Iterable[str] = ()) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
+    """The device a kubelet device id points at: the GPU or MIG GPU instance, the MIG device when
+    the id names one, and the replica of a shared GPU."""
     entity: Entity
     """The whole GPU, or the MIG GPU instance."""
     mig: MigDevice | None
@@ -120,6 +122,8 @@ class DeviceResolver:
                  dev.raw, self._gpu_id_type, wanted)
 
     def resolve(self, dev: DeviceId, inventory: Inventory) -> Resolved | None:
+        """Return the device this id points at in the inventory, or None when the node has no such
+        device."""
         self._sync(inventory)
         if dev.kind is DeviceKind.GPU_UUID:
             gpu = inventory.by_uuid(dev.uuid or "")
@@ -159,6 +163,7 @@ MALFORMED_ID = "malformed_id"
 
 @dataclass(frozen=True, slots=True)
 class Unattributed:
+    """An allocation that could not be joined with a device, and why."""
     allocation: Allocation
     reason: str
     """UNKNOWN_DEVICE or MALFORMED_ID."""
@@ -167,6 +172,8 @@ class Unattributed:
 
 @dataclass(frozen=True, slots=True)
 class AttributionResult:
+    """Everything one join of the kubelet's allocations with the inventory produced: the
+    attribution, the allocation series, and what could not be attributed."""
     attribution: Attribution
     allocation_rows: tuple[Labels, ...] = ()
     """Label sets of `gpu_exporter_pod_gpu_allocation` (value 1), one per holder of a shared

@@ -63,6 +63,8 @@ def _private_dir() -> Path | None:
 
 
 class ConfigMapCollectors(WatchLoop):
+    """Follow the ConfigMap that holds the collectors CSV and point the sampler's collectors path at
+    its contents, or at the collectors file while the ConfigMap cannot be read."""
     def __init__(
         self,
         namespace: str,
@@ -126,6 +128,7 @@ class ConfigMapCollectors(WatchLoop):
             return load_collectors(self.path)
 
     def close(self) -> None:
+        """Stop following the ConfigMap and remove the private directory."""
         super().close()
         shutil.rmtree(self.directory, ignore_errors=True)
 

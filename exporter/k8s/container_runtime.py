@@ -288,6 +288,8 @@ class ContainerRuntimeSource:
         self._failing = False
 
     async def refresh(self, inventory: Inventory) -> Attribution:
+        """Return this poll's attribution, reading the runtime's containers again only when the
+        cached answer is older than the collect interval."""
         now = self._clock()
         # Polls start one interval apart give or take a little: a tenth of slack keeps a
         # poll that starts a moment early from reusing an answer one interval old.
@@ -314,7 +316,9 @@ class ContainerRuntimeSource:
         self._failing = True
 
     def families(self) -> list[Family]:
+        """Return no families: this source has no metrics of its own."""
         return []
 
     async def close(self) -> None:
+        """Do nothing: each refresh opens and closes its own connection."""
         return None

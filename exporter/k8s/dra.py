@@ -84,6 +84,8 @@ def exporter_pod(
 def claim_labels(
     claim_name: str, claim_namespace: str, pool: str, device_name: str, device: SliceDevice
 ) -> Labels:
+    """Return the DRA labels of a series whose device was claimed: the claim, the driver, the pool,
+    the device and, for a MIG device, its profile and UUID."""
     labels: Labels = (
         (names.DRA_CLAIM_NAME, claim_name),
         (names.DRA_CLAIM_NAMESPACE, claim_namespace),
@@ -136,10 +138,12 @@ class DraClaims:
         return cls(index, skip_pod=skip_pod, watch=watch)
 
     def start(self) -> None:
+        """Start watching this node's ResourceSlices, when DRA attribution is on."""
         if self.watch is not None:
             self.watch.start()
 
     def close(self) -> None:
+        """Stop watching the ResourceSlices."""
         if self.watch is not None:
             self.watch.close()
 
@@ -195,6 +199,8 @@ class DraClaims:
                         "(dynamic MIG or vfio); it cannot be attributed", pool, name)
 
     def families(self) -> list[Family]:
+        """Return the DRA metric families: whether the ResourceSlice watch is up, its errors, and
+        the claimed devices that could not be resolved, by reason."""
         watch = self.watch
         return [
             DRA_SLICE_WATCH_UP.single(1.0 if watch is not None and watch.up else 0.0),

@@ -26,6 +26,7 @@ from exporter.k8s.label_names import KeyFilter, sanitise_label_name
 
 @dataclass(frozen=True, slots=True)
 class Preset:
+    """A named set of pod label keys that one LLM-serving stack sets."""
     name: str
     keys: tuple[str, ...]
     """Pod label keys copied, exactly as on the pod."""
@@ -80,6 +81,7 @@ def preset_keys(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def preset_filter(names: Iterable[str]) -> KeyFilter:
+    """Return a filter that accepts exactly the pod label keys of these presets."""
     keys = frozenset(preset_keys(names))
     return keys.__contains__
 
@@ -134,6 +136,7 @@ class LabelSource:
 
 @dataclass(frozen=True, slots=True)
 class Dimension:
+    """One role or model dimension of LLM serving, and the labels it is read from."""
     name: str
     sources: tuple[LabelSource, ...]
     """Highest precedence first: the first source a series carries a matching value in

@@ -54,6 +54,7 @@ def _identity(st: os.stat_result) -> SocketIdentity:
 
 
 class KubeletCallError(Exception):
+    """A call to the kubelet failed; `code` is the gRPC status name and `detail` its message."""
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
@@ -71,12 +72,15 @@ class BackingOff(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
+    """How long to wait before calling the kubelet again after failures: doubling from the initial
+    delay up to the maximum, with jitter."""
     initial_s: float = 1.0
     max_s: float = 60.0
     jitter: float = 0.2
     """Fraction of randomisation, so that exporters on many nodes don't retry in step."""
 
     def delay(self, failures: int) -> float:
+        """Return the wait in seconds after this many failures in a row."""
         base = min(self.max_s, self.initial_s * 2 ** max(0, failures - 1))
         return float(base * (1 + random.uniform(-self.jitter, self.jitter)))
 
@@ -175,11 +179,14 @@ class PodResourcesClient:
         return self._stub
 
     async def close(self) -> None:
+        """Close the channel to the kubelet."""
         await self._drop_channel()
 
     # -- calls --------------------------------------------------------------------------
 
     def backoff_remaining(self) -> float:
+        """Return how many seconds are left before the next call may be made (0 when none is
+        running)."""
         return max(0.0, self._retry_at - self._clock())
 
     async def fetch(self, pod: tuple[str, str] | None = None) -> list[PodResources]:

@@ -156,6 +156,7 @@ class PodLabelRules:
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> PodLabelRules:
+        """Return the rules that the Kubernetes settings ask for."""
         filters: list[KeyFilter] = []
         if config.enable_pod_labels:
             filters.append(allowlist_filter(config.pod_label_allowlist))
@@ -170,10 +171,12 @@ class PodLabelRules:
 
     @property
     def copies_labels(self) -> bool:
+        """Return whether any pod labels are copied onto series."""
         return bool(self._copies)
 
     @property
     def labels_anything(self) -> bool:
+        """Return whether the rules add any label at all (the pod UID or copied pod labels)."""
         return self.uid or self.copies_labels
 
     def apply(self, uid: str, pod_labels: Mapping[str, str]

@@ -32,6 +32,7 @@ bounded because label keys are chosen by every tenant of the cluster."""
 
 @dataclass(frozen=True, slots=True)
 class PodRecord:
+    """What the map keeps of one pod: the labels its series get, its UID, and its containers."""
     labels: Labels
     """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
     uid: str
@@ -64,6 +65,7 @@ class PodMap:
     # -- reading --------------------------------------------------------------------------
 
     def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
         record = self._pods.get((namespace, pod))
         return record.labels if record is not None else ()
 
@@ -93,12 +95,14 @@ class PodMap:
         self._publish(dict(self._entry(obj) for obj in objects))
 
     def upsert(self, obj: PodObject) -> None:
+        """Add this pod to the map or replace its entry."""
         key, record = self._entry(obj)
         pods = dict(self._pods)
         pods[key] = record
         self._publish(pods)
 
     def remove(self, obj: PodObject) -> None:
+        """Remove this pod from the map."""
         pods = dict(self._pods)
         pods.pop(_key(obj), None)
         self._publish(pods)

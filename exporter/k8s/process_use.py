@@ -83,6 +83,8 @@ def container_of_pid(pid: int, proc_root: Path) -> tuple[str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class ContainerUsage:
+    """One container's use of one shared device: the framebuffer its processes hold and their share
+    of the SMs."""
     entity: Entity
     container: ContainerKey
     memory_bytes: float | None
@@ -177,6 +179,7 @@ class ProcessUsage:
 
     @property
     def usage(self) -> list[ContainerUsage]:
+        """Return every container's use of every shared device, from the last read."""
         return [u for use in self.entities.values() for u in use.usage()]
 
     @property
@@ -186,6 +189,7 @@ class ProcessUsage:
 
     @property
     def read_pending(self) -> bool:
+        """Return whether a read of the processes is still running."""
         return self._pending is not None and not self._pending.done()
 
     async def refresh(self, shared: Sequence[Entity]) -> None:

@@ -47,6 +47,7 @@ DeviceRef = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class SliceDevice:
+    """One device a ResourceSlice offers: its kind, its UUID and, for a MIG device, its profile."""
     kind: str
     """The driver's `type` attribute: gpu, mig, vfio (empty when absent)."""
     uuid: str | None
@@ -68,6 +69,7 @@ def _attribute(attributes: Mapping[str, Any], name: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ParsedSlice:
+    """The devices of one ResourceSlice, with its pool and the pool's generation."""
     pool: str
     generation: int
     devices: Mapping[str, SliceDevice]
@@ -105,12 +107,14 @@ class SliceIndex:
         self._devices: Mapping[DeviceRef, SliceDevice] = {}
 
     def lookup(self, pool: str, device: str) -> SliceDevice | None:
+        """Return the device with this name in this pool, or None when no slice seen offers it."""
         return self._devices.get((pool, device))
 
     def __len__(self) -> int:
         return len(self._devices)
 
     def replace(self, slices: Mapping[str, ParsedSlice]) -> None:
+        """Replace every slice seen with these, as a new list of the slices gives them."""
         with self._lock:
             self._slices = dict(slices)
             self._publish()

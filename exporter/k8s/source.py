@@ -63,14 +63,27 @@ _MALFORMED_MEMORY = 4096
 class PodMetadata(Protocol):
     """What enrichment offers (see `exporter.k8s.pod_metadata`)."""
 
-    def start(self) -> None: ...
-    def labels_for(self, namespace: str, pod: str) -> Labels: ...
-    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None: ...
-    def families(self) -> list[Family]: ...
-    def close(self) -> None: ...
+    def start(self) -> None:
+        """Start following the pods."""
+        ...
+    def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get."""
+        ...
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
+        ...
+    def families(self) -> list[Family]:
+        """Return the metric families about following the pods."""
+        ...
+    def close(self) -> None:
+        """Stop following the pods."""
+        ...
 
 
 class KubeletSource:
+    """The attribution source of Kubernetes: the kubelet's allocations, joined each poll with the
+    inventory and, when asked, with pod labels, DRA claims and per-process use."""
     def __init__(
         self,
         config: KubernetesConfig,
@@ -127,6 +140,8 @@ class KubeletSource:
     # -- the AttributionSource protocol ---------------------------------------------------
 
     async def refresh(self, inventory: Inventory) -> Attribution:
+        """Return this poll's attribution; a caller arriving while a refresh runs waits for it and
+        gets its result, and a failed refresh is counted and keeps the last allocations."""
         # Single-flight: a caller arriving during a refresh waits for it and gets its result.
         if self._lock.locked():
             async with self._lock:
@@ -144,6 +159,8 @@ class KubeletSource:
             return self._result.attribution
 
     def families(self) -> list[Family]:
+        """Return the kubelet metric families (whether it answers, the last success, refresh errors,
+        unattributed devices) and those of the sources it uses."""
         result = self._result
         unattributed = Counter(u.reason for u in result.unattributed)
         families = [KUBELET_UP.single(1.0 if self._up else 0.0)]
@@ -170,6 +187,7 @@ class KubeletSource:
         return families
 
     async def close(self) -> None:
+        """Close the kubelet client, the DRA watch and the pod metadata watch."""
         await self.client.close()
         if self._dra is not None:
             await asyncio.to_thread(self._dra.close)

@@ -29,6 +29,8 @@ unknown for that sharer (its series is left out)."""
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
+    """Which pod and container holds each device, as the exposition layer uses it to label device
+    series."""
     owners: Mapping[EntityKey, PodRef] = field(default_factory=dict)
     """Entities held by exactly one container: their device series carry its labels."""
     visible: frozenset[EntityKey] | None = None
@@ -61,4 +63,6 @@ class AttributionSource(Protocol):
         """Self-metrics and allocation rows, already filtered for `--scope pod`."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release what the source holds (connections, threads)."""
+        ...
