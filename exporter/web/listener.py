@@ -257,6 +257,7 @@ class Listener:
 
     @property
     def ports(self) -> list[int]:
+        """Return the ports the listener is bound to (useful when it was asked for port 0)."""
         return [int(s.getsockname()[1]) for s in self._sockets]
 
     async def start(self, host: str | None, port: int) -> None:
