@@ -156,6 +156,7 @@ def answering(call: SimCall) -> Callable[..., Any]:
 
 
 def add_calls(cls: type[SimCore], calls: Iterable[SimCall]) -> None:
+    """Give the class one method per call-table entry, named after the entry's function."""
     for call in calls:
         setattr(cls, call.function, answering(call))
 

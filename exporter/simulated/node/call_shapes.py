@@ -39,6 +39,7 @@ class Form(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """One member of the struct a call answers with, and its value when none is given."""
     name: str
     unset: float | None = None
     """What the member holds when no value is given (a scenario without its key, a demo
@@ -130,6 +131,7 @@ class SimCall:
 
     @property
     def c_symbols(self) -> tuple[str, ...]:
+        """Return the C entry points this call goes through in the test library."""
         return self.symbols or (self.function,)
 
     def accepts(self, args: Sequence[int]) -> bool:

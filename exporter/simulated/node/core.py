@@ -40,6 +40,7 @@ NOT_AVAILABLE = 0xFFFFFFFF
 
 
 def fail(code: int) -> NoReturn:
+    """Raise pynvml's error for this NVML return code."""
     raise pynvml.NVMLError(code)
 
 
@@ -66,6 +67,7 @@ class SimMigDevice:
 
 @dataclass(frozen=True, slots=True)
 class SimGpu:
+    """A GPU of the simulated node, as a pod-resources simulation needs it."""
     index: int
     uuid: str
     name: str
@@ -75,6 +77,8 @@ class SimGpu:
 
 @dataclass(slots=True)
 class GpuEntry:
+    """The simulated node's state for one GPU: its specification, UUID, dynamics, handle address and
+    the windows in which it is lost."""
     spec: P.GpuSpec
     uuid: str
     dyn: GpuDynamics
@@ -83,15 +87,19 @@ class GpuEntry:
 
     @property
     def index(self) -> int:
+        """Return the GPU's index."""
         return self.spec.index
 
     @property
     def mig_on(self) -> bool:
+        """Return whether MIG is enabled on the GPU."""
         return self.spec.mig is not None
 
 
 @dataclass(slots=True)
 class MigEntry:
+    """The simulated node's state for one MIG device: its GPU, GPU instance, compute instance, UUID,
+    name and handle address."""
     gpu: GpuEntry
     gi: P.GpuInstanceSpec
     ci: P.ComputeInstanceSpec
@@ -112,19 +120,23 @@ class Asked:
 
     @property
     def board(self) -> P.Board:
+        """Return the board of the GPU asked."""
         return self.gpu.spec.board
 
     @property
     def figures(self) -> BoardFigures:
+        """Return the fixed figures of the GPU's board."""
         return BOARD_FIGURES[self.gpu.spec.board.name]
 
     @property
     def dyn(self) -> GpuDynamics:
+        """Return the dynamics of the GPU asked."""
         return self.gpu.dyn
 
 
 @dataclass(slots=True)
 class EventSetEntry:
+    """One event set: the GPUs registered on it and the XID events it already delivered."""
     registered: dict[int, float]
     """GPU index -> simulated time it was registered (earlier events are lost)."""
     delivered: set[int]
@@ -133,6 +145,7 @@ class EventSetEntry:
 
 @dataclass(frozen=True, slots=True)
 class SampleEntry:
+    """One GPM sample: the GPU and scope it was taken of, when, and the activity so far."""
     gpu: int
     scope: Scope
     t: float

@@ -23,6 +23,7 @@ class Window:
     end: float | None = None
 
     def active(self, t: float) -> bool:
+        """Return whether the window holds at t (it starts at `start` and ends before `end`)."""
         return self.start <= t and (self.end is None or t < self.end)
 
     def overlap(self, t0: float, t1: float) -> float:
@@ -531,6 +532,8 @@ def fault_gpu(fault: Fault) -> int | None:
 
 
 def fault_gpu_instance(fault: Fault) -> int | None:
+    """Return the GPU instance a fault is about, or None for faults about a whole GPU or the node.
+    """
     if isinstance(fault, XidFault | FbRampFault | IdleFault):
         return fault.gpu_instance
     return None
