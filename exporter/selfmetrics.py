@@ -54,6 +54,8 @@ class SelfMetric:
     """What docs/metrics.md adds to the help text (label values, how to use it)."""
 
     def __post_init__(self) -> None:
+        """Refuse a name outside the `gpu_exporter_` prefix, so the exporter's own metrics never
+        collide with dcgm-exporter's."""
         if not self.name.startswith("gpu_exporter_"):
             raise ValueError(f"{self.name}: self-metrics are named gpu_exporter_*")
         if self.type == "counter" and self.name.endswith("_total"):

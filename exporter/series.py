@@ -21,6 +21,7 @@ untyped; its type line then says so (OpenMetrics: unknown)."""
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One sample of a family: its label set and value."""
+
     labels: Labels
     value: float
 
@@ -28,6 +29,7 @@ class Sample:
 @dataclass(frozen=True, slots=True)
 class Family:
     """One metric family to expose: its name, type, help and samples."""
+
     name: str
     type: FamilyType
     help: str

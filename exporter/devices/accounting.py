@@ -24,6 +24,7 @@ class GpuLost(Exception):
 class CallErrors:
     """Count failed NVML calls by function and return code, and log each unsupported question once
     per device."""
+
     def __init__(self) -> None:
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         """(function, return code name) -> failed calls since start."""

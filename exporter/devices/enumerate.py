@@ -58,6 +58,7 @@ class Handles:
 class Enumeration:
     """The result of one walk of NVML's device tree: the inventory, the handles to keep, and the
     GPUs that were lost."""
+
     inventory: Inventory
     handles: Handles
     lost: frozenset[int]

@@ -15,6 +15,7 @@ NVML_GPU_FABRIC_UUID_LEN = 16
 
 class FabricInfo(ctypes.Structure):
     """The `nvmlGpuFabricInfo_v3_t` struct that NVML fills with the GPU's fabric registration."""
+
     _fields_ = [("version", ctypes.c_uint),
                 ("clusterUuid", ctypes.c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
                 ("status", ctypes.c_uint),

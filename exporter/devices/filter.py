@@ -9,6 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class DeviceFilter:
     """Which GPUs and MIG GPU instances the `--devices` flag selects."""
+
     gpus: bool = True
     """Emit whole-GPU entities."""
     instances: bool = True

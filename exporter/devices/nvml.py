@@ -75,6 +75,7 @@ def _layout(enum: Enumeration) -> object:
 class NvmlBackend:
     """The device backend that reads real GPUs through NVML: it initialises NVML, enumerates the
     devices and reads each poll's values."""
+
     def __init__(
         self,
         lib: NvmlLib,

@@ -42,6 +42,7 @@ _Call = Literal["handle", "MIG handle", "running processes", "MPS processes",
 @dataclass(frozen=True, slots=True)
 class RunningProcess:
     """A compute process on a device and the framebuffer it holds."""
+
     pid: int
     used_memory_bytes: float | None
     """Framebuffer the process holds; None when NVML can't say (e.g. without privileges)."""
@@ -49,8 +50,9 @@ class RunningProcess:
 
 @dataclass(frozen=True, slots=True)
 class SmSample:
-    """One utilisation sample of a process: the share of the device's SMs it kept busy, in percent.
-    """
+    """One utilisation sample of a process: the share of the device's SMs it kept busy, in
+    percent."""
+
     pid: int
     sm_util_pct: float
 
@@ -80,6 +82,7 @@ class ProcessReads(Protocol):
 class ProcessReader:
     """Read the processes on each entity and their use of it, remembering which samples were already
     read so each read returns only newer ones."""
+
     def __init__(self, lib: NvmlLib) -> None:
         self._lib = lib
         self._last_sample_us: dict[str, int] = {}

@@ -144,6 +144,7 @@ class Output:
 @dataclass(slots=True)
 class CallStep:
     """One plain NVML call bound to its device, and the values taken from its answer."""
+
     function: str
     call: Callable[[], Any]
     outputs: list[Output]
@@ -152,6 +153,7 @@ class CallStep:
 @dataclass(slots=True)
 class FieldValuesStep:
     """One batched `nvmlDeviceGetFieldValues` call and the values taken from its answer."""
+
     requests: list[FieldKey]
     outputs: list[Output]
     """Each picks from the answer's values by (field id, scope id)."""
@@ -160,6 +162,7 @@ class FieldValuesStep:
 @dataclass(slots=True)
 class GpmStep:
     """The GPM metrics to compute for one entity and the values taken from them."""
+
     metric_ids: list[int]
     outputs: list[Output]
     """Each picks from the answer's values by metric id."""
@@ -168,6 +171,7 @@ class GpmStep:
 @dataclass(slots=True)
 class EntityPlan:
     """Everything to read for one GPU or MIG GPU instance each poll."""
+
     uid: str
     """Names the entity in logs."""
     handle: Handle

@@ -132,6 +132,7 @@ def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
 class DeviceReader:
     """Read every entity's planned values once per poll, and rebuild the plans when the devices or
     the fields change."""
+
     def __init__(self, lib: NvmlLib, errors: CallErrors,
                  clock: Callable[[], float] = time.monotonic,
                  counterparts: bool = True) -> None:

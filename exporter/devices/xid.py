@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class XidEvent:
     """One XID event: the entity it happened on, its code, and when it was seen."""
+
     key: EntityKey
     xid: int
     at: float

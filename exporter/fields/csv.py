@@ -33,8 +33,9 @@ class CollectorsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EnabledField:
-    """One row of a collectors CSV: the field it selects, and the type and help it is exported with.
-    """
+    """One row of a collectors CSV: the field it selects, and the type and help it is exported
+    with."""
+
     spec: FieldSpec
     type: MetricType
     """As the CSV says (`untyped` is echoed in `# TYPE` only)."""
@@ -43,8 +44,9 @@ class EnabledField:
 
 @dataclass(frozen=True, slots=True)
 class Collectors:
-    """A parsed collectors CSV: the fields it enables, in file order, with the warnings it raised.
-    """
+    """A parsed collectors CSV: the fields it enables, in file order, with the warnings it
+    raised."""
+
     source: str
     fields: tuple[EnabledField, ...]
     warnings: tuple[str, ...]

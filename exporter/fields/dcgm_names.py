@@ -89,8 +89,9 @@ _EXPLANATION = {
 
 @dataclass(frozen=True, slots=True)
 class DcgmField:
-    """One DCGM field: its id, every name that refers to it, and why this exporter serves it or not.
-    """
+    """One DCGM field: its id, every name that refers to it, and why this exporter serves it or
+    not."""
+
     dcgm_id: int | None
     """None for a range marker that names no field."""
     names: tuple[str, ...]

@@ -172,6 +172,7 @@ class Facts:
 class Rule:
     """One DCGM health rule: the watch it belongs to, what it reads, when it fires, and the result
     and error code it then reports."""
+
     watch: str
     source: str
     """The NVML call the rule reads (for the docs table)."""

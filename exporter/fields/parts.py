@@ -23,8 +23,8 @@ def _arg(text: str) -> Arg:
 
 
 def format_part(part: NvmlSource) -> str:
-    """Return a field's source in the text form that dcgm-names.csv stores (empty when it has none).
-    """
+    """Return a field's source in the text form that dcgm-names.csv stores (empty when it has
+    none)."""
     if part is None:
         return ""
     if isinstance(part, int):

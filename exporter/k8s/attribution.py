@@ -82,6 +82,7 @@ def resource_accepted(resource: str, extra_names: Iterable[str] = ()) -> bool:
 class Resolved:
     """The device a kubelet device id points at: the GPU or MIG GPU instance, the MIG device when
     the id names one, and the replica of a shared GPU."""
+
     entity: Entity
     """The whole GPU, or the MIG GPU instance."""
     mig: MigDevice | None
@@ -164,6 +165,7 @@ MALFORMED_ID = "malformed_id"
 @dataclass(frozen=True, slots=True)
 class Unattributed:
     """An allocation that could not be joined with a device, and why."""
+
     allocation: Allocation
     reason: str
     """UNKNOWN_DEVICE or MALFORMED_ID."""
@@ -174,6 +176,7 @@ class Unattributed:
 class AttributionResult:
     """Everything one join of the kubelet's allocations with the inventory produced: the
     attribution, the allocation series, and what could not be attributed."""
+
     attribution: Attribution
     allocation_rows: tuple[Labels, ...] = ()
     """Label sets of `gpu_exporter_pod_gpu_allocation` (value 1), one per holder of a shared

@@ -37,6 +37,7 @@ GpuIdType = Literal["uid", "device-name"]
 class KubernetesConfig:
     """The settings of pod attribution and pod labels, as the flags and environment variables give
     them."""
+
     enabled: bool = False
     """Attribute devices to pods through the kubelet pod-resources API."""
     pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET

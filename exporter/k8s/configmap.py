@@ -65,6 +65,7 @@ def _private_dir() -> Path | None:
 class ConfigMapCollectors(WatchLoop):
     """Follow the ConfigMap that holds the collectors CSV and point the sampler's collectors path at
     its contents, or at the collectors file while the ConfigMap cannot be read."""
+
     def __init__(
         self,
         namespace: str,

@@ -36,6 +36,7 @@ MAX_ID_LENGTH = 256
 
 class DeviceKind(Enum):
     """Which form of device id the kubelet reported."""
+
     GPU_UUID = "gpu_uuid"
     """`GPU-…`: a whole GPU by UUID."""
     MIG_UUID = "mig_uuid"
@@ -49,6 +50,7 @@ class DeviceKind(Enum):
 @dataclass(frozen=True, slots=True)
 class DeviceId:
     """A device id the kubelet reported, parsed into what it points at."""
+
     raw: str
     kind: DeviceKind
     uuid: str | None = None
@@ -63,6 +65,7 @@ class DeviceId:
 @dataclass(frozen=True, slots=True)
 class DeviceIdError:
     """A device id that could not be parsed, and why."""
+
     raw: str
     reason: str
 

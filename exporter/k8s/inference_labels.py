@@ -27,6 +27,7 @@ from exporter.k8s.label_names import KeyFilter, sanitise_label_name
 @dataclass(frozen=True, slots=True)
 class Preset:
     """A named set of pod label keys that one LLM-serving stack sets."""
+
     name: str
     keys: tuple[str, ...]
     """Pod label keys copied, exactly as on the pod."""
@@ -137,6 +138,7 @@ class LabelSource:
 @dataclass(frozen=True, slots=True)
 class Dimension:
     """One role or model dimension of LLM serving, and the labels it is read from."""
+
     name: str
     sources: tuple[LabelSource, ...]
     """Highest precedence first: the first source a series carries a matching value in

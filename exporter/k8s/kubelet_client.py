@@ -55,6 +55,7 @@ def _identity(st: os.stat_result) -> SocketIdentity:
 
 class KubeletCallError(Exception):
     """A call to the kubelet failed; `code` is the gRPC status name and `detail` its message."""
+
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
@@ -74,6 +75,7 @@ class BackingOff(Exception):
 class Backoff:
     """How long to wait before calling the kubelet again after failures: doubling from the initial
     delay up to the maximum, with jitter."""
+
     initial_s: float = 1.0
     max_s: float = 60.0
     jitter: float = 0.2

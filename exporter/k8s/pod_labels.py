@@ -79,7 +79,7 @@ def renamed(name: str, taken: Callable[[str], bool]) -> str:
 
 
 def _encodable(value: str) -> str:
-    """The value, with what UTF-8 cannot encode (a lone surrogate a JSON `\\ud800` escape
+    r"""The value, with what UTF-8 cannot encode (a lone surrogate a JSON `\ud800` escape
     decodes to) replaced: the exposition is encoded once per poll, and one such value would
     fail the whole render."""
     try:

@@ -33,6 +33,7 @@ bounded because label keys are chosen by every tenant of the cluster."""
 @dataclass(frozen=True, slots=True)
 class PodRecord:
     """What the map keeps of one pod: the labels its series get, its UID, and its containers."""
+
     labels: Labels
     """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
     uid: str

@@ -85,6 +85,7 @@ def container_of_pid(pid: int, proc_root: Path) -> tuple[str, str] | None:
 class ContainerUsage:
     """One container's use of one shared device: the framebuffer its processes hold and their share
     of the SMs."""
+
     entity: Entity
     container: ContainerKey
     memory_bytes: float | None

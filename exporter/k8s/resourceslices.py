@@ -1,4 +1,4 @@
-"""This node's ResourceSlices of NVIDIA's DRA driver: which GPU or MIG device a claimed
+"""The ResourceSlices of NVIDIA's DRA driver on this node: which GPU or MIG device a claimed
 (pool, device name) is.
 
 The kubelet reports a DRA allocation as `ClaimResource{driver_name, pool_name, device_name}`;
@@ -48,6 +48,7 @@ DeviceRef = tuple[str, str]
 @dataclass(frozen=True, slots=True)
 class SliceDevice:
     """One device a ResourceSlice offers: its kind, its UUID and, for a MIG device, its profile."""
+
     kind: str
     """The driver's `type` attribute: gpu, mig, vfio (empty when absent)."""
     uuid: str | None
@@ -70,6 +71,7 @@ def _attribute(attributes: Mapping[str, Any], name: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class ParsedSlice:
     """The devices of one ResourceSlice, with its pool and the pool's generation."""
+
     pool: str
     generation: int
     devices: Mapping[str, SliceDevice]
@@ -111,6 +113,7 @@ class SliceIndex:
         return self._devices.get((pool, device))
 
     def __len__(self) -> int:
+        """Return how many devices the slices seen offer."""
         return len(self._devices)
 
     def replace(self, slices: Mapping[str, ParsedSlice]) -> None:

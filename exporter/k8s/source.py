@@ -84,6 +84,7 @@ class PodMetadata(Protocol):
 class KubeletSource:
     """The attribution source of Kubernetes: the kubelet's allocations, joined each poll with the
     inventory and, when asked, with pod labels, DRA claims and per-process use."""
+
     def __init__(
         self,
         config: KubernetesConfig,

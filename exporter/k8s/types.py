@@ -31,6 +31,7 @@ unknown for that sharer (its series is left out)."""
 class Attribution:
     """Which pod and container holds each device, as the exposition layer uses it to label device
     series."""
+
     owners: Mapping[EntityKey, PodRef] = field(default_factory=dict)
     """Entities held by exactly one container: their device series carry its labels."""
     visible: frozenset[EntityKey] | None = None

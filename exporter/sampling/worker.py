@@ -30,6 +30,7 @@ _Job = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ..
 class DaemonExecutor(concurrent.futures.Executor):
     """An executor with one daemon thread, so a call stuck in the driver cannot keep the process
     from exiting."""
+
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)

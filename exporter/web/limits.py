@@ -15,6 +15,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 @dataclass(frozen=True, slots=True)
 class WebLimits:
     """The bounds on the HTTP server's connections and requests: time-outs, sizes and counts."""
+
     header_timeout_s: float = 10.0
     """From accepting a connection (or the first byte of a later request on it) to the end of
     the request's headers, TLS handshake included. Slow or silent clients are cut then

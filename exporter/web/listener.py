@@ -209,7 +209,8 @@ class _Connection(asyncio.Protocol):
 
     @property
     def opened(self) -> bool:
-        """asyncio handed it the transport: it owns the socket and the slot from now on."""
+        """Return whether asyncio has taken the connection: from then on it owns the socket and
+        the slot."""
         return self._transport is not None
 
     # --- the deadline ---------------------------------------------------------------

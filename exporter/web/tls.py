@@ -70,6 +70,7 @@ _KEY = "tls_server_config"
 class ServerTls:
     """A TLS context built from `tls_server_config`, with the client SANs to check and the warnings
     for the start-up log."""
+
     context: ssl.SSLContext
     allowed_sans: tuple[str, ...] | None
     """`client_allowed_sans`; checked on each connection with `san_allowed`."""

@@ -38,8 +38,9 @@ def _is_ppcnt_query(words: tuple[int, ...], size: int, register_size: int) -> bo
 
 
 class PrmCalls(SimCore):
-    """The simulated node's answers to NVLink port register reads (PPCNT groups and PRM counters).
-    """
+    """The simulated node's answers to NVLink port register reads (PPCNT groups and PRM
+    counters)."""
+
     def _ppcnt(self, gpu: GpuEntry, t: float, link: int) -> dict[str, int]:
         dyn = gpu.dyn
         links = gpu.spec.board.nvlink_links

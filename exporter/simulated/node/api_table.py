@@ -166,7 +166,9 @@ class TableCalls(SimCore):
     below, so the type checker sees them through `__getattr__`)."""
 
     if TYPE_CHECKING:
-        def __getattr__(self, name: str) -> Any: ...
+        def __getattr__(self, name: str) -> Any:
+            """Let the type checker accept the methods set from the call table."""
+            ...
 
 
 add_calls(TableCalls, CALLS)

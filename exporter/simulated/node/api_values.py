@@ -159,8 +159,8 @@ class ValueCalls(SimCore):
             return self._physical(handle, t).dyn.clock_event_reasons(t)
 
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
-        """Return one field value per requested field id and scope, each with its own return code.
-        """
+        """Return one field value per requested field id and scope, each with its own return
+        code."""
         with self._lock:
             t = self._begin("nvmlDeviceGetFieldValues")
             device = self._resolve(handle, t)

@@ -40,6 +40,7 @@ class Form(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Member:
     """One member of the struct a call answers with, and its value when none is given."""
+
     name: str
     unset: float | None = None
     """What the member holds when no value is given (a scenario without its key, a demo

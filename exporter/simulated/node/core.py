@@ -68,6 +68,7 @@ class SimMigDevice:
 @dataclass(frozen=True, slots=True)
 class SimGpu:
     """A GPU of the simulated node, as a pod-resources simulation needs it."""
+
     index: int
     uuid: str
     name: str
@@ -79,6 +80,7 @@ class SimGpu:
 class GpuEntry:
     """The simulated node's state for one GPU: its specification, UUID, dynamics, handle address and
     the windows in which it is lost."""
+
     spec: P.GpuSpec
     uuid: str
     dyn: GpuDynamics
@@ -100,6 +102,7 @@ class GpuEntry:
 class MigEntry:
     """The simulated node's state for one MIG device: its GPU, GPU instance, compute instance, UUID,
     name and handle address."""
+
     gpu: GpuEntry
     gi: P.GpuInstanceSpec
     ci: P.ComputeInstanceSpec
@@ -137,6 +140,7 @@ class Asked:
 @dataclass(slots=True)
 class EventSetEntry:
     """One event set: the GPUs registered on it and the XID events it already delivered."""
+
     registered: dict[int, float]
     """GPU index -> simulated time it was registered (earlier events are lost)."""
     delivered: set[int]
@@ -146,6 +150,7 @@ class EventSetEntry:
 @dataclass(frozen=True, slots=True)
 class SampleEntry:
     """One GPM sample: the GPU and scope it was taken of, when, and the activity so far."""
+
     gpu: int
     scope: Scope
     t: float

@@ -59,6 +59,7 @@ Scope = tuple[int, ...]
 @dataclass(frozen=True, slots=True)
 class Leaf:
     """One place activity lives: the whole GPU without MIG, or one compute instance under MIG."""
+
     gi: int | None
     ci: int | None
     weight: float
@@ -85,8 +86,8 @@ class MemoryRamp:
         return (self.low + (self.high - self.low) * phase) * (self.total_mib - self.reserved_mib)
 
     def used_mib(self, t: float) -> float:
-        """Return the framebuffer used at t, in MiB, following a fault's ramp once one has started.
-        """
+        """Return the framebuffer used at t, in MiB, following a fault's ramp once one has
+        started."""
         used = self._normal(t)
         started = [r for r in self.ramps if r.at <= t]
         if started:
@@ -101,6 +102,7 @@ class MemoryRamp:
 class GpuDynamics:
     """Every figure of one simulated GPU as a function of simulated time, derived from its board, a
     seed and the faults it is told to show."""
+
     def __init__(self, profile: str, spec: GpuSpec, seed: int, faults: Sequence[Fault]) -> None:
         self.spec = spec
         board = spec.board
@@ -433,8 +435,8 @@ class GpuDynamics:
         return sum(leaf.weight for leaf, _ in self._leaves(scope)) if scope else 1.0
 
     def has_scope(self, scope: Scope) -> bool:
-        """Return whether the GPU has this scope: the whole GPU always, an instance only under MIG.
-        """
+        """Return whether the GPU has this scope: the whole GPU always, an instance only under
+        MIG."""
         return not scope or bool(self._leaves(scope))
 
 

@@ -532,8 +532,8 @@ def fault_gpu(fault: Fault) -> int | None:
 
 
 def fault_gpu_instance(fault: Fault) -> int | None:
-    """Return the GPU instance a fault is about, or None for faults about a whole GPU or the node.
-    """
+    """Return the GPU instance a fault is about, or None for faults about a whole GPU or the
+    node."""
     if isinstance(fault, XidFault | FbRampFault | IdleFault):
         return fault.gpu_instance
     return None

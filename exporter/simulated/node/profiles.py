@@ -95,6 +95,7 @@ L4 = Board(
 @dataclass(frozen=True, slots=True)
 class ComputeInstanceSpec:
     """One compute instance of a simulated GPU instance."""
+
     ci_id: int
     slices: int
     """Compute slices of the GPU instance this compute instance holds."""
@@ -106,6 +107,7 @@ class ComputeInstanceSpec:
 @dataclass(frozen=True, slots=True)
 class GpuInstanceSpec:
     """One MIG GPU instance of a simulated GPU: its id, profile, size and compute instances."""
+
     gi_id: int
     profile: str
     """e.g. "3g.71gb"."""
@@ -124,6 +126,7 @@ class GpuInstanceSpec:
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
     """One simulated GPU: its index, board, PCI address and MIG layout."""
+
     index: int
     board: Board
     bus: int
@@ -141,14 +144,15 @@ class GpuSpec:
 
     @property
     def bus_id_legacy(self) -> str:
-        """Return the GPU's PCI bus id with a four-digit domain, as NVML's legacy field writes it.
-        """
+        """Return the GPU's PCI bus id with a four-digit domain, as NVML's legacy field writes
+        it."""
         return f"{0:04X}:{self.bus:02X}:{self.pci_device:02X}.0"
 
 
 @dataclass(frozen=True, slots=True)
 class Profile:
     """One simulated node: its name, a description and its GPUs."""
+
     name: str
     description: str
     gpus: tuple[GpuSpec, ...]
@@ -225,8 +229,8 @@ def profile_names() -> list[str]:
 
 
 def get_profile(name: str) -> Profile:
-    """Return the simulated node with this name; raise ValueError listing the known names otherwise.
-    """
+    """Return the simulated node with this name; raise ValueError listing the known names
+    otherwise."""
     try:
         return PROFILES[name]
     except KeyError:
