@@ -35,7 +35,7 @@ class CallErrors:
         self.counts[(function, error_name(code))] += 1
 
     def count_exception(self, function: str) -> None:
-        """A call that failed with something other than an NVML error."""
+        """Count a call that failed with something other than an NVML error."""
         self.counts[(function, "EXCEPTION")] += 1
 
     def check_lost(self, exc: Exception, function: str) -> None:

@@ -100,10 +100,10 @@ class ClockEventCounter:
                      for (key, bit), n in sorted(self._edges.items()))
 
     def window(self, gpus: Iterable[EntityKey] = ()) -> tuple[ClockEventCount, ...]:
-        """Counts by GPU, then reason bit; a reason not seen in the window has none. A GPU of
-        `gpus` without any poll in the window has one count of 0 and no reason, as
-        dcgm-exporter shows a GPU it has no sample of (one whose samples show no reason has
-        no series at all)."""
+        """Return the counts in the window by GPU, then by reason bit; a reason not seen in the
+        window has no count. A GPU of `gpus` without any poll in the window gets one count of 0
+        and no reason, as dcgm-exporter shows a GPU it has no sample of (a GPU whose samples show
+        no reason has no series at all)."""
         cutoff = self._clock() - self.window_s
         while self._polls and self._polls[0][0] < cutoff:
             _, key, bits = self._polls.popleft()

@@ -92,7 +92,8 @@ def _brand(value: int) -> str:
 
 
 def _guid_hex(raw: Any) -> str:
-    """The first 8 bytes as one little-endian 64-bit number, "0x%016llx" (as DCGM prints it)."""
+    """Return the first 8 bytes as one little-endian 64-bit number written as "0x%016llx", as
+    DCGM prints it."""
     return f"0x{int.from_bytes(bytes(raw)[:8], 'little'):016x}"
 
 

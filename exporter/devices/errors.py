@@ -23,7 +23,8 @@ PROFILING_ADMIN_ONLY_FIX = (
 
 
 def nvml_code(exc: BaseException) -> int:
-    """The nvmlReturn_t of a pynvml error (pynvml errors carry it as `.value`)."""
+    """Return the NVML return code (`nvmlReturn_t`) of a pynvml error, which pynvml keeps in
+    `.value`."""
     value: Any = getattr(exc, "value", None)
     return value if isinstance(value, int) else NVML_ERROR_UNKNOWN
 

@@ -17,8 +17,8 @@ LinkValues = dict[LinkKey, dict[str, float]]
 
 
 def active_links(lib: NvmlLib, handle: Handle) -> tuple[int, ...]:
-    """The indices of the GPU's links that are up. Any error (NOT_SUPPORTED, a link index
-    beyond the GPU's last) means that link is not; a lost GPU shows at its next read."""
+    """Return the indices of the GPU's links that are up. Any error (NOT_SUPPORTED, or a link
+    index beyond the GPU's last) means that link is not up; a lost GPU shows at its next read."""
     links = []
     for link in range(NVML_NVLINK_MAX_LINKS):
         try:

@@ -97,7 +97,8 @@ class Inventory:
         return None
 
     def mig_owner(self, mig_uuid: str) -> tuple[Entity, MigDevice] | None:
-        """The GPU-instance entity holding the MIG device with this UUID."""
+        """Return the GPU-instance entity that holds the MIG device with this UUID, with that
+        device, or None when no instance holds it."""
         for inst in self.instances:
             for mig in inst.mig_devices:
                 if mig.uuid == mig_uuid:

@@ -63,7 +63,7 @@ class _Retry:
 
 
 def _layout(enum: Enumeration) -> object:
-    """What must stay the same for plans and GPM pairs to remain valid."""
+    """Return what must stay the same for the read plans and GPM sample pairs to remain valid."""
     return tuple(
         (g.gpu, g.uuid, enum.handles.mig_enabled.get(g.gpu, False),
          tuple((i.gpu_instance_id, tuple(m.uuid for m in i.mig_devices))
@@ -301,9 +301,9 @@ class NvmlBackend:
         self._lost_retry.next_at = self._clock() + BACKOFF_S[0]
 
     def _drop_library(self, code: int) -> None:
-        """The driver went away under an initialised library (unloaded or reloaded): calls
-        answer UNINITIALIZED or DRIVER_NOT_LOADED from now on. What this poll read is not
-        served; the backend is down, and starts over from nvmlInit (retried with back-off)."""
+        """Drop the library after the driver went away under it (unloaded or reloaded), since
+        every call answers UNINITIALIZED or DRIVER_NOT_LOADED from then on. What this poll read
+        is not served; the backend is down and starts over from nvmlInit, retried with back-off."""
         self._reader.library_gone = None
         log.error("NVML answers %s: the driver was unloaded or reloaded; initialising again",
                   error_name(code))

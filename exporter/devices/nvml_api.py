@@ -125,13 +125,14 @@ class NvmlLib(Protocol):
 
     # MIG
     def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
-        """[current, pending]."""
+        """Return the GPU's current and pending MIG modes."""
         ...
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int:
         """Return how many MIG device slots the GPU has."""
         ...
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
-        """Raises NOT_FOUND for an empty slot; indices are sparse."""
+        """Return the handle of the MIG device in this slot; an empty slot raises NOT_FOUND,
+        since the slots in use need not be contiguous."""
         ...
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: Handle, profile: int) -> Any:
         """`.sliceCount` of a GPU instance profile (NOT_SUPPORTED for one the GPU lacks)."""
@@ -175,8 +176,8 @@ class NvmlLib(Protocol):
         """Return the decoder's utilisation percent and the sampling period in microseconds."""
         ...
     def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Any:
-        """Called with `version=pynvml.nvmlMemory_v2`: `.total`, `.reserved`, `.free`, `.used`
-        (bytes)."""
+        """Return the framebuffer's `.total`, `.reserved`, `.free` and `.used` bytes; it is
+        called with `version=pynvml.nvmlMemory_v2`."""
         ...
     def nvmlDeviceGetRemappedRows(self, handle: Handle) -> tuple[int, int, int, int]:
         """(correctable rows, uncorrectable rows, pending 0/1, failure 0/1)."""
@@ -188,25 +189,26 @@ class NvmlLib(Protocol):
         """1 when the link is up; NOT_SUPPORTED / INVALID_ARGUMENT for a link it lacks."""
         ...
     def nvmlDeviceReadWritePRM_v1(self, handle: Handle, tlv: Any) -> None:
-        """A register access: `tlv` (an `nvmlPRMTLV_v1_t`, which pynvml passes by reference)
+        """Access a register: `tlv` (an `nvmlPRMTLV_v1_t`, which pynvml passes by reference)
         holds the request and, after the call, the reply."""
         ...
     def nvmlDeviceReadPRMCounters_v1(self, handle: Handle, counters: Any) -> None:
-        """Fills each `nvmlPRMCounter_v1_t` of the `nvmlPRMCounterList_v1_t` `counters`."""
+        """Fill each `nvmlPRMCounter_v1_t` of the counter list `counters` (an
+        `nvmlPRMCounterList_v1_t`)."""
         ...
     def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
         """nvmlGpuP2PStatus_t: 0 OK, 1-6 why not."""
         ...
     def nvmlDeviceValidateInforom(self, handle: Handle) -> None:
-        """Raises CORRUPTED_INFOROM when the infoROM fails its check."""
+        """Check the InfoROM, raising CORRUPTED_INFOROM when it fails the check."""
         ...
     def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> Any:
-        """Fills the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
+        """Fill the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
         ...
     def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
                              ) -> tuple[int, list[Any]]:
-        """The value type (`nvmlValueType_t`) and the samples newer than `last_seen` (CPU
-        µs), each with `.timeStamp` and `.sampleValue` (a union as below)."""
+        """Return the value type (`nvmlValueType_t`) and the samples newer than `last_seen` (CPU
+        time in microseconds), each with `.timeStamp` and `.sampleValue` (a union, as below)."""
         ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
         """Entries are ints or (field id, scope id); returns a sequence of structs with
@@ -216,21 +218,21 @@ class NvmlLib(Protocol):
 
     # Processes (per-container attribution on shared devices)
     def nvmlDeviceGetHandleByUUID(self, uuid: str) -> Handle:
-        """A GPU's or a MIG device's handle."""
+        """Return the handle of the GPU or MIG device with this UUID."""
         ...
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Any]:
         """Entries with `.pid`, `.usedGpuMemory` (bytes, None when NVML can't say) and, on
         MIG-enabled GPUs, `.gpuInstanceId`."""
         ...
     def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Handle) -> list[Any]:
-        """The MPS clients, entries as above; drivers list them here rather than in the
-        compute list. NOT_SUPPORTED or FUNCTION_NOT_FOUND where MPS is not available (the
-        versioned name: pynvml's unversioned one turns FUNCTION_NOT_FOUND into an error
-        that is not an NVMLError)."""
+        """Return the MPS clients, with entries as above; drivers list them here rather than in
+        the compute list. Where MPS is not available it raises NOT_SUPPORTED or
+        FUNCTION_NOT_FOUND. The versioned name is used because pynvml's unversioned one turns
+        FUNCTION_NOT_FOUND into an error that is not an NVMLError."""
         ...
     def nvmlDeviceGetProcessUtilization(self, handle: Handle, timeStamp: int) -> list[Any]:
-        """Samples newer than `timeStamp` (CPU time, µs) with `.pid`, `.timeStamp` and
-        `.smUtil` (percent); raises NOT_FOUND when there are none."""
+        """Return the samples newer than `timeStamp` (CPU time in microseconds), each with
+        `.pid`, `.timeStamp` and `.smUtil` (percent); raise NOT_FOUND when there are none."""
         ...
 
     # GPM (Hopper and newer)
@@ -250,8 +252,9 @@ class NvmlLib(Protocol):
         """Take a GPM sample of one MIG GPU instance into the buffer."""
         ...
     def nvmlGpmMetricsGet(self, metrics_get: Any) -> Any:
-        """Takes a `c_nvmlGpmMetricsGet_t` (version, numMetrics, sample1, sample2,
-        metrics[i].metricId set); fills `metrics[i].value` and `.nvmlReturn`."""
+        """Compute GPM metrics from two samples: the `c_nvmlGpmMetricsGet_t` passed in holds the
+        version, the metric count, both samples and each `metrics[i].metricId`, and the call
+        fills each `metrics[i].value` and `.nvmlReturn`."""
         ...
 
     # XID events
@@ -272,7 +275,8 @@ class NvmlLib(Protocol):
 
 
 def load_pynvml() -> NvmlLib:
-    """The pynvml module, seen through the protocol; raises ImportError without it."""
+    """Return the pynvml module, typed as this protocol; raise ImportError when pynvml is not
+    installed."""
     import pynvml
 
     lib: NvmlLib = pynvml  # pynvml carries no types: it is taken at its word

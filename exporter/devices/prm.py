@@ -61,7 +61,7 @@ PPCNT_GROUPS: Mapping[int, tuple[int, Mapping[str, tuple[int, int]]]] = {
 
 
 def ppcnt_request(link: int, group: int) -> PrmTlv:
-    """The query DCGM sends for one PPCNT group of one link."""
+    """Return the query DCGM sends for one PPCNT counter group of one link."""
     size, _ = PPCNT_GROUPS[group]
     tlv = PrmTlv(dataSize=16 + 4 + size)
     struct.pack_into(
@@ -89,7 +89,8 @@ class PpcntCounters:
 
 
 def reply_ok(data: bytes, group: int) -> bool:
-    """The checks DCGM makes: an operation TLV with status 0, a register TLV, the group asked."""
+    """Return whether the reply passes the checks DCGM makes: an operation TLV with status 0,
+    then a register TLV, for the group asked."""
     return (data[0] >> 3 == _OP_TLV and data[2] & 0x7F == 0 and data[16] >> 3 == _REG_TLV
             and data[23] & 0x3F == group)
 

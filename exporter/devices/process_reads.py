@@ -92,7 +92,7 @@ class ProcessReader:
         """GPU UUIDs whose driver answered that it has no MPS process list: not asked again."""
 
     def on_thread(self, executor: concurrent.futures.Executor) -> ProcessReads:
-        """Reads submitted to `executor`: the poll thread's, which owns NVML."""
+        """Return a reader that submits each read to `executor`, the poll thread that owns NVML."""
         def submit(entities: Sequence[Entity], /
                    ) -> concurrent.futures.Future[list[EntityProcesses]]:
             return executor.submit(self.read, tuple(entities))
@@ -167,8 +167,8 @@ class ProcessReader:
             None if device_used is None else float(device_used))
 
     def _mps_clients(self, entity: Entity, handle: Handle) -> list[Any]:
-        """Processes of MPS clients: drivers list only the MPS server among the compute
-        processes. Where MPS is unavailable the answer is no list, not an error."""
+        """Return the processes of MPS clients, since drivers list only the MPS server among the
+        compute processes. Where MPS is unavailable the answer is an empty list, not an error."""
         if entity.uuid in self._without_mps:
             return []
         try:

@@ -109,13 +109,14 @@ FieldKey = tuple[int, int]
 
 
 def _by_key(key: FieldKey | int) -> Callable[[dict[Any, float]], float | None]:
-    """Picks one entry's value from an answer (field values by `FieldKey`, GPM by metric id);
-    None when it is absent (that entry failed)."""
+    """Return a function that picks one entry's value from an answer (field values by `FieldKey`,
+    GPM metrics by metric id), or None when the entry is absent because it failed."""
     return operator.methodcaller("get", key)
 
 
 def _sum_of(keys: tuple[FieldKey, ...]) -> Callable[[dict[FieldKey, float]], float | None]:
-    """The sum of several entries (NVLink TX + RX); None unless all were read."""
+    """Return a function that sums several entries (such as NVLink TX and RX), or gives None
+    unless all of them were read."""
     def pick(values: dict[FieldKey, float]) -> float | None:
         total = 0.0
         for key in keys:
@@ -306,17 +307,19 @@ def bound_call(lib: NvmlLib, handle: Handle, call: Call, link: int | None = None
 
 
 def _arg_key(arg: Any) -> object:
-    """Handles are ctypes pointers (new objects, unhashable by value): key calls by position
-    only, since every call of one plan has the same handle."""
+    """Return the key that identifies a call by its arguments. Handles are ctypes pointers (a new
+    object each time, not hashable by value), so they are keyed by position only: every call of
+    one plan has the same handle."""
     return arg if isinstance(arg, (int, str)) else "handle"
 
 
 def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec],
                links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = (),
                counterparts: bool = False) -> EntityPlan:
-    """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`,
-    `Scope.PEER` specs once per GPU in `peers`. `counterparts`: also plan NVML's
-    counterparts of the GPM fields, read instead should the GPU have no GPM."""
+    """Return the read plan of one entity. `Scope.LINK` fields are planned once per link in
+    `links`, and `Scope.PEER` fields once per GPU in `peers`. With `counterparts`, NVML's
+    counterparts of the GPM fields are planned too, to be read instead should the GPU have no
+    GPM."""
     plan = EntityPlan(uid, handle, links=links, peers=peers)
     planner = _Planner(lib, plan, counterparts)
     for spec in specs:

@@ -56,7 +56,7 @@ Unsupported = tuple[str, str | int | FieldKey]
 
 
 def _series(output: Output) -> Unsupported:
-    """The call behind one series (of one link, for a link field) answered "not supported"."""
+    """Return the series whose call (on one link, for a link field) answered "not supported"."""
     if output.peer is not None:
         return ("series", f"{output.name}@peer{output.peer}")
     if output.link is None:
@@ -118,8 +118,8 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
 
 def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
           links: dict[int, dict[str, float]]) -> None:
-    """The series one answer yields, on the entity (`out`) or on one of its links. A part
-    the answer lacks (a failed field or metric), or a value its converter refuses (NaN, an
+    """Store the series one answer yields, on the entity (`out`) or on one of its links. A part
+    the answer lacks (a failed field or metric), or a value its converter refuses (NaN, or an
     absent sensor's reading), is left out rather than exported."""
     for o in outputs:
         raw = answer if o.pick is None else o.pick(answer)
@@ -312,8 +312,9 @@ class DeviceReader:
     def _read_field_values_and_counterparts(self, entity: Entity, parent: Handle,
                                             plan: EntityPlan, out: dict[str, float],
                                             links: dict[int, dict[str, float]]) -> None:
-        """The field values, and the GPM counterparts, which some of them feed (read only on
-        a GPU without GPM: on one with GPM they leave the plan at its first read)."""
+        """Read the field values and the GPM counterparts that some of them feed. The
+        counterparts are read only on a GPU without GPM: on a GPU with GPM they leave the plan at
+        its first read."""
         if plan.counterparts is not None and not self._without_gpm(entity, parent):
             self._drop_counterparts(plan)
         field_values: dict[FieldKey, float] = {}

@@ -51,9 +51,10 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
 
 def entity_labels(labels: dict[str, str], specs: Sequence[FieldSpec], entity: Entity,
                   mig_on: bool) -> dict[str, str]:
-    """The label fields of one entity of the GPU whose `labels` were read: the same, but for
-    DCGM_FI_CUDA_GPU_VISIBLE_DEVICES, which DCGM composes per entity from the GPU's UUID
-    (`MIG-` before it while MIG is enabled, `/<GPU instance id>` after it on an instance)."""
+    """Return the label fields of one entity of the GPU whose `labels` were read. They are the
+    GPU's labels except DCGM_FI_CUDA_GPU_VISIBLE_DEVICES, which DCGM composes per entity from the
+    GPU's UUID (with `MIG-` before it while MIG is enabled, and `/<GPU instance id>` after it on
+    an instance)."""
     composed = [s.name for s in specs if s.convert is Convert.CUDA_VISIBLE_DEVICES
                 and s.name in labels]
     if not composed:

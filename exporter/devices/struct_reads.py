@@ -80,7 +80,8 @@ Maker = Callable[..., Read]
 
 
 def _filled(function: str, struct: type[ctypes.Structure], **init: int) -> Maker:
-    """A read passing a fresh struct (with `init` set, e.g. its version) to `function`."""
+    """Return a read that passes a fresh struct (with `init` set, such as its version) to
+    `function`."""
     def make(lib: NvmlLib, handle: Handle) -> Read:
         call = getattr(lib, function)
 
@@ -93,8 +94,8 @@ def _filled(function: str, struct: type[ctypes.Structure], **init: int) -> Maker
 
 
 def _c_function(lib: NvmlLib, function: str) -> Callable[..., None]:
-    """The C function itself, raising pynvml's error for a failed return code; a stand-in
-    library (no ctypes inside) answers through its method of the same name."""
+    """Return the C function itself, wrapped to raise pynvml's error for a failed return code; a
+    stand-in library (which has no C functions) answers through its method of the same name."""
     pointer = getattr(lib, "_nvmlGetFunctionPointer", None)
     if pointer is None:
         method: Callable[..., None] = getattr(lib, function)
@@ -194,8 +195,8 @@ def _self_lost(lib: NvmlLib, handle: Handle) -> bool:
 
 
 def p2p_status(lib: NvmlLib, handle: Handle, peer: Handle) -> int | None:
-    """The NVLink P2P status from `handle` to `peer`. GPU_IS_LOST is raised only when this GPU
-    is the lost one; a lost peer gives None (no value for the pair)."""
+    """Return the NVLink P2P status from `handle` to `peer`. GPU_IS_LOST is raised only when this
+    GPU is the lost one; a lost peer gives None, so the pair has no value."""
     try:
         status: int = lib.nvmlDeviceGetP2PStatus(handle, peer, NVML_P2P_CAPS_INDEX_NVLINK)
     except Exception as exc:

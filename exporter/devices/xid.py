@@ -81,7 +81,8 @@ class XidLedger:
 
 
 def _address(handle: Handle) -> int | None:
-    """The pointer value behind a pynvml handle (each call returns a new ctypes object)."""
+    """Return the pointer value behind a pynvml handle, which identifies the device even though
+    each call returns a new ctypes object."""
     try:
         value = ctypes.cast(handle, ctypes.c_void_p).value
     except (TypeError, ctypes.ArgumentError):

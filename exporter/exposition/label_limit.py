@@ -36,7 +36,8 @@ class LabelLimit:
         self._logged: set[str] = set()
 
     def apply(self, families: list[Family]) -> list[Family]:
-        """The families, every series within the limit; counts what was cut."""
+        """Return the families with copied pod labels cut from every series that has more labels
+        than the limit, and count the series cut."""
         self.trimmed_series = 0
         if self.limit <= 0:
             return families

@@ -99,8 +99,8 @@ def xid_attributes(value: float) -> Labels:
 
 
 def with_xid_attributes(samples: Iterable[Sample]) -> tuple[Sample, ...]:
-    """The samples, each with its value's XID attributes after its other labels, where
-    dcgm-exporter renders its "attributes"."""
+    """Return the samples, each with its value's XID attributes added after its other labels,
+    where dcgm-exporter renders its "attributes"."""
     by_value: dict[float, Labels] = {}
     out = []
     for s in samples:

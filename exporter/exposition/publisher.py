@@ -30,7 +30,7 @@ from exporter.series import Family
 
 
 def _if_known(metric: SelfMetric, value: float | None) -> list[Family]:
-    """The one-sample family, or none while there is nothing to report yet."""
+    """Return the family with its one sample, or no family while the value is not known yet."""
     return [] if value is None else [metric.single(value)]
 
 

@@ -54,7 +54,8 @@ class OpenGzip:
         self._state = state
 
     def finish(self, tail: bytes) -> bytes:
-        """The gzip member of the body followed by `tail` (thread-safe: a copy is used)."""
+        """Return the gzip member of the body followed by `tail`. It works on a copy of the
+        compressor, so several threads may call it at once."""
         state = self._state.copy()
         return self.head + state.compress(tail) + state.flush()
 
@@ -110,7 +111,7 @@ SeriesLabels = dict[EntityKey, tuple[Labels, ...]]
 
 def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
                     jobs: JobMap = NO_JOBS) -> list[Family]:
-    """The DCGM_* families, in the collectors file's order."""
+    """Return the DCGM_* families, in the order of the collectors file."""
     labels, unheld = _series_labels(snapshot, style, jobs)
     families: list[Family] = []
     for enabled in snapshot.collectors.fields:
@@ -176,9 +177,10 @@ def _per_job(labels: Labels, jobs: tuple[str, ...]) -> tuple[Labels, ...]:
 
 def _field_samples(snapshot: Snapshot, name: str, labels: SeriesLabels, unheld: SeriesLabels
                    ) -> tuple[Sample, ...]:
-    """A device or GPU-instance field's samples: the entity's value on each of its label
-    sets; for a field its virtual-GPU holders split (`Attribution.split`), the device's value
-    without pod labels, then each holder's own part (none where it is unknown)."""
+    """Return the samples of a device or GPU-instance field: the entity's value on each of its
+    label sets. For a field that the holders of a virtual GPU split (`Attribution.split`), the
+    device's value comes without pod labels, then each holder's own part follows (none where that
+    part is unknown)."""
     values = snapshot.readings.values
     split = snapshot.attribution.split
     if not split:  # the common case, kept as cheap as it was
@@ -252,9 +254,9 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
 
 def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: LabelStyle
                   ) -> tuple[Sample, ...]:
-    """A link field's samples: each link's labels, then what its GPU's series carry after
-    the GPU's own labels (label-type fields, pod labels, HPC job), once per label set of
-    the GPU."""
+    """Return the samples of a link field: each link's labels, then the labels its GPU's series
+    carry after the GPU's own (label-type fields, pod labels, HPC job), once per label set of the
+    GPU."""
     samples = []
     for (gpu, link), link_values in sorted(snapshot.readings.links.items()):
         value = link_values.get(name)
@@ -275,8 +277,8 @@ Unknown."""
 
 
 def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sample, ...]:
-    """A GPU-pair field's samples: the GPU's series, then `link_status` and `peer_gpu`
-    (dcgm-exporter's order)."""
+    """Return the samples of a GPU-pair field: the GPU's series labels, then `link_status` and
+    `peer_gpu`, in dcgm-exporter's order."""
     samples = []
     for (gpu, peer), pair_values in sorted(snapshot.readings.peers.items()):
         value = pair_values.get(name)

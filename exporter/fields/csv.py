@@ -74,10 +74,10 @@ and other separators, which would shift every later file:line in a message."""
 
 
 def _closest(name: str) -> str:
-    """A hint naming the known name closest to a typo; case is ignored in the comparison, so
-    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP. Only a typo is hinted at: a newer
+    """Return a hint naming the known name closest to a typo, comparing without regard to case so
+    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP. Only a typo gets a hint: a newer
     field (`DCGM_EXP_XID_ERRORS_TOTAL`) shares most of its name with an older one
-    (`..._COUNT`) and is no misspelling of it."""
+    (`DCGM_EXP_XID_ERRORS_COUNT`) and is not a misspelling of it."""
     by_folded: dict[str, str] = {}
     for known in (*BY_NAME, *dcgm_names()):
         by_folded.setdefault(known.casefold(), known)
@@ -110,10 +110,10 @@ written."""
 
 
 def _resolve(name: str) -> FieldSpec | DcgmField | None:
-    """The spec serving `name`, the DCGM field it names if that is not served, or None.
+    """Return the catalog entry serving `name`, else the DCGM field it names when that is not
+    served, else None.
 
-    Catalog names are answered from the catalog; only other names load the full table.
-    """
+    Catalog names are answered from the catalog; only other names load the full table."""
     renamed = EXPORTER_RENAMES.get(name)
     if renamed is not None:
         return replace(BY_NAME[renamed], name=name)
@@ -205,7 +205,7 @@ def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
 
 
 def require_servable(collectors: Collectors) -> Collectors:
-    """The collectors, unless they enable no field at all: a node serving nothing is an
+    """Return the collectors, unless they enable no field at all: a node serving nothing is an
     error at start-up (CollectorsError, naming the first row skipped), not an empty page."""
     if collectors.fields:
         return collectors
@@ -228,5 +228,6 @@ def load_collectors(path: str | Path) -> Collectors:
 
 
 def default_collectors_path() -> Path:
-    """The collectors.csv shipped inside the package (a copy of the repo's root file)."""
+    """Return the path of the collectors CSV shipped inside the package (a copy of the one at the
+    root of the repository)."""
     return Path(__file__).with_name("default-collectors.csv")

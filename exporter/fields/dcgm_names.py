@@ -146,8 +146,9 @@ class DcgmNames:
         return None if field.dcgm_id is None else self.served.get(field.dcgm_id)
 
     def resolve(self, name: str) -> FieldSpec | DcgmField | None:
-        """The catalog spec serving `name`, renamed to it (dcgm-exporter exports a field under
-        the name the collectors file gives); else the unserved field; None if unknown."""
+        """Return the catalog entry serving `name`, renamed to it, since dcgm-exporter exports a
+        field under the name the collectors file gives; else the unserved DCGM field; else None
+        when the name is unknown."""
         known = self._by_name.get(name)
         if known is None:
             return None
@@ -192,5 +193,5 @@ def parse(text: str) -> DcgmNames:
 
 @functools.cache
 def dcgm_names() -> DcgmNames:
-    """The shipped table, read once."""
+    """Return the table of DCGM names shipped with the package, read on the first call only."""
     return parse(DATA_PATH.read_text(encoding="utf-8"))

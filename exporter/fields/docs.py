@@ -77,7 +77,8 @@ def _generated_section() -> list[str]:
 
 
 def _unserved_section() -> list[str]:
-    """What a collectors file may name but this exporter does not serve, by reason."""
+    """Return the section listing what a collectors file may name but this exporter does not
+    serve, grouped by reason."""
     unserved = dcgm_names().unserved()
     fields = Counter(f.reason for f in unserved)
     names = Counter(f.reason for f in unserved for _ in f.names)
@@ -126,8 +127,8 @@ def _unserved_section() -> list[str]:
 
 
 def _before_hopper_section() -> list[str]:
-    """What GPUs without GPM serve in place of the GPM fields, and what the generated
-    artifacts read where even that is absent."""
+    """Return the section on what GPUs without GPM serve in place of the GPM fields, and what the
+    generated dashboards and alerts read where even that is absent."""
     lines = [
         "## Before Hopper",
         "",

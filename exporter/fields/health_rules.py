@@ -230,8 +230,8 @@ def _crc_per_s(at_least: float, below: float = math.inf) -> Callable[[Facts], bo
 
 
 def _link_down(f: Facts) -> bool:
-    """A link NVML reports disabled (not "not supported"): down. DCGM treats links of a GPU
-    in MIG mode as disabled, since NVML reports them down there."""
+    """Return whether a link that NVML reports disabled (rather than "not supported") is down.
+    DCGM treats the links of a GPU in MIG mode as disabled, since NVML reports them down there."""
     if f.mig_on or not f.samples:
         return False
     last = f.samples[-1]
@@ -340,8 +340,8 @@ order. PMU, MCU and SM have none there: they always pass."""
 
 
 def incident(watch: str, result: int = PASS, code: str = _OK) -> HealthIncident:
-    """A watch's incident with its code's severity and category (NONE for DCGM_FR_OK, as
-    dcgm-exporter writes it; UNKNOWN for a code without metadata)."""
+    """Return a watch's incident with its code's severity and category: NONE for DCGM_FR_OK, as
+    dcgm-exporter writes it, and UNKNOWN for a code without metadata."""
     if code == _OK:
         return HealthIncident(watch, result, code, "NONE", "NONE")
     severity, category = ERROR_META.get(code, ("UNKNOWN", "UNKNOWN"))

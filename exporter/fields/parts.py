@@ -41,7 +41,8 @@ def format_part(part: NvmlSource) -> str:
 
 
 def parse_part(text: str) -> NvmlSource:
-    """The inverse of `format_part`; ValueError for text it did not write."""
+    """Return the source that `format_part` wrote as this text; raise ValueError for text it
+    could not have written."""
     if not text:
         return None
     if text.isdigit():

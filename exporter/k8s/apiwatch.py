@@ -86,7 +86,7 @@ class WatchLoop:
         raise NotImplementedError
 
     def _failed(self, exc: Exception) -> None:
-        """A read or watch failed (after it was counted); the published state is kept."""
+        """Handle a failed read or watch (already counted); the state published so far is kept."""
 
     # -- life cycle ------------------------------------------------------------------------
 

@@ -112,8 +112,8 @@ class DeviceResolver:
         return self._mig_cache[uuid]
 
     def _note_other_form(self, dev: DeviceId) -> None:
-        """Logs once that whole GPUs come under the id form `gpu_id_type` does not name
-        (dcgm-exporter would leave those pods unlabelled; MIG ids it matches in both)."""
+        """Log once that whole GPUs are reported under the id form that `gpu_id_type` does not
+        name. dcgm-exporter would leave those pods unlabelled; it matches MIG ids in both forms."""
         if self._other_form_logged:
             return
         self._other_form_logged = True

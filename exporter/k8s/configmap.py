@@ -54,8 +54,9 @@ FILE = "file"
 
 
 def _private_dir() -> Path | None:
-    """A directory only this process writes; /dev/shm when the root filesystem (and so
-    /tmp) is read-only."""
+    """Return a new directory that only this process writes: in the temporary directory, or in
+    /dev/shm when the root filesystem (and so /tmp) is read-only; None when neither can be
+    written."""
     for parent in (None, "/dev/shm"):
         with contextlib.suppress(OSError):
             return Path(tempfile.mkdtemp(prefix="gpu-exporter-collectors-", dir=parent))

@@ -144,8 +144,8 @@ class RuntimeApi:
 # --- what an inspect says -----------------------------------------------------------------
 
 def parse_inspect(inspected: Any, listed: dict[str, Any] | None = None) -> Container:
-    """A container from its inspect document (`listed`: its row of the list, for a name the
-    inspect lacks). Fields of the wrong type count as absent."""
+    """Return the container that its inspect document describes; `listed` is its row of the
+    container list, used for a name the inspect lacks. Fields of the wrong type count as absent."""
     doc = inspected if isinstance(inspected, dict) else {}
     row = listed or {}
     container_id = _text(doc.get("Id")) or _text(row.get("Id"))
@@ -157,8 +157,9 @@ def parse_inspect(inspected: Any, listed: dict[str, Any] | None = None) -> Conta
 
 
 def label_value(name: str, container_id: str) -> str:
-    """The name without its leading `/`, else the short id; control characters to `_`, at
-    most MAX_LABEL_BYTES bytes of UTF-8 (never a split character)."""
+    """Return the container label: the name without its leading `/`, else the short id, with
+    control characters replaced by `_` and cut to at most MAX_LABEL_BYTES bytes of UTF-8 (never
+    inside a character)."""
     value = name.removeprefix("/").strip() or container_id.strip()[:SHORT_ID_LENGTH]
     value = "".join("_" if unicodedata.category(c) == "Cc" else c for c in value.strip())
     encoded = value.encode()
@@ -168,8 +169,8 @@ def label_value(name: str, container_id: str) -> str:
 
 
 def gpu_ids(inspected: dict[str, Any]) -> tuple[str, ...]:
-    """The device ids the container was given: its NVIDIA device requests, else its
-    NVIDIA_VISIBLE_DEVICES; (ALL_GPUS,) for all of them."""
+    """Return the device ids the container was given: its NVIDIA device requests, else its
+    NVIDIA_VISIBLE_DEVICES; `(ALL_GPUS,)` when it was given all of them."""
     explicit: list[str] = []
     every = count_only = False
     host = inspected.get("HostConfig")
@@ -224,7 +225,7 @@ def _text(value: Any) -> str:
 # --- joined with the inventory ------------------------------------------------------------
 
 def entity_keys(ids: tuple[str, ...], inventory: Inventory) -> list[EntityKey]:
-    """The entities whose series a container's device ids cover; unknown ids cover none."""
+    """Return the entities whose series a container's device ids cover; unknown ids cover none."""
     gpus: list[int] = []
     keys: list[EntityKey] = []
     for token in ids:

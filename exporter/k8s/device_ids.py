@@ -81,7 +81,7 @@ def _int(text: str | None) -> int | None:
 
 
 def parse_device_id(raw: str) -> DeviceId | DeviceIdError:
-    """What a kubelet device id points at, or why it could not be understood."""
+    """Return what a kubelet device id points at, or why it could not be understood."""
     if not raw:
         return DeviceIdError(raw, "empty device id")
     if len(raw) > MAX_ID_LENGTH:

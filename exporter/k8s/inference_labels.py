@@ -77,7 +77,8 @@ def parse_presets(text: str) -> tuple[str, ...] | None:
 
 
 def preset_keys(names: Iterable[str]) -> tuple[str, ...]:
-    """The keys the named presets copy, each once, in declaration order."""
+    """Return the pod label keys that the named presets copy, each once, in the order the presets
+    declare them."""
     return tuple(dict.fromkeys(key for name in names for key in PRESETS[name].keys))
 
 
@@ -146,7 +147,8 @@ class Dimension:
     meaning: str
 
     def value_of(self, labels: Mapping[str, str]) -> str | None:
-        """The dimension's value on a series with these labels, or None."""
+        """Return the dimension's value on a series with these labels, or None when no source
+        gives one."""
         for source in self.sources:
             value = labels.get(source.label, "")
             if value and re.fullmatch(source.values, value):

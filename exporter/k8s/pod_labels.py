@@ -63,7 +63,8 @@ INVALID = "invalid"
 
 
 def is_reserved(name: str) -> bool:
-    """A name the exporter writes itself on series that can carry pod labels."""
+    """Return whether the exporter writes this label name itself on series that can carry pod
+    labels."""
     return label_registry.taken_from_pod_labels(name)
 
 
@@ -79,9 +80,9 @@ def renamed(name: str, taken: Callable[[str], bool]) -> str:
 
 
 def _encodable(value: str) -> str:
-    r"""The value, with what UTF-8 cannot encode (a lone surrogate a JSON `\ud800` escape
-    decodes to) replaced: the exposition is encoded once per poll, and one such value would
-    fail the whole render."""
+    r"""Return the value with what UTF-8 cannot encode (a lone surrogate, which a JSON `\ud800`
+    escape decodes to) replaced. The exposition is encoded once per poll, and one such value
+    would make the whole render fail."""
     try:
         value.encode()
     except UnicodeEncodeError:
@@ -181,8 +182,8 @@ class PodLabelRules:
 
     def apply(self, uid: str, pod_labels: Mapping[str, str]
               ) -> tuple[Labels, tuple[LabelNote, ...]]:
-        """(the labels to add after `pod`: `pod_uid` then the copied labels sorted by name,
-        the pod labels renamed or left out because of their name)."""
+        """Return the labels to add after `pod` (`pod_uid`, then the copied labels sorted by
+        name), and notes on the pod labels renamed or left out because of their name."""
         taken: dict[str, str] = {}
         notes: list[LabelNote] = []
         colliding: list[tuple[str, str]] = []

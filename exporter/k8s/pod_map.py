@@ -92,7 +92,7 @@ class PodMap:
     # -- writing --------------------------------------------------------------------------
 
     def replace_all(self, objects: Iterable[PodObject]) -> None:
-        """The result of a list: these pods and no others."""
+        """Replace the map with the result of a list: these pods and no others."""
         self._publish(dict(self._entry(obj) for obj in objects))
 
     def upsert(self, obj: PodObject) -> None:
@@ -123,8 +123,7 @@ class PodMap:
         return key, PodRecord(labels, uid, containers)
 
     def _note_dropped(self, pod: tuple[str, str], notes: tuple[LabelNote, ...]) -> None:
-        """Counts and logs each renamed or dropped key once (per reason), whichever pods
-        carry it."""
+        """Count and log each renamed or dropped key once per reason, whichever pods carry it."""
         for d in notes:
             if (d.key, d.reason) in self._dropped_seen:
                 continue

@@ -78,7 +78,8 @@ class ParsedSlice:
 
 
 def parse_slice(obj: Mapping[str, Any]) -> ParsedSlice | None:
-    """The devices of one ResourceSlice object (JSON); None when another driver's."""
+    """Return the devices of one ResourceSlice object (as JSON), or None when the slice belongs
+    to another driver."""
     spec = obj.get("spec") or {}
     if spec.get("driver") != DRA_GPU_DRIVER:
         return None

@@ -319,10 +319,9 @@ class KubeletSource:
         return families
 
     def _start_metadata(self) -> None:
-        """Starts enrichment once, in the background: setting up the API client (importing
-        the kubernetes package takes most of a second, then reading credentials) must
-        neither block the event loop that serves scrapes nor count against a poll's
-        deadline."""
+        """Start enrichment once, in the background. Setting up the API client (importing the
+        kubernetes package takes most of a second, then credentials are read) must neither block
+        the event loop that serves scrapes nor count against a poll's deadline."""
         if self._metadata_started:
             return
         self._metadata_started = True
@@ -353,7 +352,8 @@ class KubeletSource:
         self._metadata = metadata
 
     async def wait_metadata(self, limit_s: float) -> bool:
-        """Waits (bounded) until enrichment is set up; False if it isn't (used by tests)."""
+        """Wait, for a bounded time, until enrichment is set up, and return whether it is (tests
+        use this)."""
         if self._metadata_task is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._metadata_task), limit_s)
@@ -373,12 +373,11 @@ def _no_labels(namespace: str, pod: str) -> Labels:  # noqa: ARG001 (a labels_fo
 def build_source(config: KubernetesConfig, process_reads: ProcessReads | None = None,
                  metadata: PodMetadata | None = None, proc_root: str = "/proc"
                  ) -> AttributionSource:
-    """The attribution source for these settings (the caller checks `config.enabled`).
+    """Return the attribution source for these settings; the caller checks `config.enabled`.
 
-    `process_reads` (the device layer's per-process reads, run on the poll thread) is
-    needed only for `--kubernetes.process-attribution` and `--kubernetes-virtual-gpus`.
-    `metadata` replaces the API-server watch (the simulated node's pods); None: the watch,
-    when the settings need one. `proc_root`: where the processes' cgroup files are read.
-    """
+    `process_reads` (the device layer's per-process reads, run on the poll thread) is needed only
+    for `--kubernetes.process-attribution` and `--kubernetes-virtual-gpus`. `metadata` replaces
+    the API-server watch (the simulated node uses it for its pods); with None, the watch is used
+    when the settings need one. `proc_root` is where the processes' cgroup files are read."""
     return KubeletSource(config, process_reads=process_reads, metadata=metadata,
                          proc_root=proc_root)

@@ -83,15 +83,14 @@ def split(sharers: Mapping[EntityKey, tuple[PodRef, ...]],
 
 
 def within(device_value: float, values: Sequence[float | None]) -> list[float | None]:
-    """The holders' values, scaled down together so that their sum never exceeds the
+    """Return the holders' values, scaled down together so that their sum never exceeds the
     device's value as this same exposition shows it.
 
-    NVML's figures need not agree: the device's value comes from the poll and the processes'
-    from the read after it (memory can grow in between), per-process framebuffer is not an
-    exact part of the device's used memory, and process SM samples cover the whole interval
-    since the previous poll while the device's utilisation covers only NVML's last sampling
-    period (a GPU that just went idle reads 0 while its processes' samples still show
-    work)."""
+    NVML's figures need not agree: the device's value comes from the poll and the processes' from
+    the read after it (memory can grow in between), per-process framebuffer is not an exact part
+    of the device's used memory, and process SM samples cover the whole interval since the
+    previous poll while the device's utilisation covers only NVML's last sampling period (a GPU
+    that just went idle reads 0 while its processes' samples still show work)."""
     total = sum(v for v in values if v is not None)
     if total <= device_value or total <= 0:
         return list(values)

@@ -103,7 +103,7 @@ class HeadWatch:
         """The unfinished head's last bytes: the start of an end marker split by a read."""
 
     def feed(self, data: bytes) -> bool:
-        """Takes one read; True when a head ended in it."""
+        """Take in one read and return whether a request head ended in it."""
         if len(data) > len(HEAD_END) and data.endswith(HEAD_END) and \
                 data[-len(HEAD_END) - 1] not in b"\r\n":
             # A scrape's read: the head holding that last byte ends with the read.
@@ -284,16 +284,16 @@ class Listener:
             self._spawn(self._accept(sock))
 
     async def close(self) -> None:
-        """Stops accepting and drops connections not yet handed to aiohttp (those are
-        aiohttp's runner's to shut down)."""
+        """Stop accepting and drop the connections not yet handed to aiohttp (those that were are
+        shut down by aiohttp's runner)."""
         self._close_sockets()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def refuse(self, reason: RefusalReason, peer: object) -> None:
-        """Counts a refused connection; logs one line per 10 s at most, so a flood of them
-        does not become a flood of log lines."""
+        """Count a refused connection and log it, at most one line per 10 s, so that a flood of
+        refusals does not become a flood of log lines."""
         self.stats.refused[reason] += 1
         now = asyncio.get_running_loop().time()
         if now - self._last_refusal_log < 10.0:
@@ -365,8 +365,8 @@ class Listener:
 
 
 async def _first_byte(sock: socket.socket, deadline: float) -> bytes:
-    """The connection's first byte, left in the socket for whoever reads next; b"" when the
-    client closed first. TimeoutError at the deadline."""
+    """Return the connection's first byte, leaving it in the socket for whoever reads next; b""
+    when the client closed first. Raise TimeoutError at the deadline."""
     loop = asyncio.get_running_loop()
     readable: asyncio.Future[None] = loop.create_future()
     fd = sock.fileno()

@@ -105,8 +105,8 @@ class LiveWebConfig:
         return self._applied
 
     def current(self, at_most_every_s: float = 0.0) -> Applied:
-        """The configuration a new connection or request gets, re-read first when a watched
-        file changed (checked no more often than `at_most_every_s`)."""
+        """Return the configuration that a new connection or request gets, re-reading the files
+        first when a watched file changed (checked no more often than every `at_most_every_s`)."""
         now = self._clock()
         if at_most_every_s and now - self._checked_at < at_most_every_s:
             return self._applied
@@ -140,7 +140,7 @@ class LiveWebConfig:
 
 
 def _log_warnings(applied: Applied) -> None:
-    """What the file asks for that is not done as asked, each time it is (re)loaded."""
+    """Log what the file asks for that is not done as asked, each time it is loaded."""
     tls = applied.tls.warnings if applied.tls is not None else ()
     for warning in (*applied.config.warnings(), *tls):
         log.warning("web config %s: %s", applied.config.path, warning)

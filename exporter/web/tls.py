@@ -79,7 +79,8 @@ class ServerTls:
 
 
 def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
-    """The context for new connections; WebConfigError names the file and key at fault."""
+    """Return the TLS context for new connections; raise WebConfigError naming the file and key
+    at fault."""
     where = f"web config {config_path}: {_KEY}"
     notes: list[str] = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -219,8 +220,9 @@ def _name(path: Path | None) -> str:
 
 @contextlib.contextmanager
 def _pem_file(text: str) -> Iterator[str]:
-    """A path holding `text` for `load_cert_chain`, which reads only files: an anonymous
-    in-memory file where the kernel has them, so a key given inline never reaches a disk."""
+    """Return a path that holds `text` for `load_cert_chain`, which reads only files. It is an
+    anonymous in-memory file where the kernel has them, so that a key given inline never reaches
+    a disk."""
     data = text.encode("ascii", errors="replace")
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("pem", os.MFD_CLOEXEC)

@@ -209,8 +209,9 @@ class IdentityCalls(SimCore):
             return info
 
     def nvmlDeviceGetGpuInstanceProfileInfoByIdV(self, handle: Handle, profile_id: int) -> Any:
-        """The profile's v2 info; its name as nvidia-smi prints it (`MIG 3g.71gb`), for
-        the profiles this GPU's layout uses (the others: NOT_SUPPORTED)."""
+        """Return the profile's version 2 information, with its name as nvidia-smi prints it
+        (`MIG 3g.71gb`), for the profiles this GPU's layout uses; the others answer
+        NOT_SUPPORTED."""
         with self._lock:
             t = self._begin("nvmlDeviceGetGpuInstanceProfileInfoByIdV")
             gpu = self._mig_capable_gpu(handle, t)
@@ -256,7 +257,8 @@ _PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
 
 
 def gpu_instance_profile_id(gi: P.GpuInstanceSpec) -> int:
-    """The NVML profile id of a simulated GPU instance (1g: 19, 2g: 14, 3g: 9, 4g: 5, 7g: 0)."""
+    """Return NVML's profile id of a simulated GPU instance (1g: 19, 2g: 14, 3g: 9, 4g: 5, 7g:
+    0)."""
     return _PROFILE_IDS[gi.slices]
 
 

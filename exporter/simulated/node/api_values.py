@@ -88,8 +88,9 @@ class ValueCalls(SimCore):
 
     def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
                              ) -> tuple[int, list[Any]]:
-        """The utilisation samples newer than `last_seen` (CPU µs) still in the buffer, each
-        the GPU or memory utilisation (%) over its 1/6 s period; NOT_FOUND when none is."""
+        """Return the utilisation samples newer than `last_seen` (CPU time in microseconds) still
+        in the buffer, each the GPU or memory utilisation percent over its period of 1/6 s; raise
+        NOT_FOUND when there is none."""
         with self._lock:
             t = self._begin("nvmlDeviceGetSamples")
             gpu = self._no_mig(handle, t)

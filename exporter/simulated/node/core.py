@@ -45,7 +45,7 @@ def fail(code: int) -> NoReturn:
 
 
 def address_of(obj: Any) -> int | None:
-    """The address a ctypes pointer (or a bare int) holds; None for anything else."""
+    """Return the address a ctypes pointer (or a bare int) holds, or None for anything else."""
     try:
         return ctypes.cast(obj, ctypes.c_void_p).value
     except (ctypes.ArgumentError, TypeError):
@@ -252,7 +252,7 @@ class SimCore:
         return self._processes.get(index, ())
 
     def now(self) -> float:
-        """Simulated seconds since construction."""
+        """Return the simulated seconds since construction."""
         return max(0.0, self._clock() - self._t0)
 
     def _new_address(self) -> int:
@@ -287,22 +287,24 @@ class SimCore:
         return device
 
     def _physical(self, handle: Handle, t: float) -> GpuEntry:
-        """A physical-GPU query: MIG device handles do not answer it."""
+        """Return the GPU for a query about a physical GPU; a MIG device handle answers
+        NOT_SUPPORTED."""
         device = self._resolve(handle, t)
         if isinstance(device, MigEntry):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return device
 
     def _no_mig(self, handle: Handle, t: float) -> GpuEntry:
-        """A query NVML refuses on MIG-enabled GPUs and on MIG devices."""
+        """Return the GPU for a query that NVML refuses on MIG-enabled GPUs and on MIG devices."""
         gpu = self._physical(handle, t)
         if gpu.mig_on:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu
 
     def _link(self, handle: Handle, t: float, link: int) -> GpuEntry:
-        """An NVLink query: refused under MIG and without links ("Nvlink queries are not
-        supported for Devices in MIG mode"); a link past the last is invalid."""
+        """Return the GPU for an NVLink query, which is refused under MIG ("Nvlink queries are
+        not supported for Devices in MIG mode") and on a GPU without links; a link past the last
+        is invalid."""
         gpu = self._physical(handle, t)
         if not gpu.spec.board.nvlink_links or gpu.mig_on:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
