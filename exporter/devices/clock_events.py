@@ -94,7 +94,8 @@ class ClockEventCounter:
                 self._edges[(key, bit)] += 1
 
     def totals(self) -> tuple[ClockEventTotal, ...]:
-        """Edges by GPU, then reason bit; a reason that never turned on has none."""
+        """Return how often each reason turned on, by GPU and then by reason bit; a reason that
+        never turned on has no count."""
         names = dict(REASONS)
         return tuple(ClockEventTotal(key, names[bit], n)
                      for (key, bit), n in sorted(self._edges.items()))

@@ -27,7 +27,8 @@ def _finite(v: float) -> float | None:
 
 
 def _ber(raw: int) -> float:
-    """NVML packs a bit error rate as mantissa (bits 8-11) and negative exponent (bits 0-7)."""
+    """Return the bit error rate that NVML packs as a mantissa (bits 8 to 11) and a negative
+    exponent (bits 0 to 7)."""
     mantissa = (int(raw) >> 8) & 0xF
     exponent = int(raw) & 0xFF
     return mantissa * 10.0 ** -exponent
@@ -44,8 +45,9 @@ _GRID_LICENSE_FEATURE_CODE_VGPU = 1
 
 
 def _vgpu_licensed(features: Any) -> float | None:
-    """1 when the first vGPU feature listed is licensed (state non-zero), 0 when it is not
-    or licensing is not supported; no value when no vGPU feature is listed (as DCGM)."""
+    """Return 1 when the first vGPU feature listed is licensed (its state is not zero), and 0
+    when it is not or licensing is not supported; no value when no vGPU feature is listed, as
+    DCGM does."""
     if not features.isGridLicenseSupported:
         return 0.0
     for feature in features.gridLicensableFeatures[:features.licensableFeaturesCount]:
@@ -98,8 +100,8 @@ def _guid_hex(raw: Any) -> str:
 
 
 def _serial(raw: Any) -> str | None:
-    """ASCII up to the first NUL; nothing when the first byte is NUL or every byte is 0xFF
-    (DCGM's blank)."""
+    """Return the ASCII text up to the first NUL; no value when the first byte is NUL or every
+    byte is 0xFF, which is how DCGM sees a blank."""
     data = bytes(raw)
     if not data or data[0] == 0 or all(b == _NOT_REPORTED for b in data):
         return None

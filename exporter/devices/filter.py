@@ -61,7 +61,7 @@ _EXPECTED = "expected f, g, i, g:0,1, i:0-2 or g+i"
 
 
 def _selectors(text: str, flag: str) -> dict[str, str | None]:
-    """Each letter of a `+`-joined selection -> its id list (None: all), checked as
+    """Return the id list of each letter of a `+`-joined selection (None for all), checked as
     dcgm-exporter's parseDeviceOptions checks them."""
     found: dict[str, str | None] = {}
     for part in text.strip().split("+"):

@@ -36,10 +36,12 @@ class GpuInstanceProfileCalls(Protocol):
         """Return the handle of the GPU instance with this id on the GPU."""
         ...
     def nvmlGpuInstanceGetInfo(self, gi_handle: Handle) -> Any:
-        """`.profileId`: the instance's profile id (`nvidia-smi mig -lgip`'s ID)."""
+        """Return the GPU instance's information, whose `.profileId` is its profile id (the ID
+        that `nvidia-smi mig -lgip` shows)."""
         ...
     def nvmlDeviceGetGpuInstanceProfileInfoByIdV(self, handle: Handle, profile_id: int) -> Any:
-        """`.name`: the profile's name (NUL-terminated)."""
+        """Return the profile's information, whose `.name` is the profile's name
+        (NUL-terminated)."""
         ...
 
 

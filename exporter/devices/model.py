@@ -63,7 +63,8 @@ class Entity:
 
     @property
     def key(self) -> EntityKey:
-        """Stable sort and lookup key: (gpu index, GPU instance id or -1)."""
+        """Return the key that sorts and finds this entity: its GPU index, and its GPU instance
+        id or -1 for a whole GPU."""
         return (self.gpu, -1 if self.gpu_instance_id is None else self.gpu_instance_id)
 
 

@@ -167,8 +167,8 @@ class NvmlBackend:
         return self._enum.inventory if self._enum else Inventory()
 
     def start(self) -> None:
-        """First initialisation. Raises BackendUnavailable only when there is no NVML at
-        all; a driver that is not loaded yet is retried by later polls."""
+        """Initialise NVML for the first time. Raise BackendUnavailable only when there is no
+        NVML at all; a driver that is not loaded yet is retried by later polls."""
         try:
             self._try_init()
         except BackendUnavailable:
@@ -373,12 +373,13 @@ class NvmlBackend:
         )
 
     def _health_codes(self) -> dict[int, frozenset[str]]:
-        """Every present GPU's failing health codes, XID rules left out (the faults')."""
+        """Return the failing health codes of every GPU present, leaving out the XID rules (those
+        are the faults' to report)."""
         mig_on = dict(self._enum.handles.mig_enabled) if self._enum else {}
         return self.health.conditions((g.gpu for g in self.inventory.gpus), mig_on)
 
     def _health(self) -> dict[int, tuple[HealthIncident, ...]]:
-        """Every GPU's health watches; an XID filed on a MIG instance counts for its GPU."""
+        """Return every GPU's health watches; an XID filed on a MIG instance counts for its GPU."""
         xids: dict[int, set[int]] = {}
         for total in self.ledger.totals():
             xids.setdefault(total.entity_key[0], set()).add(total.xid)

@@ -120,7 +120,8 @@ class NvmlLib(Protocol):
         """Return the device's product name."""
         ...
     def nvmlDeviceGetPciInfo(self, handle: Handle) -> Any:
-        """`.busId` (str, e.g. "00000000:83:00.0")."""
+        """Return the device's PCI information, whose `.busId` is a string such as
+        "00000000:83:00.0"."""
         ...
 
     # MIG
@@ -135,7 +136,8 @@ class NvmlLib(Protocol):
         since the slots in use need not be contiguous."""
         ...
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: Handle, profile: int) -> Any:
-        """`.sliceCount` of a GPU instance profile (NOT_SUPPORTED for one the GPU lacks)."""
+        """Return a GPU instance profile's information, whose `.sliceCount` is used; a profile
+        the GPU lacks answers NOT_SUPPORTED."""
         ...
     def nvmlDeviceGetGpuInstanceId(self, mig_handle: Handle) -> int:
         """Return the id of the GPU instance that holds this MIG device."""
@@ -167,10 +169,10 @@ class NvmlLib(Protocol):
         """Return how many PCIe replays happened."""
         ...
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Any:
-        """`.gpu`, `.memory` (percent)."""
+        """Return the GPU's utilisation, with `.gpu` and `.memory` in percent."""
         ...
     def nvmlDeviceGetEncoderUtilization(self, handle: Handle) -> list[int]:
-        """[utilization %, sampling period us]."""
+        """Return the encoder's utilisation percent and the sampling period in microseconds."""
         ...
     def nvmlDeviceGetDecoderUtilization(self, handle: Handle) -> list[int]:
         """Return the decoder's utilisation percent and the sampling period in microseconds."""
@@ -180,13 +182,15 @@ class NvmlLib(Protocol):
         called with `version=pynvml.nvmlMemory_v2`."""
         ...
     def nvmlDeviceGetRemappedRows(self, handle: Handle) -> tuple[int, int, int, int]:
-        """(correctable rows, uncorrectable rows, pending 0/1, failure 0/1)."""
+        """Return the remapped rows: correctable rows, uncorrectable rows, pending (0 or 1) and
+        failure (0 or 1)."""
         ...
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int:
         """Return the bit mask of reasons the clocks are being held down now."""
         ...
     def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
-        """1 when the link is up; NOT_SUPPORTED / INVALID_ARGUMENT for a link it lacks."""
+        """Return 1 when the link is up; a link the GPU lacks answers NOT_SUPPORTED or
+        INVALID_ARGUMENT."""
         ...
     def nvmlDeviceReadWritePRM_v1(self, handle: Handle, tlv: Any) -> None:
         """Access a register: `tlv` (an `nvmlPRMTLV_v1_t`, which pynvml passes by reference)
@@ -197,7 +201,8 @@ class NvmlLib(Protocol):
         `nvmlPRMCounterList_v1_t`)."""
         ...
     def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
-        """nvmlGpuP2PStatus_t: 0 OK, 1-6 why not."""
+        """Return the P2P status towards the peer (`nvmlGpuP2PStatus_t`): 0 when it is OK, 1 to 6
+        for why not."""
         ...
     def nvmlDeviceValidateInforom(self, handle: Handle) -> None:
         """Check the InfoROM, raising CORRUPTED_INFOROM when it fails the check."""
@@ -211,9 +216,10 @@ class NvmlLib(Protocol):
         time in microseconds), each with `.timeStamp` and `.sampleValue` (a union, as below)."""
         ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
-        """Entries are ints or (field id, scope id); returns a sequence of structs with
-        `.fieldId`, `.scopeId`, `.nvmlReturn`, `.valueType` and `.value` (a union with
-        `.dVal`, `.uiVal`, `.ulVal`, `.ullVal`, `.sllVal`, `.siVal`)."""
+        """Return the values of the requested fields. Each entry is an int or a (field id, scope
+        id) pair; each answer is a struct with `.fieldId`, `.scopeId`, `.nvmlReturn`,
+        `.valueType` and `.value` (a union with `.dVal`, `.uiVal`, `.ulVal`, `.ullVal`, `.sllVal`
+        and `.siVal`)."""
         ...
 
     # Processes (per-container attribution on shared devices)
@@ -221,8 +227,8 @@ class NvmlLib(Protocol):
         """Return the handle of the GPU or MIG device with this UUID."""
         ...
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Any]:
-        """Entries with `.pid`, `.usedGpuMemory` (bytes, None when NVML can't say) and, on
-        MIG-enabled GPUs, `.gpuInstanceId`."""
+        """Return the compute processes, with `.pid`, `.usedGpuMemory` (bytes, or None when NVML
+        cannot say) and, on MIG-enabled GPUs, `.gpuInstanceId`."""
         ...
     def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Handle) -> list[Any]:
         """Return the MPS clients, with entries as above; drivers list them here rather than in
@@ -237,7 +243,7 @@ class NvmlLib(Protocol):
 
     # GPM (Hopper and newer)
     def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> Any:
-        """`.isSupportedDevice`."""
+        """Return whether the GPU supports GPM, in `.isSupportedDevice`."""
         ...
     def nvmlGpmSampleAlloc(self) -> Any:
         """Allocate a GPM sample buffer."""
@@ -265,9 +271,9 @@ class NvmlLib(Protocol):
         """Ask for the device's events of these types to be delivered to the event set."""
         ...
     def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
-        """Blocks up to timeout_ms; raises TIMEOUT when nothing came. Returns a struct with
-        `.device` (handle), `.eventType`, `.eventData` (the XID), `.gpuInstanceId`,
-        `.computeInstanceId`."""
+        """Wait up to `timeout_ms` for an event and return it, as a struct with `.device` (a
+        handle), `.eventType`, `.eventData` (the XID), `.gpuInstanceId` and `.computeInstanceId`;
+        raise TIMEOUT when nothing came."""
         ...
     def nvmlEventSetFree(self, event_set: Any) -> None:
         """Free an event set."""

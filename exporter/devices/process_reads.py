@@ -99,7 +99,8 @@ class ProcessReader:
         return submit
 
     def read(self, entities: Sequence[Entity]) -> list[EntityProcesses]:
-        """Entities whose process list could not be read are left out."""
+        """Read the processes on these entities; an entity whose process list could not be read
+        is left out."""
         out = []
         for entity in entities:
             found = self._read_entity(entity)
@@ -109,8 +110,9 @@ class ProcessReader:
 
     def _call(self, what: _Call, entity: Entity, fn: Callable[[], T], none_yet: T | None = None
               ) -> T | None:
-        """fn(), or `none_yet` when NVML answers NOT_FOUND (nothing since the last call);
-        None on any other failure, each failing (device, call) pair logged once."""
+        """Return what `fn()` answers, or `none_yet` when NVML answers NOT_FOUND (nothing since
+        the last call), or None on any other failure, logging each failing pair of device and
+        call once."""
         try:
             return fn()
         except Exception as exc:
@@ -195,8 +197,8 @@ class ProcessReader:
 
 
 def _by_pid(procs: Sequence[Any]) -> list[Any]:
-    """One entry per pid, in first-seen order: a driver may list an MPS client in both lists.
-    An entry that knows the process's framebuffer wins over one that does not."""
+    """Return one entry per pid, in the order first seen, since a driver may list an MPS client
+    in both lists. An entry that knows the process's framebuffer wins over one that does not."""
     merged: dict[int, Any] = {}
     for proc in procs:
         seen = merged.get(int(proc.pid))

@@ -292,10 +292,10 @@ class _Planner:
 
 def bound_call(lib: NvmlLib, handle: Handle, call: Call, link: int | None = None
                ) -> Callable[[], Any] | None:
-    """`call` as a read without arguments: a struct read (bound with the arguments after the
-    handle), or the pynvml function with its arguments. None when the library lacks what it
-    calls: pynvml defines every function it knows (a missing symbol fails at the call), but a
-    stand-in library may lack one, and the field then has no value there."""
+    """Return `call` as a read without arguments: a struct read (bound with the arguments after
+    the handle), or the pynvml function bound to its arguments. Return None when the library
+    lacks what it calls: pynvml defines every function it knows (a missing symbol fails at the
+    call), but a stand-in library may lack one, and the field then has no value there."""
     if not available(lib, call.function):
         return None
     struct_read = STRUCT_READS.get(call.function)
@@ -356,9 +356,9 @@ _NARROW = frozenset({1, 5, 6})
 def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey],
                       narrow: set[FieldKey] | None = None
                       ) -> tuple[dict[FieldKey, float], dict[FieldKey, int]]:
-    """Values by (field id, scope id), and the failed entries with their return code.
-    `narrow`, if given, receives the entries answered in fewer than 64 bits (a counter
-    that wraps at 4 GiB or sooner)."""
+    """Return the values by (field id, scope id), and the failed entries with their return code.
+    `narrow`, when given, receives the entries answered in fewer than 64 bits (a counter that
+    wraps at 4 GiB or sooner)."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)
     # A stand-in library may answer with something other than a ctypes array: read it as is.
     with contextlib.suppress(TypeError):

@@ -83,8 +83,9 @@ class GpuWork:
 
 def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
               devices: DeviceFilter, counterparts: bool = False) -> list[GpuWork]:
-    """Plan every enumerated device's reads. `counterparts`: plan NVML's counterparts of the
-    GPM fields on whole GPUs with MIG off, read there should the GPU have no GPM."""
+    """Plan the reads of every enumerated device. With `counterparts`, NVML's counterparts of the
+    GPM fields are planned too on whole GPUs with MIG off, to be read there should the GPU have
+    no GPM."""
     work = []
     fields = [s for s in fields if not is_static_label(s)]  # read once, not planned
     by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
@@ -167,9 +168,9 @@ class DeviceReader:
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
                devices: DeviceFilter, *, same_devices: bool = False) -> None:
-        """Plans for `fields`. `same_devices`: the walk found the layout the current plans
-        were made for (only the fields changed), so GPM sample pairs and support, and what
-        answered "not supported", carry over instead of being asked again."""
+        """Make the plans for `fields`. When `same_devices` says the walk found the layout the
+        current plans were made for (only the fields changed), the GPM sample pairs and support,
+        and what answered "not supported", carry over instead of being asked again."""
         if not same_devices:
             # Handles may now mean other devices: forget everything tied to the old ones.
             self._gpm.forget()
@@ -194,8 +195,8 @@ class DeviceReader:
         self.read_labels()
 
     def read_labels(self) -> None:
-        """Label-type fields, read at each plan and again at each periodic walk (a fabric's
-        cluster UUID appears once registration completes)."""
+        """Read the label-type fields; they are read at each plan and again at each periodic
+        walk, since a fabric's cluster UUID appears only once registration completes."""
         self.labels = {}
         specs = self._label_specs
         for work in self._work if specs else ():
@@ -205,7 +206,8 @@ class DeviceReader:
                 self.labels[entity.key] = entity_labels(labels, specs, entity, work.mig_on)
 
     def clear(self) -> None:
-        """No devices to read until the next `replan`; frees the GPM buffers."""
+        """Forget the plans, so nothing is read until the next `replan`, and free the GPM
+        buffers."""
         self._gpm.forget()
         self._work = []
 
@@ -234,8 +236,8 @@ class DeviceReader:
         self._unsupported.setdefault(plan.uid, set()).update(what)
 
     def read(self) -> tuple[Values, list[int]]:
-        """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
-        values and of later reads). Never raises for NVML errors."""
+        """Read every planned value and return the values with the GPUs that answered GPU_IS_LOST
+        (those are left out of the values and of later reads). NVML errors are never raised."""
         values: Values = {}
         self.links = {}
         self.peers = {}
@@ -365,7 +367,7 @@ class DeviceReader:
     # --- NVML's counterparts of GPM fields ----------------------------------------------------
 
     def _without_gpm(self, entity: Entity, handle: Handle) -> bool:
-        """Whether the GPU has no GPM, so that its counterparts are read: never where GPM
+        """Return whether the GPU has no GPM, so that its counterparts are read: never where GPM
         exists, even if profiling is restricted to administrators."""
         support = self.gpm_support.get(entity.gpu)
         if support is None:
@@ -468,8 +470,8 @@ class DeviceReader:
         return support
 
     def _admin_only(self, entity: Entity, plan: EntityPlan | None) -> None:
-        """NVML refuses GPM for want of privilege: a driver setting, the same for every GPU
-        of the node, so it is said once, with the fix, and shown per GPU in
+        """Note that NVML refuses GPM for want of privilege. That is a driver setting, the same
+        for every GPU of the node, so it is logged once with the fix, and shown per GPU in
         gpu_exporter_gpm_supported."""
         self.gpm_support[entity.gpu] = "no_permission"
         if plan is not None:

@@ -22,8 +22,8 @@ def is_static_label(spec: FieldSpec) -> bool:
 
 def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
                 errors: CallErrors, uid: str = "") -> dict[str, str]:
-    """Field name -> string for each spec NVML answers (an error leaves its label out; "not
-    supported" is logged once per device `uid` and call)."""
+    """Return the string of each spec that NVML answers, by field name. An error leaves its label
+    out; "not supported" is logged once per device `uid` and call."""
     labels: dict[str, str] = {}
     for spec in specs:
         call = spec.part

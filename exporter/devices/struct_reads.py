@@ -33,7 +33,8 @@ included)."""
 
 
 def struct_version(struct: type[ctypes.Structure], version: int) -> int:
-    """NVML_STRUCT_VERSION: the struct's size with the version in the top byte."""
+    """Return the struct's version as NVML_STRUCT_VERSION makes it: the struct's size with the
+    version in the top byte."""
     return ctypes.sizeof(struct) | version << 24
 
 
@@ -125,8 +126,9 @@ def _unrepairable(lib: NvmlLib, handle: Handle) -> Read:
 
 
 def _inforom_valid(lib: NvmlLib, handle: Handle) -> Read:
-    """DCGM_FI_DEV_INFOROM_VALID lives in the return code: SUCCESS is 1, CORRUPTED_INFOROM is
-    0, any other error leaves the field blank (raised as it came)."""
+    """Return DCGM_FI_DEV_INFOROM_VALID, which lives in the return code: SUCCESS gives 1 and
+    CORRUPTED_INFOROM gives 0, while any other error is raised as it came and leaves the field
+    blank."""
     def read() -> int:
         try:
             lib.nvmlDeviceValidateInforom(handle)
@@ -139,9 +141,9 @@ def _inforom_valid(lib: NvmlLib, handle: Handle) -> Read:
 
 
 def _mig_max_slices(lib: NvmlLib, handle: Handle) -> Read:
-    """DCGM_FI_DEV_MIG_MAX_SLICES: 0 with MIG off, else the larger of the MIG device count and
-    the largest GPU instance profile's slice count. Fixed for a plan (a MIG mode change
-    re-plans), so the profiles are walked once."""
+    """Return a read of DCGM_FI_DEV_MIG_MAX_SLICES: 0 with MIG off, else the larger of the MIG
+    device count and the largest GPU instance profile's slice count. It is fixed for a plan (a
+    MIG mode change makes a new plan), so the profiles are walked once."""
     known: list[int] = []
 
     def read() -> int:
@@ -185,8 +187,8 @@ NVML_P2P_STATUS_OK = 0
 
 
 def _self_lost(lib: NvmlLib, handle: Handle) -> bool:
-    """Whether this GPU itself answers GPU_IS_LOST (asked only after a P2P call did, which
-    may have meant the peer)."""
+    """Return whether this GPU itself answers GPU_IS_LOST; it is asked only after a P2P call did,
+    which may have meant the peer."""
     try:
         lib.nvmlDeviceGetUUID(handle)
     except Exception as exc:
@@ -208,9 +210,10 @@ def p2p_status(lib: NvmlLib, handle: Handle, peer: Handle) -> int | None:
 
 
 def p2p_bitmap(lib: NvmlLib, handle: Handle, peers: Sequence[tuple[int, Handle]]) -> int:
-    """DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n set when the NVLink P2P status towards GPU n (one
-    of the enumerated GPUs besides this one) is OK; never this GPU's own bit. A lost peer's
-    bit is clear; any other error leaves the field without a value, as in DCGM."""
+    """Return a read of DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n is set when the NVLink P2P status
+    towards GPU n (one of the enumerated GPUs besides this one) is OK, and this GPU's own bit
+    never is. A lost peer's bit is clear; any other error leaves the field without a value, as in
+    DCGM."""
     bitmap = 0
     for index, other in peers:
         if p2p_status(lib, handle, other) == NVML_P2P_STATUS_OK:
@@ -239,7 +242,8 @@ _ALSO_CALLS = {
 
 
 def available(lib: NvmlLib, function: str) -> bool:
-    """Whether the library has what the struct read of `function` calls (pynvml defines
-    every function it knows; a stand-in library may lack one: the field then has no value)."""
+    """Return whether the library has what the struct read of `function` calls. pynvml defines
+    every function it knows, but a stand-in library may lack one, and the field then has no
+    value."""
     return all(callable(getattr(lib, name, None))
                for name in (function, *_ALSO_CALLS.get(function, ())))

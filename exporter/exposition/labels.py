@@ -36,7 +36,9 @@ def model_name(model: str, style: LabelStyle = DEFAULT_STYLE) -> str:
 
 def entity_labels(entity: Entity, host: HostLabel, style: LabelStyle = DEFAULT_STYLE
                   ) -> Labels:
-    """gpu, UUID, pci_bus_id, device, modelName[, GPU_I_PROFILE, GPU_I_ID][, host]."""
+    """Return an entity's labels in dcgm-exporter's order: gpu, UUID, pci_bus_id, device,
+    modelName, then GPU_I_PROFILE and GPU_I_ID for a GPU instance, then the host label when there
+    is one."""
     labels: list[tuple[str, str]] = [
         (names.GPU, str(entity.gpu)),
         (names.OLD_UUID if style.old_namespace else names.UUID, entity.uuid),
@@ -53,9 +55,9 @@ def entity_labels(entity: Entity, host: HostLabel, style: LabelStyle = DEFAULT_S
 
 
 def link_labels(gpu: Entity, link: int, host: HostLabel) -> Labels:
-    """nvlink, gpu, gpu_uuid, pci_bus_id, device, model_name[, hostname]: dcgm-exporter's
-    labels for a GPU's NVLink entity, which differ from its GPU labels (snake case, and the
-    host label is `hostname` in every release)."""
+    """Return dcgm-exporter's labels of a GPU's NVLink entity: nvlink, gpu, gpu_uuid, pci_bus_id,
+    device, model_name and, when there is a host label, hostname. They differ from its GPU labels
+    (snake case, and the host label is `hostname` in every release)."""
     labels: list[tuple[str, str]] = [
         (names.NVLINK, str(link)),
         (names.GPU, str(gpu.gpu)),
@@ -70,8 +72,9 @@ def link_labels(gpu: Entity, link: int, host: HostLabel) -> Labels:
 
 
 def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Labels:
-    """container, namespace, pod (dcgm's order) and enrichment; nothing when unowned. With
-    1.x names they come sorted by name, as dcgm-exporter prints them."""
+    """Return the pod labels of a series: container, namespace and pod (in dcgm-exporter's
+    order), then the enrichment labels; nothing when no pod holds the device. With the 1.x names
+    they come sorted by name, as dcgm-exporter prints them."""
     if owner is None:
         return ()
     if style.old_namespace:
@@ -90,8 +93,8 @@ def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Label
 
 
 def xid_attributes(value: float) -> Labels:
-    """`err_code` and `err_msg` of a last-XID value, as dcgm-exporter labels
-    `DCGM_FI_DEV_XID_ERRORS` (0: "No Error"); nothing for a value that is no code."""
+    """Return the `err_code` and `err_msg` labels of a last-XID value, as dcgm-exporter labels
+    `DCGM_FI_DEV_XID_ERRORS` (0 is "No Error"); nothing for a value that is not a code."""
     if not math.isfinite(value):
         return ()
     code = int(value)

@@ -90,7 +90,8 @@ def format_value(value: float) -> str:
 
 
 def visible_entities(snapshot: Snapshot) -> list[Entity]:
-    """Entities in exposition order, restricted by the attribution's scope."""
+    """Return the entities in exposition order, limited to those the attribution's scope lets
+    through."""
     visible = snapshot.attribution.visible
     entities = sorted((*snapshot.inventory.gpus, *snapshot.inventory.instances),
                       key=lambda e: e.key)
@@ -165,7 +166,7 @@ _EXP_SAMPLES = {
 
 
 def _mig_parents(snapshot: Snapshot) -> frozenset[int]:
-    """GPUs whose values are per MIG GPU instance (they have instances)."""
+    """Return the GPUs whose values are per MIG GPU instance, that is, those that have instances."""
     return frozenset(i.gpu for i in snapshot.inventory.instances)
 
 
@@ -207,10 +208,11 @@ def _field_samples(snapshot: Snapshot, name: str, labels: SeriesLabels, unheld: 
 
 def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
                    ) -> tuple[SeriesLabels, SeriesLabels]:
-    """Full label sets by entity key, in exposition order: visible entities, then those of
-    GPUs that left the inventory (a GPU that fell off the bus keeps its XID history). An
-    entity has one label set, or with virtual GPUs one per pod sharing it. Second: for each
-    entity whose holders split some fields, its label sets without a holder's labels."""
+    """Return two label sets by entity key. The first holds the full label sets, in exposition
+    order: visible entities, then those of GPUs that left the inventory (a GPU that fell off the
+    bus keeps its XID history); an entity has one label set, or with virtual GPUs one per pod
+    sharing it. The second holds, for each entity whose holders split some fields, its label sets
+    without a holder's labels."""
     driver: Labels = ()
     if (version := snapshot.inventory.driver_version) is not None:
         # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
@@ -219,7 +221,7 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
     read = snapshot.readings.labels
 
     def label_fields(key: EntityKey) -> Labels:
-        """Label-type fields, sorted by name as dcgm-exporter prints them."""
+        """Return the entity's label-type fields, sorted by name as dcgm-exporter prints them."""
         if not read.get(key):
             return driver
         return tuple(sorted((*driver, *read[key].items())))
@@ -351,9 +353,10 @@ OPENMETRICS_EOF = b"# EOF\n"
 
 def render(families: list[Family], openmetrics: bool = True, appendable: bool = False
            ) -> Rendered:
-    """Text 0.0.4, and OpenMetrics unless `openmetrics` is False, each also gzipped.
-    `appendable`: also as unfinished gzip members (`Rendered.text_open`), the gzipped bodies
-    then being those members finished (one compression each, as without)."""
+    """Render the text format 0.0.4 and, unless `openmetrics` is False, OpenMetrics, each also
+    gzipped. With `appendable`, each gzipped body is also kept as an unfinished gzip member
+    (`Rendered.text_open`), and the gzipped bodies are those members finished (still one
+    compression each)."""
     label_text: dict[Labels, str] = {}
     text = _render(families, False, label_text)
     if appendable:

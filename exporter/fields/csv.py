@@ -89,7 +89,7 @@ def _closest(name: str) -> str:
 
 
 def _a_typo_of(name: str, known: str) -> bool:
-    """Whether `name` is `known` with one word misspelt, or nearly all of it alike."""
+    """Return whether `name` is `known` with one word misspelt, or nearly all of it alike."""
     words, known_words = name.split("_"), known.split("_")
     if len(words) != len(known_words):
         return difflib.SequenceMatcher(None, name, known).ratio() >= 0.93
@@ -129,7 +129,7 @@ _INSTEAD = {
 
 
 def _unserved_warning(name: str, field: DcgmField) -> str:
-    """Why `name` (one of `field`'s names) is skipped."""
+    """Return the warning that says why `name` (one of `field`'s names) is skipped."""
     named = name if name == field.name else f"{name} (DCGM field {field.name})"
     instead = _INSTEAD.get(field.name)
     hint = f" ({instead} has the same rate in bytes per second)" if instead else ""

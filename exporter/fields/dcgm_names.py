@@ -46,11 +46,11 @@ class Reason(enum.Enum):
 
     @property
     def summary(self) -> str:
-        """The category's name in docs and counts."""
+        """Return the category's name, as the docs and the counts show it."""
         return _SUMMARY[self]
 
     def explain(self, nvml_source: str) -> str:
-        """Why a field of this category is not served, for a warning."""
+        """Return why a field of this category is not served, for a warning."""
         if self is Reason.NVML:
             return f"NVML source {nvml_source} not read by this exporter yet"
         return _EXPLANATION[self]
@@ -104,7 +104,7 @@ class DcgmField:
 
     @property
     def name(self) -> str:
-        """The canonical DCGM name (the newest release's)."""
+        """Return the field's canonical DCGM name (the newest release's)."""
         return self.names[0]
 
 
@@ -120,7 +120,7 @@ class DcgmNames:
             raise ValueError(f"{DATA_PATH}: a field id or a name is listed twice")
 
     def __iter__(self) -> Iterator[str]:
-        """Every known name."""
+        """Iterate over every known name."""
         return iter(self._by_name)
 
     def field(self, name: str) -> DcgmField | None:
@@ -129,8 +129,8 @@ class DcgmNames:
 
     @functools.cached_property
     def served(self) -> dict[int, FieldSpec]:
-        """Every served field by DCGM id: the catalog's (the first catalog entry where two
-        share one), then those the generic readers serve."""
+        """Return every served field by DCGM id: the catalog's first (the first catalog entry
+        where two share an id), then those the generic readers serve."""
         by_id: dict[int, FieldSpec] = {}
         for spec in CATALOG:
             known = self._by_name.get(spec.name)
@@ -163,8 +163,8 @@ class DcgmNames:
 
 
 def generated_help(nvml_source: str, unit: str) -> str:
-    """HELP of a field served through the generic readers (a collectors file's help text, if
-    it gives one, replaces it)."""
+    """Return the help text of a field served through the generic readers; a collectors file's
+    help text, if it gives one, replaces it."""
     return f"{nvml_source} (in {unit})." if unit else f"{nvml_source}."
 
 

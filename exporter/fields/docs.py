@@ -50,7 +50,8 @@ def _self_metric_row(metric: SelfMetric) -> str:
 
 
 def _generated_section() -> list[str]:
-    """Fields served through the generic readers, by canonical name and DCGM id."""
+    """Return the section listing the fields served through the generic readers, by canonical
+    name and DCGM id."""
     table = dcgm_names()
     rows = [(f, f.generated) for f in table.fields if f.generated is not None]
     lines = [
@@ -182,7 +183,8 @@ def _before_hopper_section() -> list[str]:
 
 
 def _health_section() -> list[str]:
-    """DCGM_EXP_GPU_HEALTH_STATUS: each watch's rules and the NVML call feeding them."""
+    """Return the section on DCGM_EXP_GPU_HEALTH_STATUS: each watch's rules and the NVML call
+    that feeds them."""
     lines = [
         "## Health watches",
         "",

@@ -163,7 +163,8 @@ class Facts:
         return None
 
     def delta(self, key: str) -> float | None:
-        """How much a counter moved over the window (first and last sample holding it)."""
+        """Return how much a counter moved over the window, between the first and the last sample
+        that hold it."""
         held = [v for s in self.samples if (v := s.get(_PREFIX + key)) is not None]
         return abs(held[-1] - held[0]) if held else None
 
@@ -209,8 +210,8 @@ of 1e-12 at the lane speed)."""
 
 
 def pcie_replay_limit(generation: int, width: int) -> int:
-    """DCGM's replay limit per minute: ceil(rate per lane of the generation x lanes); later
-    generations than DCGM knows use the last."""
+    """Return DCGM's limit of PCIe replays per minute: the rate per lane of the generation times
+    the lanes, rounded up. Generations later than DCGM knows use the last one it knows."""
     rates = _PCIE_REPLAYS_PER_LANE_MINUTE
     return math.ceil(rates[min(max(generation, 1), len(rates)) - 1] * width)
 
@@ -349,9 +350,9 @@ def incident(watch: str, result: int = PASS, code: str = _OK) -> HealthIncident:
 
 
 def evaluate(facts: Facts) -> tuple[HealthIncident, ...]:
-    """Every watch's incident. dcgm-exporter keeps one incident per watch (the last DCGM
-    reports); DCGM's order among XIDs is that of an unordered map, so here the worst result
-    wins, and among equal results the later rule of `RULES`."""
+    """Return every watch's incident. dcgm-exporter keeps one incident per watch (the last one
+    DCGM reports), and DCGM orders XIDs as an unordered map does, so here the worst result wins,
+    and among equal results the later rule of `RULES`."""
     worst: dict[str, Rule] = {}
     for rule in RULES:
         if rule.fires(facts):
