@@ -71,7 +71,7 @@ class SelfMetric:
 
     @property
     def exposed_name(self) -> str:
-        """The name on the wire in the text format (and in PromQL)."""
+        """Return the name on the wire in the text format (and in PromQL)."""
         return self.name + "_total" if self.type == "counter" else self.name
 
     def sample(self, value: float, /, **labels: str) -> Sample:

@@ -82,7 +82,7 @@ class WatchLoop:
         raise NotImplementedError
 
     def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """One ADDED / MODIFIED / DELETED event."""
+        """Apply one ADDED, MODIFIED or DELETED event."""
         raise NotImplementedError
 
     def _failed(self, exc: Exception) -> None:

@@ -289,9 +289,9 @@ def _exclusive(holding: _Holding, pod_scope: bool, virtual_gpus: bool) -> bool:
 
 def _sharer_refs(holding: _Holding, extra_labels: Callable[[str, str], Labels]
                  ) -> tuple[PodRef, ...]:
-    """One reference per (container, replica): a container holding one replica under two
-    resource names, or two compute instances of one GPU instance, is one copy, so no two
-    copies of a series share a label set."""
+    """Return one reference per pair of container and replica: a container holding one replica
+    under two resource names, or two compute instances of one GPU instance, gets one copy of the
+    series, so no two copies of a series share a label set."""
     holders = sorted({(a.namespace, a.pod, a.container, -1 if r is None else r)
                       for a, r in holding.rows})
     return tuple(
@@ -302,8 +302,8 @@ def _sharer_refs(holding: _Holding, extra_labels: Callable[[str, str], Labels]
 
 
 def _with_vgpu(extra: Labels, replica: int | None) -> Labels:
-    """dcgm-exporter's `vgpu` label (the replica id), placed after `pod_uid` as upstream
-    orders its labels."""
+    """Return the labels with dcgm-exporter's `vgpu` label (the replica id) added after
+    `pod_uid`, where upstream places it."""
     if replica is None:
         return extra
     vgpu = ((names.VGPU, str(replica)),)

@@ -102,7 +102,8 @@ class ConfigMapCollectors(WatchLoop):
     @classmethod
     def open(cls, ref: tuple[str, str], fallback: Path, **options: Any
              ) -> ConfigMapCollectors | None:
-        """None (logged) when no private directory can be made: the file is used then."""
+        """Return a follower of the ConfigMap, or None (logged) when no private directory can be
+        made, in which case the collectors file is used."""
         directory = _private_dir()
         if directory is None:
             log.error("ConfigMap %s/%s: no writable directory for its CSV (mount an emptyDir "

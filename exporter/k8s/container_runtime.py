@@ -89,7 +89,8 @@ class RuntimeApi:
         self._clock = clock
 
     def containers(self) -> list[Container]:
-        """Every running container and its GPUs (RuntimeApiError when the API fails)."""
+        """Return every running container with its GPUs; raise RuntimeApiError when the API
+        fails."""
         deadline = self._clock() + self._timeout_s
         connection = _UnixConnection(self._socket_path, self._timeout_s)
         try:
@@ -261,7 +262,8 @@ def _mig_key(token: str, inventory: Inventory) -> list[EntityKey]:
 
 def containers_by_entity(containers: Iterable[Container], inventory: Inventory
                          ) -> dict[EntityKey, tuple[str, ...]]:
-    """Entity -> the labels of the containers holding it, each once, in the list's order."""
+    """Return, for each entity, the labels of the containers holding it, each once, in the order
+    of the container list."""
     held: dict[EntityKey, dict[str, None]] = {}
     for container in containers:
         if not container.label:

@@ -71,7 +71,7 @@ class DeviceIdError:
 
     @property
     def shown(self) -> str:
-        """The raw id, shortened and made printable for log lines and messages."""
+        """Return the raw id, shortened and made printable for log lines and messages."""
         text = self.raw if len(self.raw) <= 80 else self.raw[:77] + "..."
         return text.encode("unicode_escape").decode("ascii")
 
@@ -117,5 +117,6 @@ def parse_device_id(raw: str) -> DeviceId | DeviceIdError:
 
 
 def looks_like_gpu_id(raw: str) -> bool:
-    """Whether an id under some resource name is a GPU id (used to spot renamed resources)."""
+    """Return whether an id under some resource name is a GPU id, which shows a resource that was
+    renamed."""
     return isinstance(parse_device_id(raw), DeviceId)

@@ -68,7 +68,8 @@ def exporter_pod(
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE,
     hostname: Callable[[], str] = socket.gethostname,
 ) -> tuple[str, str] | None:
-    """(namespace, name) of the pod this exporter runs in, as far as it can tell."""
+    """Return the namespace and name of the pod this exporter runs in, as far as it can tell, or
+    None when it cannot."""
     if config.pod_name and config.pod_namespace:
         return config.pod_namespace, config.pod_name
     try:
@@ -120,7 +121,8 @@ class DraClaims:
 
     @classmethod
     def from_config(cls, config: KubernetesConfig, **watch_options: Any) -> DraClaims:
-        """Cheap: the watch (and the `kubernetes` import) starts with `start()`."""
+        """Return the claims' reader for these settings. This is cheap: the watch (and the import
+        of `kubernetes`) starts only with `start()`."""
         skip_pod = None
         if config.scope != "pod":
             skip_pod = exporter_pod(config)
@@ -148,8 +150,9 @@ class DraClaims:
             self.watch.close()
 
     def allocations(self, pods: Iterable[PodResources]) -> list[Allocation]:
-        """One allocation per resolved (container, claimed device) of `gpu.nvidia.com`;
-        what cannot be resolved is counted (the count replaces the previous call's)."""
+        """Return one allocation per resolved pair of container and device claimed from
+        `gpu.nvidia.com`; what cannot be resolved is counted, and the count replaces the previous
+        call's."""
         out: list[Allocation] = []
         unresolved: Counter[str] = Counter()
         for pod in pods:

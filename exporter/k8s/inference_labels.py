@@ -68,8 +68,8 @@ class PodLabelSelection:
 
 
 def parse_presets(text: str) -> tuple[str, ...] | None:
-    """`inference` or `llm-d,kai` -> the preset names; None when the text is not a list of
-    preset names (it is then a regex)."""
+    """Return the preset names in a text such as `inference` or `llm-d,kai`, or None when the
+    text is not a list of preset names (it is then a regex)."""
     names = tuple(item.strip() for item in text.split(","))
     if names and all(name in PRESETS for name in names):
         return tuple(dict.fromkeys(names))
@@ -89,7 +89,7 @@ def preset_filter(names: Iterable[str]) -> KeyFilter:
 
 
 def allowlist_regexes(names: Iterable[str]) -> tuple[str, ...]:
-    """dcgm-exporter allow-list regexes (`--kubernetes-pod-label-allowlist-regex`, the GPU
+    """Return dcgm-exporter allow-list regexes (`--kubernetes-pod-label-allowlist-regex`, the GPU
     Operator's `podLabelAllowlistRegex`) that select exactly the presets' keys: one anchored
     regex per key prefix, since upstream matches a pattern anywhere in a key."""
     by_prefix: dict[str, list[str]] = {}
@@ -109,7 +109,8 @@ def allowlist_regexes(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def _shared_start(names: list[str]) -> str:
-    """`dynamo-` for `dynamo-component`, `dynamo-namespace`: the dash-ended words all share."""
+    """Return the dash-ended words that all the names share, such as `dynamo-` for
+    `dynamo-component` and `dynamo-namespace`."""
     words = names[0].split("-")[:-1]
     for n in range(len(words), 0, -1):
         start = "-".join(words[:n]) + "-"
@@ -132,7 +133,7 @@ class LabelSource:
 
     @property
     def label(self) -> str:
-        """The series label it becomes under a preset."""
+        """Return the series label this dimension becomes under a preset."""
         return sanitise_label_name(self.key)
 
 

@@ -192,11 +192,10 @@ class PodResourcesClient:
         return max(0.0, self._retry_at - self._clock())
 
     async def fetch(self, pod: tuple[str, str] | None = None) -> list[PodResources]:
-        """All pods' resources, or with `pod=(namespace, name)` only that pod's.
+        """Return the resources of all pods, or with `pod=(namespace, name)` only that pod's.
 
-        Raises `KubeletCallError` on failure and `BackingOff` while a back-off runs.
-        Concurrent callers share the call in flight.
-        """
+        Raise `KubeletCallError` on failure and `BackingOff` while a back-off runs. Concurrent
+        callers share the call in flight."""
         if self._in_flight is not None:
             return await asyncio.shield(self._in_flight)
         remaining = self.backoff_remaining()
@@ -229,8 +228,8 @@ class PodResourcesClient:
         return _identity(st)
 
     def _socket_changed(self) -> bool:
-        """Whether the socket differs from the one the last failure happened on: a restarted
-        kubelet is worth trying at once, back-off or not."""
+        """Return whether the socket differs from the one the last failure happened on, since a
+        restarted kubelet is worth trying at once, back-off or not."""
         current = self._current_identity()
         return current is not None and current != self._failed_identity
 
@@ -278,7 +277,7 @@ class PodResourcesClient:
         return pods
 
     async def allocatable(self) -> list[ContainerDevices]:
-        """Devices the kubelet can allocate, per resource (used by `doctor`)."""
+        """Return the devices the kubelet can allocate, per resource (`doctor` shows them)."""
         stub = await self._ensure_stub()
         try:
             reply = await stub.GetAllocatableResources(

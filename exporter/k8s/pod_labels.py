@@ -69,8 +69,8 @@ def is_reserved(name: str) -> bool:
 
 
 def renamed(name: str, taken: Callable[[str], bool]) -> str:
-    """dcgm-exporter's new name for a pod label whose `name` is taken: `pod_label_<name>`,
-    else the first free `pod_label_<name>_conflict<N>`, N = 1, 2, ..."""
+    """Return dcgm-exporter's new name for a pod label whose `name` is taken: `pod_label_<name>`,
+    else the first free `pod_label_<name>_conflict<N>` for N = 1, 2, and so on."""
     base = label_registry.POD_LABEL_PREFIX + name
     candidate, n = base, 0
     while taken(candidate):
@@ -91,10 +91,11 @@ def _encodable(value: str) -> str:
 
 
 def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
-    """dcgm-exporter's `--kubernetes-pod-label-allowlist-regex`: a key passes when any pattern
-    matches anywhere in it (not anchored). A pattern that does not compile is logged and
-    skipped; with no usable pattern (none given, or none compiled) every key passes, as
-    upstream does. Patterns are Python regexes; RE2's common syntax means the same."""
+    """Return dcgm-exporter's key filter of `--kubernetes-pod-label-allowlist-regex`: a key
+    passes when any pattern matches anywhere in it (patterns are not anchored). A pattern that
+    does not compile is logged and skipped; with no usable pattern (none given, or none compiled)
+    every key passes, as upstream does. Patterns are Python regexes; RE2's common syntax means
+    the same in them."""
     compiled: list[re.Pattern[str]] = []
     given = list(patterns)
     for pattern in given:
@@ -144,8 +145,9 @@ class PodLabelRules:
         prefixed: str | None = None,
         unprefixed: KeyFilter | None = None,
     ) -> None:
-        """`prefixed`: our regex (keys matching it in full become `label_<key>`);
-        `unprefixed`: dcgm-exporter's key filter (keys passing it keep their name)."""
+        """Hold two key filters: `prefixed` is our regex (keys matching it in full become
+        `label_<key>`), and `unprefixed` is dcgm-exporter's key filter (keys passing it keep
+        their name)."""
         self.uid = uid
         copies: list[_Copy] = []
         if prefixed:

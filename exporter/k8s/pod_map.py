@@ -71,7 +71,8 @@ class PodMap:
         return record.labels if record is not None else ()
 
     def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
-        """(namespace, pod, container) of a running container, by pod UID and runtime id."""
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
         key = self._by_uid.get(pod_uid)
         record = self._pods.get(key) if key is not None else None
         if key is None or record is None:
@@ -80,8 +81,8 @@ class PodMap:
         return None if name is None else (key[0], key[1], name)
 
     def families(self) -> list[Family]:
-        """`gpu_exporter_pod_labels_dropped_total` and `..._renamed_total`, while pod labels
-        are copied."""
+        """Return `gpu_exporter_pod_labels_dropped_total` and
+        `gpu_exporter_pod_labels_renamed_total` while pod labels are copied."""
         if not self._rules.copies_labels:
             return []
         return [POD_LABELS_DROPPED.family(

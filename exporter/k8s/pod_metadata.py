@@ -89,7 +89,8 @@ class PodMetadataWatcher(WatchLoop):
         return self._map.labels_for(namespace, pod)
 
     def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
-        """(namespace, pod, container) of a running container, by pod UID and runtime id."""
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
         return self._map.container_of(pod_uid, container_id)
 
     def families(self) -> list[Family]:

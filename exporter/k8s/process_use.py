@@ -58,8 +58,8 @@ Owner = ContainerKey | Unowned
 
 
 def locate_pid(pid: int, proc_root: Path) -> tuple[str, str] | Unowned:
-    """(pod UID, container id) from a process's cgroup path, cgroup v1 or v2, systemd or
-    cgroupfs driver, containerd / CRI-O / docker runtimes."""
+    """Return the pod UID and container id in a process's cgroup path, for cgroup v1 or v2, the
+    systemd or cgroupfs driver, and the containerd, CRI-O or docker runtimes."""
     try:
         text = (proc_root / str(pid) / "cgroup").read_text()
     except FileNotFoundError:
@@ -76,7 +76,7 @@ def locate_pid(pid: int, proc_root: Path) -> tuple[str, str] | Unowned:
 
 
 def container_of_pid(pid: int, proc_root: Path) -> tuple[str, str] | None:
-    """`locate_pid`, with None for a process in no pod (or not visible)."""
+    """Return what `locate_pid` finds, or None for a process in no pod (or one not visible)."""
     found = locate_pid(pid, proc_root)
     return None if isinstance(found, Unowned) else found
 
@@ -112,7 +112,8 @@ class EntityUse:
     visible in /proc: a container without figures here may then be using the device."""
 
     def usage(self) -> list[ContainerUsage]:
-        """Per container with a process or a sample, sorted (process attribution's rows)."""
+        """Return the use of each container with a process or a sample, sorted: the rows of
+        process attribution."""
         sm = self.sm_ratio
         # No sample since the previous read means an idle container, not an unknown one.
         idle = 0.0 if sm is not None else None
@@ -124,7 +125,7 @@ class EntityUse:
 
 
 def attribute(found: EntityProcesses, owner: Callable[[int], Owner]) -> EntityUse:
-    """One entity's use per container."""
+    """Return one entity's use per container."""
     owners = {proc.pid: owner(proc.pid) for proc in found.running}
     memory: dict[ContainerKey, float | None] = {}
     total = 0.0
@@ -185,7 +186,7 @@ class ProcessUsage:
 
     @property
     def unattributed(self) -> int:
-        """Processes on the last read devices that belong to no known container."""
+        """Return how many processes on the devices last read belong to no known container."""
         return sum(use.unattributed for use in self.entities.values())
 
     @property

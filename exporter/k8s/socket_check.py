@@ -16,7 +16,7 @@ FLAG = "--kubernetes.pod-resources-socket"
 
 
 def unusable_socket(path: str) -> str | None:
-    """Why the socket at `path` can never be used by this process, or None."""
+    """Return why the socket at `path` can never be used by this process, or None when it can."""
     directory = os.path.dirname(path) or "."
     try:
         st = os.stat(path)

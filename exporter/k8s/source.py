@@ -276,7 +276,8 @@ class KubeletSource:
         return result
 
     def _split(self, result: AttributionResult) -> AttributionResult:
-        """With virtual GPUs: each sharer's own FB_USED and GPU_UTIL."""
+        """Return the result with each sharer's own FB_USED and GPU_UTIL, when virtual GPUs are
+        on."""
         attribution = result.attribution
         if not self.config.virtual_gpus or not attribution.sharers:
             return result

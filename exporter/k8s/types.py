@@ -57,11 +57,13 @@ class AttributionSource(Protocol):
     """What the sampler awaits once per poll (implemented by `exporter.k8s.source`)."""
 
     async def refresh(self, inventory: Inventory) -> Attribution:
-        """Never raises; bounded by its own deadline; the last good answer on failure."""
+        """Return this poll's attribution. It never raises, is bounded by its own deadline, and
+        gives the last good answer on failure."""
         ...
 
     def families(self) -> list[Family]:
-        """Self-metrics and allocation rows, already filtered for `--scope pod`."""
+        """Return the source's own metrics and allocation rows, already filtered for `--scope
+        pod`."""
         ...
 
     async def close(self) -> None:

@@ -79,9 +79,9 @@ class FaultTracker:
 
     def __init__(self, process_ids: ProcessIds | None = None,
                  boot_id: Callable[[], str] = read_boot_id) -> None:
-        """`process_ids` lists a GPU's processes (None: holders are never known, so a
-        HOLDER_EXIT fault waits for a reset or a reboot); `boot_id` answers the node's boot
-        id, read every poll ("" when unknown)."""
+        """Hold the two ways the tracker learns about the node. `process_ids` lists a GPU's
+        processes (with None, holders are never known, so a HOLDER_EXIT fault waits for a reset
+        or a reboot); `boot_id` answers the node's boot id, read every poll ("" when unknown)."""
         self._process_ids = process_ids
         self._read_boot_id = boot_id
         self._held: dict[FaultKey, _Held] = {}

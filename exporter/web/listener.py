@@ -262,8 +262,8 @@ class Listener:
         return [int(s.getsockname()[1]) for s in self._sockets]
 
     async def start(self, host: str | None, port: int) -> None:
-        """Binds every address of `host` (all interfaces when None), as asyncio's
-        `create_server` does; OSError when one cannot be bound."""
+        """Bind every address of `host` (all interfaces when None), as asyncio's `create_server`
+        does; raise OSError when one cannot be bound."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)

@@ -49,7 +49,7 @@ class Applied:
         return cls(config, tls, auth, bucket)
 
     def describe(self) -> str:
-        """One line for the log and for doctor."""
+        """Return a one-line description for the log and for `doctor`."""
         parts = []
         tls = self.config.tls
         if tls is None:
@@ -93,7 +93,8 @@ class LiveWebConfig:
 
     @classmethod
     def load(cls, path: Path) -> LiveWebConfig:
-        """At start-up: WebConfigError (naming the file and key) when it cannot be used."""
+        """Load the web config at start-up; raise WebConfigError (naming the file and key) when
+        it cannot be used."""
         applied = Applied.build(load_web_config(path))
         _log_warnings(applied)
         log.info("web config %s: %s", path, applied.describe())
@@ -101,7 +102,7 @@ class LiveWebConfig:
 
     @property
     def applied(self) -> Applied:
-        """As last loaded, without looking at the files."""
+        """Return the configuration as last loaded, without looking at the files."""
         return self._applied
 
     def current(self, at_most_every_s: float = 0.0) -> Applied:

@@ -54,8 +54,9 @@ class ScrapeSlots:
         return web.Response(body=LIMIT_BODY, status=LIMIT_STATUS, headers=LIMIT_HEADERS)
 
     def promhttp(self, openmetrics: bool) -> bytes:
-        """promhttp_metric_handler_requests_in_flight and _total as they stand (this scrape
-        in flight, not yet counted), in the order Go's registry sorts them."""
+        """Return promhttp_metric_handler_requests_in_flight and
+        promhttp_metric_handler_requests_total as they stand (this scrape in flight, not yet
+        counted), in the order Go's registry sorts them."""
         finished = self.finished
         return b"".join((
             _IN_FLIGHT_HEAD, str(self.in_flight).encode(),

@@ -239,7 +239,7 @@ def _pem_file(text: str) -> Iterator[str]:
 
 
 def san_allowed(peer_cert: dict[str, object] | None, allowed: tuple[str, ...]) -> bool:
-    """Whether a verified client certificate (as `getpeercert()` returns it) has a Subject
+    """Return whether a verified client certificate (as `getpeercert()` returns it) has a Subject
     Alternative Name equal to an entry of `client_allowed_sans`: DNS, e-mail, IP or URI."""
     if not peer_cert:
         return False
@@ -255,7 +255,8 @@ def san_allowed(peer_cert: dict[str, object] | None, allowed: tuple[str, ...]) -
 
 
 def _same_ip(presented: str, wanted: str) -> bool:
-    """IPs compared as addresses: ssl spells IPv6 otherwise than Go (`2001:DB8:0:0:...`)."""
+    """Return whether two IP addresses are the same address, since ssl writes IPv6 otherwise than
+    Go does (`2001:DB8:0:0:...`)."""
     try:
         return ipaddress.ip_address(presented.strip()) == ipaddress.ip_address(wanted)
     except ValueError:

@@ -49,7 +49,7 @@ class Member:
 
     @property
     def table(self) -> str:
-        """The scenario table its value lives in: "calls" (numbers) or "strings"."""
+        """Return the scenario table its value lives in: "calls" for numbers, or "strings"."""
         return "strings" if self.form in (Form.TEXT, Form.HEX) else "calls"
 
 

@@ -221,7 +221,8 @@ class SimCore:
 
     @property
     def layout(self) -> tuple[SimGpu, ...]:
-        """The node's devices without any NVML call (not counted in `calls`)."""
+        """Return the node's devices without making any NVML call (so nothing is counted in
+        `calls`)."""
         return tuple(
             SimGpu(g.index, g.uuid, g.spec.board.name, g.spec.bus_id, tuple(
                 SimMigDevice(m.uuid, m.gi.gi_id, m.ci.ci_id, slot, m.gi.profile, m.name)
@@ -232,15 +233,15 @@ class SimCore:
 
     @property
     def shared_by(self) -> dict[int, int]:
-        """GPU index -> how many pods share it by time-slicing, for the GPUs the node's
-        profile shares (the simulated kubelet hands each out as that many replicas)."""
+        """Return, for each GPU the node's profile shares by time-slicing, how many pods share it
+        (the simulated kubelet hands it out as that many replicas)."""
         return {g.index: g.spec.shared_by for g in self._gpus if g.spec.shared_by}
 
     @property
     def tenant_pids(self) -> dict[str, tuple[int, ...]]:
-        """GPU UUID -> the host PIDs of the compute processes it runs, in the order NVML lists
-        them, without any NVML call: what the demo gives cgroup files (`exporter.simulated.pods`).
-        Only GPUs that run processes are listed."""
+        """Return, for each GPU UUID, the host PIDs of the compute processes it runs, in the
+        order NVML lists them, without making any NVML call: the demo writes cgroup files for
+        them (`exporter.simulated.pods`). Only GPUs that run processes are listed."""
         return {g.uuid: tuple(p.pid for p in self._processes[g.index])
                 for g in self._gpus if self._processes.get(g.index)}
 
@@ -319,7 +320,8 @@ class SimCore:
         return device
 
     def _monotonic(self, key: str, gpu: int, value: float) -> int:
-        """Counters never step back, even by a float rounding."""
+        """Return the counter's value, never less than the last one returned, even by a float
+        rounding."""
         current = max(int(value), self._high_water.get((key, gpu), 0))
         self._high_water[(key, gpu)] = current
         return current
@@ -339,7 +341,7 @@ def _first_exits(faults: Sequence[Fault]) -> dict[int, float]:
 
 
 def _validate(profile: P.Profile, faults: Sequence[Fault]) -> None:
-    """Faults must name GPUs (and MIG GPU instances) the profile has."""
+    """Check that the faults name only GPUs (and MIG GPU instances) the profile has."""
     count = len(profile.gpus)
     for fault in faults:
         gpu = fault_gpu(fault)

@@ -348,9 +348,10 @@ class GpuDynamics:
         return self.replays_at_start + int(self.replays_per_active_s * busy) + bursts
 
     def retired_pages(self, t: float) -> tuple[int, int, int] | None:
-        """(single-bit, double-bit, pending) on a GPU with a `retire` fault (0 until it
-        starts: the GPU retires pages, as boards before Ampere do); None on the others, as
-        boards from Ampere on answer NOT_SUPPORTED (they remap rows instead)."""
+        """Return the retired pages (single-bit, double-bit, pending) on a GPU with a `retire`
+        fault, 0 each until the fault starts, since such a GPU retires pages as boards before
+        Ampere do. Return None on the others, as boards from Ampere on answer NOT_SUPPORTED (they
+        remap rows instead)."""
         if not self.retire:
             return None
         started = [f for f in self.retire if f.at <= t]
@@ -368,7 +369,8 @@ class GpuDynamics:
         return not any(f.link == link and f.window.active(t) for f in self.links_down)
 
     def recovery_action(self, t: float) -> int:
-        """NVML_GPU_RECOVERY_ACTION_*: NONE (0) unless a `recovery` fault holds."""
+        """Return the recovery action NVML reports (an NVML_GPU_RECOVERY_ACTION_* value): NONE
+        (0) unless a `recovery` fault holds."""
         return next((f.action for f in self.recovery if f.window.active(t)), 0)
 
     def nvlink_kib(self, t: float, direction: str) -> float:

@@ -116,8 +116,8 @@ class GpuInstanceSpec:
     compute_instances: tuple[ComputeInstanceSpec, ...]
 
     def mig_name(self, board: Board, ci: ComputeInstanceSpec) -> str:
-        """NVML's MIG device name: the compute-instance prefix appears only when the GPU
-        instance is split ("1c.3g.71gb"), as in the capture."""
+        """Return NVML's name of a MIG device; the compute-instance prefix appears only when the
+        GPU instance is split ("1c.3g.71gb"), as in the capture."""
         if ci.slices == self.slices:
             return f"{board.name} MIG {self.profile}"
         return f"{board.name} MIG {ci.slices}c.{self.profile}"
