@@ -1,16 +1,18 @@
 """GPUs claimed through Dynamic Resource Allocation, as allocations like the device plugin's.
 
-The kubelet lists each container's claims under `dynamic_resources`:
-`DynamicResource{claim_name, claim_namespace, claim_resources[ClaimResource{driver_name,
-pool_name, device_name, share_id, cdi_devices}]}`. Devices of driver `gpu.nvidia.com` are
-looked up in this node's ResourceSlices (`exporter.k8s.resourceslices`) and become
-`Allocation`s of their UUID, so they are attributed exactly like device-plugin allocations:
-held by one container -> `pod`/`namespace`/`container` on the series; held by several, or
-under a `share_id` -> allocation rows. dcgm-exporter's labels of a DRA-attributed series
-follow (`dra_claim_name`, `dra_claim_namespace`, `dra_driver_name`, `dra_pool_name`,
+The kubelet lists each container's claims under `dynamic_resources`: each `DynamicResource`
+has `claim_name`, `claim_namespace` and `claim_resources`, and each `ClaimResource` in those
+has `driver_name`, `pool_name`, `device_name`, `share_id` and `cdi_devices`. Devices of
+driver `gpu.nvidia.com` are looked up in this node's ResourceSlices
+(`exporter.k8s.resourceslices`) and become `Allocation`s of their UUID, so they are
+attributed exactly like device-plugin allocations: a device held by one container gets
+`pod`, `namespace` and `container` on its series, and one held by several, or under a
+`share_id`, gets allocation rows. dcgm-exporter's labels of a DRA-attributed series follow
+(`dra_claim_name`, `dra_claim_namespace`, `dra_driver_name`, `dra_pool_name`,
 `dra_device_name`, and on MIG `dra_mig_profile` and, when known, `dra_mig_device_uuid`);
-allocation rows also carry `dra_share_id` when there is one. With `--kubernetes-enable-pod-uid`
-`pod_uid` comes first, as on the device-plugin path (dcgm-exporter 4.8.4).
+allocation rows also carry `dra_share_id` when there is one. With
+`--kubernetes-enable-pod-uid`, `pod_uid` comes first, as on the device-plugin path
+(dcgm-exporter 4.8.4).
 
 A device no slice names yet (the watch has not delivered it) or whose slice gives no UUID
 (dynamic MIG, vfio) is counted in `gpu_exporter_dra_unresolved_devices{reason}` and labels

@@ -62,8 +62,8 @@ class AttributionSource(Protocol):
         ...
 
     def families(self) -> list[Family]:
-        """Return the source's own metrics and allocation rows, already filtered for `--scope
-        pod`."""
+        """Return the source's own metrics and allocation rows, already filtered for
+        `--scope pod`."""
         ...
 
     async def close(self) -> None:

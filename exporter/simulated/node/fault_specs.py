@@ -156,8 +156,8 @@ class PcieReplayFault:
 
 @dataclass(frozen=True, slots=True)
 class RetireFault:
-    """Page retirement from `at`, as on a GPU before Ampere: `pages` retired (half for single-
-    bit, half for double-bit errors) and/or one pending until the next reset."""
+    """Page retirement from `at`, as on a GPU before Ampere: `pages` retired (half for
+    single-bit, half for double-bit errors) and/or one pending until the next reset."""
 
     gpu: int
     at: float
