@@ -110,7 +110,7 @@ class SelfMetric:
         return all(self._is_extra(name) for name in names[position:])
 
     def _is_extra(self, name: str) -> bool:
-        if name in self.labels:  # a declared label out of place is never an extra one
+        if name in self.labels:  # A declared label out of place is never an extra one.
             return False
         return any(name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1]))
                    for pattern in self.extra)

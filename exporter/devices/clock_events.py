@@ -87,7 +87,9 @@ class ClockEventCounter:
         previous = self._previous.get(key)
         self._previous[key] = bits
         if previous is None:
-            return  # the baseline: what was on before the exporter looked is not counted
+            # The first poll is the baseline: a reason already on before the exporter looked
+            # is not counted as turning on.
+            return
         turned_on = bits & ~previous
         for bit, _ in REASONS:
             if turned_on & bit:
@@ -113,4 +115,5 @@ class ClockEventCounter:
         found = [ClockEventCount(key, names[bit], n)
                  for (key, bit), n in sorted(self._counts.items())]
         found += (ClockEventCount(key, None, 0) for key in set(gpus) - set(self._sampled))
-        return tuple(sorted(found, key=lambda c: c.entity_key))  # stable: reasons keep order
+        # The sort is stable, so each GPU's reasons keep their order.
+        return tuple(sorted(found, key=lambda c: c.entity_key))

@@ -265,7 +265,7 @@ class NvmlBackend:
         log.error("device enumeration failed: %s", describe(exc))
         self._enum = None
         self._reader.clear()
-        self._layout = None  # nothing is planned any more: the next walk plans afresh
+        self._layout = None  # Nothing is planned now, so the next walk plans afresh.
         self._needs_enumeration = True
 
     def _restart_watcher(self, enum: Enumeration) -> None:
@@ -314,7 +314,8 @@ class NvmlBackend:
         self._layout = None
         self._needs_enumeration = True
         self._initialised = False
-        with contextlib.suppress(Exception):  # balance our nvmlInit if the library kept it
+        # Balance our nvmlInit, in case the library still counts it.
+        with contextlib.suppress(Exception):
             self._lib.nvmlShutdown()
 
     def _on_lost(self, index: int) -> None:

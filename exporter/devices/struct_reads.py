@@ -117,7 +117,9 @@ def _unrepairable(lib: NvmlLib, handle: Handle) -> Read:
     resolved: list[Callable[..., None]] = []
 
     def read() -> UnrepairableMemoryStatus:
-        if not resolved:  # resolved at the first poll: a missing symbol fails that call
+        # The function is looked up at the first poll, so a missing symbol fails that call
+        # rather than the plan.
+        if not resolved:
             resolved.append(_c_function(lib, function))
         answer = UnrepairableMemoryStatus()
         resolved[0](handle, ctypes.byref(answer))
@@ -158,7 +160,7 @@ def _max_slices(lib: NvmlLib, handle: Handle) -> int:
         mig_on = lib.nvmlDeviceGetMigMode(handle)[0] == NVML_DEVICE_MIG_ENABLE
     except Exception as exc:
         if is_nvml_error(exc) and nvml_code(exc) in UNSUPPORTED_CODES:
-            return 0  # no MIG on this GPU: DCGM's 0
+            return 0  # The GPU has no MIG, for which DCGM reports 0.
         raise
     if not mig_on:
         return 0
@@ -167,7 +169,7 @@ def _max_slices(lib: NvmlLib, handle: Handle) -> int:
     except Exception as exc:
         if not is_nvml_error(exc) or nvml_code(exc) == NVML_ERROR_GPU_IS_LOST:
             raise
-        largest = 0  # as DCGM: the profiles alone then
+        largest = 0  # As in DCGM, the profiles alone then give the answer.
     for profile in range(NVML_GPU_INSTANCE_PROFILE_COUNT):
         try:
             info = lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile)

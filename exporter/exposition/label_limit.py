@@ -65,7 +65,7 @@ class LabelLimit:
         copied = [i for i, (name, _) in enumerate(labels) if not is_declared(name)]
         dropped = set(copied[len(copied) - min(excess, len(copied)):])
         if not dropped:
-            return labels  # only the exporter's own labels: kept whole
+            return labels  # Only the exporter's own labels are left, and they are kept whole.
         for i in sorted(dropped):
             self._note(labels[i][0])
         return tuple(pair for i, pair in enumerate(labels) if i not in dropped)

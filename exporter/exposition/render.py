@@ -127,7 +127,7 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
         elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
             samples = _clock_event_samples(snapshot, labels)
         elif spec.reader is Reader.XID_EVENTS and spec.part is None:
-            # The last XID code, under any of its names: `err_code`/`err_msg` follow.
+            # The last XID code, under any of its names, with `err_code` and `err_msg` labels.
             samples = with_xid_attributes(_field_samples(snapshot, spec.name, labels, unheld))
         elif spec.scope is Scope.LINK:
             samples = _link_samples(snapshot, spec.name, labels, style)
@@ -184,7 +184,7 @@ def _field_samples(snapshot: Snapshot, name: str, labels: SeriesLabels, unheld: 
     part is unknown)."""
     values = snapshot.readings.values
     split = snapshot.attribution.split
-    if not split:  # the common case, kept as cheap as it was
+    if not split:  # No holder splits any field (the common case): keep this path cheap.
         return tuple(Sample(series, v) for key, label_sets in labels.items()
                      if (v := values.get(key, {}).get(name)) is not None
                      for series in label_sets)
@@ -215,7 +215,8 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
     without a holder's labels."""
     driver: Labels = ()
     if (version := snapshot.inventory.driver_version) is not None:
-        # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
+        # The driver version labels series under each name the collectors file gives its field
+        # (DCGM_FI_DRIVER_VERSION, ...).
         driver = tuple((f.spec.name, version) for f in snapshot.collectors.fields
                        if f.spec.reader is Reader.DRIVER)
     read = snapshot.readings.labels
@@ -239,7 +240,9 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
         labels[e.key] = tuple(series for ref in refs
                               for series in _per_job(base + pod_labels(ref, style),
                                                      jobs.get(e.key, ())))
-        if e.key in containers:  # the runtime's containers: a copy each, the original kept
+        # With container labels from the runtime, each container holding the device gets its
+        # own copy of the series; the series without a container label stays as well.
+        if e.key in containers:
             labels[e.key] += tuple(series for name in containers[e.key]
                                    for series in _per_job((*base, (names.CONTAINER, name)),
                                                           jobs.get(e.key, ())))
@@ -322,7 +325,8 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
     out: list[str] = []
     for fam in families:
         name = fam.name
-        kind: str = fam.type  # the TYPE line's word: "dcgm-counter" is not one
+        # The word on the TYPE line: "dcgm-counter" is not a Prometheus type, so it is mapped.
+        kind: str = fam.type
         if kind == "dcgm-counter":
             kind = "unknown" if openmetrics else "counter"
             sample_name = name

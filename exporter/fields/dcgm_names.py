@@ -186,7 +186,7 @@ def parse(text: str) -> DcgmNames:
             all_names = tuple(names.split())
             generated = _generated(all_names[0], nvml_source, spec) if spec else None
             fields.append(DcgmField(int(dcgm_id), all_names, parsed, nvml_source, generated))
-        else:  # markers that name no field: each is its own entry
+        else:  # Markers that name no field become one entry each.
             fields.extend(DcgmField(None, (n,), parsed, nvml_source) for n in names.split())
     return DcgmNames(fields)
 

@@ -150,7 +150,7 @@ class ConfigMapCollectors(WatchLoop):
             if getattr(exc, "status", None) != 404:
                 raise
             self._use_file("it does not exist")
-            return None  # the watch then starts at "now" and reports its creation
+            return None  # The watch then starts at "now", and so reports its creation.
         obj = json.loads(response.data)
         self._use(obj)
         return str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
@@ -166,7 +166,9 @@ class ConfigMapCollectors(WatchLoop):
             self._use(obj)
 
     def _failed(self, exc: Exception) -> None:
-        if not self.synced.is_set():  # never read; later failures keep what is in use
+        # Until the ConfigMap has been read once, the file is used; a later failure keeps
+        # whatever is in use.
+        if not self.synced.is_set():
             self._use_file(f"it could not be read ({exc})")
 
     # -- switching -------------------------------------------------------------------------
@@ -179,7 +181,7 @@ class ConfigMapCollectors(WatchLoop):
             return
         with self._lock:
             if text == self._rejected or (text == self._text and self.source == CONFIGMAP):
-                return  # unchanged (a re-read while polling): no reload
+                return  # The text is unchanged (a re-read while polling), so nothing reloads.
             self._rejected = None
             self._write(text)
             self._point_at(CONFIGMAP, "")
@@ -205,7 +207,7 @@ class ConfigMapCollectors(WatchLoop):
         with contextlib.suppress(FileNotFoundError):
             link.unlink()
         link.symlink_to(target)
-        os.replace(link, self.path)  # atomic: the sampler never finds no file
+        os.replace(link, self.path)  # Atomic, so the sampler always finds a file.
 
     def _point_at(self, source: str, why: str) -> None:
         self._link(self._content if source == CONFIGMAP else self.fallback)

@@ -105,7 +105,7 @@ class RuntimeApi:
                 path = f"/containers/{urllib.parse.quote(item['Id'], safe='')}/json"
                 inspected = self._get(connection, path, deadline, missing_ok=True)
                 if inspected is None:
-                    continue  # gone between the list and the inspect
+                    continue  # The container went away between the list and the inspect.
                 found.append(parse_inspect(inspected, item))
             return found
         finally:
@@ -187,7 +187,7 @@ def gpu_ids(inspected: dict[str, Any]) -> tuple[str, ...]:
         if isinstance(count, int) and count < 0:
             every = True
         elif isinstance(count, int) and count > 0:
-            count_only = True  # which GPUs the runtime picked is not in the document
+            count_only = True  # The document does not say which GPUs the runtime picked.
     if explicit:
         return tuple(dict.fromkeys(explicit))
     if every:
@@ -241,7 +241,8 @@ def entity_keys(ids: tuple[str, ...], inventory: Inventory) -> list[EntityKey]:
             index = token.removeprefix("nvidia")
             if index.isdigit() and inventory.by_index(int(index)) is not None:
                 gpus.append(int(index))
-    for gpu_index in gpus:  # a whole GPU: its series and its MIG instances' (they carry its UUID)
+    # A whole GPU covers its own series and its MIG instances' series, which carry its UUID.
+    for gpu_index in gpus:
         keys.append((gpu_index, -1))
         keys += [i.key for i in inventory.instances if i.gpu == gpu_index]
     return list(dict.fromkeys(keys))

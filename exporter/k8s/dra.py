@@ -80,7 +80,7 @@ def exporter_pod(
         return None
     name = config.pod_name or hostname()
     if name == config.node_name:
-        return None  # the pod uses the host network: the host name is the node's
+        return None  # The pod uses the host network, so the host name is the node's.
     return (namespace, name) if namespace and name else None
 
 
@@ -194,7 +194,7 @@ class DraClaims:
         if key in self._logged:
             return
         if len(self._logged) >= _LOGGED_MEMORY:
-            self._logged.clear()  # bounded memory under endless churn
+            self._logged.clear()  # This bounds the memory used under endless churn.
         self._logged.add(key)
         if reason == NO_RESOURCE_SLICE:
             log.info("DRA device %s/%s is in no ResourceSlice of this node seen so far; its "

@@ -199,7 +199,7 @@ class ProcessUsage:
         figures instead."""
         if self.read_pending:
             return
-        if not shared:  # nothing to ask NVML about: no job for the poll thread
+        if not shared:  # With nothing to ask NVML about, the poll thread gets no job.
             self.entities = {}
             return
         pending = self._pending = self._reads(shared)

@@ -22,7 +22,7 @@ def unusable_socket(path: str) -> str | None:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.isdir(directory):
-            return None  # the kubelet is not serving yet: retried
+            return None  # The kubelet is not serving yet; the client retries.
         return (f"{FLAG} {path}: the directory {directory} does not exist; mount the "
                 "kubelet's pod-resources directory there (hostPath "
                 "/var/lib/kubelet/pod-resources, type Directory) or point the flag at the "

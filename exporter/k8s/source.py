@@ -207,11 +207,11 @@ class KubeletSource:
             return
         self._start_metadata()
         if self._dra is not None:
-            self._dra.start()  # once; the ResourceSlice watch runs in its own thread
+            self._dra.start()  # Starts once; the ResourceSlice watch runs in its own thread.
         try:
             pods = await self.client.fetch(self._pod_scope)
         except BackingOff:
-            pass  # keep what we had; the failure was counted when it happened
+            pass  # Keep what we had; the failure was counted when it happened.
         except KubeletCallError as err:
             self._fail(err)
         else:

@@ -222,7 +222,8 @@ class FaultTracker:
     def _new_xids(self, readings: Readings, by_index: dict[int, Entity], boot_id: str,
                   now: float) -> list[GpuFault]:
         totals: dict[tuple[int, int], int] = {}
-        for total in readings.xid_totals:  # an XID of a MIG instance is its GPU's
+        # An XID on a MIG instance counts for its GPU.
+        for total in readings.xid_totals:
             key = (total.entity_key[0], total.xid)
             totals[key] = totals.get(key, 0) + total.total
         raised = []
@@ -247,7 +248,7 @@ class FaultTracker:
             for code in sorted(codes):
                 entry = health_entry(code)
                 if entry.cleared_by is ClearedBy.NEVER_HELD and code in before:
-                    continue  # an Event-only code is raised once per time it starts failing
+                    continue  # An Event-only code is raised once each time it starts failing.
                 fault = self._raise(entry, gpu, boot_id, now)
                 if fault is not None:
                     raised.append(fault)
