@@ -1,6 +1,6 @@
-"""DCGM_EXP_CLOCK_EVENTS_COUNT: per GPU and clock event (throttle) reason, how many polls within
-a sliding window found the reason active; DCGM_EXP_CLOCK_EVENTS_TOTAL: how often each reason
-turned on since the exporter started.
+"""Clock event (throttle) reasons counted per GPU: DCGM_EXP_CLOCK_EVENTS_COUNT is how many
+polls within a sliding window found each reason active, and DCGM_EXP_CLOCK_EVENTS_TOTAL is how
+often each reason turned on since the exporter started.
 
 dcgm-exporter counts DCGM's samples of DCGM_FI_DEV_CLOCKS_EVENT_REASONS taken within the
 window, one per collect interval, bit by bit; here each poll is that sample. The poll's plan

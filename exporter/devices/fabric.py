@@ -1,6 +1,6 @@
-"""`nvmlDeviceGetGpuFabricInfoV`: the GPU's NVLink fabric registration (Fabric Manager on
-NVSwitch systems), read into a plain ctypes struct (`nvmlGpuFabricInfo_v3_t`, whose layout a
-test checks against pynvml's)."""
+"""The GPU's NVLink fabric registration (Fabric Manager on NVSwitch systems), read through
+`nvmlDeviceGetGpuFabricInfoV` into a plain ctypes struct (`nvmlGpuFabricInfo_v3_t`, whose
+layout a test checks against pynvml's)."""
 
 from __future__ import annotations
 

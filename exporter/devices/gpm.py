@@ -33,7 +33,8 @@ MIN_SAMPLE_GAP_S = 0.1
 
 
 class GpmMetric(ctypes.Structure):
-    """nvmlGpmMetric_t as plain ctypes (layout checked against pynvml's in the tests)."""
+    """NVML's `nvmlGpmMetric_t` struct as plain ctypes (a test checks its layout against
+    pynvml's)."""
 
     _fields_ = [("metricId", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint),
                 ("value", ctypes.c_double), ("info", ctypes.c_void_p * 3)]

@@ -70,7 +70,8 @@ library: nothing answers until nvmlInit succeeds again."""
 
 
 class NvmlValue(ctypes.Union):
-    """nvmlValue_t: the 8-byte union NVML answers field values and PRM counters in."""
+    """NVML's `nvmlValue_t`: the 8-byte union in which NVML answers field values and PRM
+    counters."""
 
     _fields_ = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint),
                 ("ulVal", ctypes.c_ulong), ("ullVal", ctypes.c_ulonglong),

@@ -30,7 +30,7 @@ _METHOD_QUERY = 1
 
 
 class PrmTlv(ctypes.Structure):
-    """nvmlPRMTLV_v1_t: no version; the reply overwrites the request."""
+    """NVML's `nvmlPRMTLV_v1_t` struct, which has no version; the reply overwrites the request."""
 
     _fields_ = [("dataSize", ctypes.c_uint32), ("status", ctypes.c_uint32),
                 ("data", ctypes.c_uint8 * PRM_DATA_MAX_SIZE)]
@@ -117,7 +117,7 @@ value."""
 
 
 class PrmCounter(ctypes.Structure):
-    """nvmlPRMCounter_v1_t."""
+    """NVML's `nvmlPRMCounter_v1_t` struct."""
 
     _fields_ = [("counterId", ctypes.c_uint32), ("localPort", ctypes.c_uint32),
                 ("status", ctypes.c_uint), ("outputType", ctypes.c_uint),
@@ -125,7 +125,7 @@ class PrmCounter(ctypes.Structure):
 
 
 class PrmCounterList(ctypes.Structure):
-    """nvmlPRMCounterList_v1_t."""
+    """NVML's `nvmlPRMCounterList_v1_t` struct."""
 
     _fields_ = [("numCounters", ctypes.c_uint32),
                 ("counters", ctypes.POINTER(PrmCounter))]

@@ -339,7 +339,8 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
 
 
 class FieldValue(ctypes.Structure):
-    """nvmlFieldValue_t without pynvml's per-attribute str conversion (tested for layout)."""
+    """NVML's `nvmlFieldValue_t` struct, without pynvml's conversion of each attribute to str (a
+    test checks its layout)."""
 
     _fields_ = [("fieldId", ctypes.c_uint32), ("scopeId", ctypes.c_uint32),
                 ("timestamp", ctypes.c_int64), ("latencyUsec", ctypes.c_int64),

@@ -39,7 +39,7 @@ def struct_version(struct: type[ctypes.Structure], version: int) -> int:
 
 
 class SramEccErrorStatus(ctypes.Structure):
-    """nvmlEccSramErrorStatus_v1_t."""
+    """NVML's `nvmlEccSramErrorStatus_v1_t` struct."""
 
     _fields_ = [("version", ctypes.c_uint),
                 *((name, ctypes.c_ulonglong) for name in (
@@ -51,8 +51,8 @@ class SramEccErrorStatus(ctypes.Structure):
 
 
 class PlatformInfo(ctypes.Structure):
-    """nvmlPlatformInfo_v2_t. Bytes, not pynvml's `c_char` (which turns a GUID into a str
-    cut at its first zero byte)."""
+    """NVML's `nvmlPlatformInfo_v2_t` struct. Its GUIDs are bytes rather than pynvml's `c_char`,
+    which turns a GUID into a string cut at its first zero byte."""
 
     _fields_ = [("version", ctypes.c_uint),
                 ("ibGuid", ctypes.c_uint8 * 16),
@@ -65,9 +65,9 @@ class PlatformInfo(ctypes.Structure):
 
 
 class UnrepairableMemoryStatus(ctypes.Structure):
-    """nvmlUnrepairableMemoryStatus_v1_t: the flag alone. pynvml 13's wrapper passes a
-    (version, flag) pair and reads the second word, which NVML never writes; this struct
-    is passed to the C function instead."""
+    """NVML's `nvmlUnrepairableMemoryStatus_v1_t` struct: the flag alone. pynvml 13's wrapper
+    passes a (version, flag) pair and reads the second word, which NVML never writes, so this
+    struct is passed to the C function instead."""
 
     _fields_ = [("bUnrepairableMemory", ctypes.c_uint)]
 

@@ -1,4 +1,4 @@
-"""Snapshot -> exposition bytes, done once per poll.
+"""The exposition bodies rendered from a snapshot, once per poll.
 
 Both wire formats are produced from one list of families so they can never disagree. dcgm
 field counters keep their names without `_total` (dashboards match on them); since

@@ -38,7 +38,8 @@ class WatchEventError(Exception):
 
 
 class WatchLoop:
-    """Subclasses implement `_setup`, `_read`, `_watch_call` and `_apply`."""
+    """Read one kind of API-server object and follow it in a background thread; subclasses
+    implement `_setup`, `_read`, `_watch_call` and `_apply`."""
 
     def __init__(
         self,

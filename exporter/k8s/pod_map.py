@@ -53,7 +53,8 @@ def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:
 
 
 class PodMap:
-    """(namespace, pod) -> PodRecord, with the pod label rules applied once per pod event."""
+    """The records of this node's pods by namespace and pod name, with the pod label rules
+    applied once per pod event."""
 
     def __init__(self, rules: PodLabelRules) -> None:
         self._rules = rules

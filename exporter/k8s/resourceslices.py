@@ -102,7 +102,8 @@ def parse_slice(obj: Mapping[str, Any]) -> ParsedSlice | None:
 
 
 class SliceIndex:
-    """(pool, device name) -> device, from the slices seen; safe to read from any thread."""
+    """The devices offered by the slices seen, by pool and device name; safe to read from any
+    thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

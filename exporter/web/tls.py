@@ -1,5 +1,6 @@
-"""`tls_server_config` -> an `ssl.SSLContext`, as close to exporter-toolkit's Go semantics as
-Python's ssl module allows; what it cannot honour is refused or comes back as a warning.
+"""The `ssl.SSLContext` built from `tls_server_config`, as close to exporter-toolkit's Go
+semantics as Python's ssl module allows; what it cannot honour is refused or comes back as a
+warning.
 
 Where Python differs from Go's crypto/tls:
 

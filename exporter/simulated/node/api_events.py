@@ -24,7 +24,7 @@ _WAIT_SLICE_S = 0.05
 
 
 class EventCalls(SimCore):
-    """XID event sets; waits block on a condition until an XID is due."""
+    """The simulated node's XID event calls; a wait blocks on a condition until an XID is due."""
 
     def nvmlEventSetCreate(self) -> Any:
         """Create an empty event set and return its handle, as pynvml does."""

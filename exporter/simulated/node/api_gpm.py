@@ -1,4 +1,5 @@
-"""GPM: sample buffers, GPU / GPU-instance / compute-instance scopes, metrics."""
+"""The simulated node's GPM: sample buffers, metrics, and the scopes of a GPU, a GPU instance
+and a compute instance."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ _MIN_GPM_GAP_S = 0.1
 
 
 class GpmCalls(SimCore):
-    """GPM support, sample buffers and metrics."""
+    """The simulated node's GPM calls: support, sample buffers and metrics."""
 
     def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> Any:
         """Return whether the GPU's board supports GPM, in pynvml's support struct."""

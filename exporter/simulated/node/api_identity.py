@@ -12,7 +12,8 @@ from exporter.simulated.node.core import GpuEntry, Handle, MigEntry, SimCore, fa
 
 
 class IdentityCalls(SimCore):
-    """Init/shutdown, system queries, enumeration and the MIG tree."""
+    """The simulated node's answers to initialisation and shutdown, system queries, enumeration
+    and the MIG tree."""
 
     def nvmlInit(self) -> None:
         """Initialise the simulated library; it answers DRIVER_NOT_LOADED while an `nvml-down` fault

@@ -25,7 +25,8 @@ _FI_NVLINK = {138: "tx", 139: "rx"}
 
 
 class ValueCalls(SimCore):
-    """Per-device values; physical-GPU values refuse MIG device handles."""
+    """The simulated node's device values; the calls about a physical GPU refuse MIG device
+    handles."""
 
     def nvmlDeviceGetClockInfo(self, handle: Handle, clock_type: int) -> int:
         """Return the GPU's current clock of this type, in MHz."""

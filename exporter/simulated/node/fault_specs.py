@@ -17,7 +17,8 @@ from exporter.durations import DURATION_HINT, parse_duration
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """[start, end) in simulated seconds; end None means it never ends."""
+    """A span of simulated seconds from `start` up to, but not including, `end`; an `end` of None
+    means it never ends."""
 
     start: float
     end: float | None = None
@@ -45,7 +46,7 @@ class XidFault:
 
 @dataclass(frozen=True, slots=True)
 class LostFault:
-    """GPU_IS_LOST on a GPU and its MIG devices during the window."""
+    """A GPU and its MIG devices answer GPU_IS_LOST during the window."""
 
     gpu: int
     window: Window
@@ -54,8 +55,8 @@ class LostFault:
 
 @dataclass(frozen=True, slots=True)
 class NvmlDownFault:
-    """nvmlInit fails with DRIVER_NOT_LOADED during the window; an initialised library is
-    dropped (every call answers UNINITIALIZED until nvmlInit succeeds again)."""
+    """nvmlInit fails with DRIVER_NOT_LOADED during the window, and an initialised library is
+    dropped: every call answers UNINITIALIZED until nvmlInit succeeds again."""
 
     window: Window
     spec: str = ""
@@ -105,7 +106,8 @@ class RemapFault:
 
 @dataclass(frozen=True, slots=True)
 class ThermalFault:
-    """HW thermal slowdown: temperature at its slowdown limit, clocks cut."""
+    """A hardware thermal slowdown: the temperature sits at its slowdown limit and the clocks are
+    cut."""
 
     gpu: int
     window: Window
@@ -114,7 +116,7 @@ class ThermalFault:
 
 @dataclass(frozen=True, slots=True)
 class PowerBrakeFault:
-    """HW power brake slowdown: power and clocks cut."""
+    """A hardware power brake slowdown: power and clocks are cut."""
 
     gpu: int
     window: Window
@@ -168,7 +170,7 @@ class RetireFault:
 
 @dataclass(frozen=True, slots=True)
 class InforomFault:
-    """nvmlDeviceValidateInforom answers CORRUPTED_INFOROM during the window."""
+    """The InfoROM check (nvmlDeviceValidateInforom) answers CORRUPTED_INFOROM during the window."""
 
     gpu: int
     window: Window
