@@ -27,7 +27,7 @@ class CallErrors:
 
     def __init__(self) -> None:
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        """(function, return code name) -> failed calls since start."""
+        """Failed calls since start, by function and return code name."""
         self._logged_unsupported: set[tuple[str, str]] = set()
 
     def count(self, function: str, code: int) -> None:

@@ -18,7 +18,7 @@ _TEMPERATURE_CEILING = 200
 """NVML answers absurd temperatures for absent sensors; DCGM drops values above this."""
 
 _DCGM_COMPUTE_MODE = {0: 0.0, 2: 1.0, 3: 2.0}
-"""nvmlComputeMode_t -> DCGM's: default 0, prohibited 1, exclusive process 2 (NVML's
+"""DCGM's value for each nvmlComputeMode_t: default 0, prohibited 1, exclusive process 2 (NVML's
 exclusive-thread mode 1 no longer exists, and DCGM has no value for it)."""
 
 
@@ -86,7 +86,7 @@ _BRANDS = ("Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan",
            "NVIDIA Virtual Applications", "NVIDIA Virtual PC", "NVIDIA Virtual Compute Server",
            "NVIDIA RTX Virtual Workstation", "NVIDIA vGaming", "Quadro RTX", "NVIDIA RTX",
            "NVIDIA", "GeForce RTX", "Titan RTX")
-"""nvmlBrandType_t -> the name DCGM gives it (nvidia-smi's words); later values: Unknown."""
+"""The name DCGM gives each nvmlBrandType_t (nvidia-smi's words); later values are Unknown."""
 
 
 def _brand(value: int) -> str:

@@ -13,7 +13,7 @@ LinkKey = tuple[int, int]
 """(gpu index, link index)."""
 
 LinkValues = dict[LinkKey, dict[str, float]]
-"""One poll's values of link entities: field name -> value, per link."""
+"""One poll's values of link entities: for each link, the value of each field by name."""
 
 
 def active_links(lib: NvmlLib, handle: Handle) -> tuple[int, ...]:

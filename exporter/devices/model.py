@@ -160,7 +160,8 @@ class Readings:
     """Every entity seen since start, so XID history of a GPU that fell off the bus (XID 79)
     keeps its labels after the GPU left the inventory."""
     gpm_support: dict[int, GpmSupport] = field(default_factory=dict)
-    """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""
+    """Whether GPM profiling is available ("supported", "unsupported" or "no_permission"), by
+    GPU index (only GPUs that were asked)."""
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0
     """Length of the window `clock_events` counts over."""
@@ -168,8 +169,9 @@ class Readings:
     health: dict[int, tuple[HealthIncident, ...]] = field(default_factory=dict)
     """By GPU index: every health watch's incident, in dcgm-exporter's watch order."""
     health_codes: dict[int, frozenset[str]] = field(default_factory=dict)
-    """GPU index -> the DCGM codes its health rules over NVML values report now (XID rules
-    left out); a GPU without health reads this poll is absent (not known to pass)."""
+    """The DCGM codes that each GPU's health rules over NVML values report now (XID rules left
+    out), by GPU index; a GPU without health reads this poll is absent, since it is not known to
+    pass."""
     labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
     """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)

@@ -98,7 +98,7 @@ class NvmlBackend:
         self.ledger = XidLedger(xid_window_s, wall_clock)
         self._errors = CallErrors()
         self.call_errors = self._errors.counts
-        """(function, return code name) -> failed NVML calls since start."""
+        """Failed NVML calls since start, by function and return code name."""
         self._reader = DeviceReader(lib, self._errors, clock, counterparts=prof_counterparts)
         self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
         self.health = HealthTracker(clock)

@@ -112,8 +112,8 @@ def ppcnt_reader(lib: NvmlLib, handle: Handle, link: int, group: int
 COUNTER_PORT_XMIT_WAIT = 201
 """NVML_PRM_COUNTER_ID_PPCNT_PORTCOUNTERS_PORT_XMIT_WAIT: addressed by the link index."""
 _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal"}
-"""nvmlValueType_t of a counter's answer -> the union member DCGM reads; any other type: no
-value."""
+"""The union member DCGM reads for each value type (nvmlValueType_t) of a counter's answer; any
+other type gives no value."""
 
 
 class PrmCounter(ctypes.Structure):

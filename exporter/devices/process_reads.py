@@ -86,7 +86,7 @@ class ProcessReader:
     def __init__(self, lib: NvmlLib) -> None:
         self._lib = lib
         self._last_sample_us: dict[str, int] = {}
-        """GPU UUID -> time stamp of the newest utilisation sample already read."""
+        """The time stamp of the newest utilisation sample already read, by GPU UUID."""
         self._warned: set[tuple[str, _Call]] = set()
         self._without_mps: set[str] = set()
         """GPU UUIDs whose driver answered that it has no MPS process list: not asked again."""

@@ -48,7 +48,7 @@ from exporter.fields.catalog import FieldSpec, Reader, Scope
 log = logging.getLogger(__name__)
 
 Values = dict[EntityKey, dict[str, float]]
-"""One poll's values: field name -> value, per entity."""
+"""One poll's values: for each entity, the value of each field by name."""
 
 Unsupported = tuple[str, str | int | FieldKey]
 """What a device answered "not supported" to: ("series", name) for the call behind a series,
@@ -147,7 +147,8 @@ class DeviceReader:
         self._counterparts = CounterpartReader(lib, clock)
         self._work: list[GpuWork] = []
         self.gpm_support: dict[int, GpmSupport] = {}
-        """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
+        """Whether GPM answers ("supported", "unsupported" or "no_permission"), by GPU index
+        (only GPUs asked since the last plan)."""
         self._told_admin_only = False
         """The warning about profiling restricted to administrators is logged once."""
         self.layout_changed = False

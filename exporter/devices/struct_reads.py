@@ -77,7 +77,7 @@ PLATFORM_INFO_V2 = struct_version(PlatformInfo, 2)
 
 Read = Callable[[], Any]
 Maker = Callable[..., Read]
-"""(library, handle, the call's further arguments) -> the bound read."""
+"""A function that binds a read to its library, handle and the call's further arguments."""
 
 
 def _filled(function: str, struct: type[ctypes.Structure], **init: int) -> Maker:

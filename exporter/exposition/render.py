@@ -107,7 +107,7 @@ _FIELD_FAMILY_TYPE: dict[MetricType, FamilyType] = {
 
 
 SeriesLabels = dict[EntityKey, tuple[Labels, ...]]
-"""Entity key -> the label sets of its series: one, or one per HPC job on the entity."""
+"""The label sets of each entity's series, by entity key: one, or one per HPC job on the entity."""
 
 
 def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,

@@ -35,7 +35,7 @@ _FILE_NAME = re.compile(r"(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?")
 """Decimal numbers as the manager writes them; `01` or `+1` would be a guess."""
 
 JobMap = Mapping[EntityKey, tuple[str, ...]]
-"""Entity key -> ids of the jobs on it, in file order."""
+"""The ids of the jobs on each entity, in file order, by entity key."""
 
 NO_JOBS: JobMap = MappingProxyType({})
 

@@ -38,7 +38,7 @@ class PodRecord:
     """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
     uid: str
     containers: Mapping[str, str]
-    """Container runtime id (without the `containerd://` scheme) -> container name."""
+    """Container names by container runtime id (without the `containerd://` scheme)."""
 
 
 def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:

@@ -38,7 +38,7 @@ _CONTAINER = re.compile(r"([0-9a-f]{64})(?:\.scope)?$")
 ContainerKey = tuple[str, str, str]
 """(namespace, pod, container)."""
 Resolver = Callable[[str, str], ContainerKey | None]
-"""(pod UID, container id) -> the container, from the API-server watch."""
+"""A function that finds the container by pod UID and container id, from the API-server watch."""
 
 
 class Unowned(enum.Enum):

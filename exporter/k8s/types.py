@@ -23,8 +23,8 @@ class PodRef:
 
 
 SharerValues = Mapping[str, tuple[float | None, ...]]
-"""Field name -> each sharer's own value of that field, in `Attribution.sharers` order; None:
-unknown for that sharer (its series is left out)."""
+"""Each sharer's own value of a field, in `Attribution.sharers` order, by field name; None where
+it is unknown for that sharer (its series is then left out)."""
 
 
 @dataclass(frozen=True, slots=True)

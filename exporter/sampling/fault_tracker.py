@@ -42,7 +42,8 @@ enable them; both are in the default set)."""
 FaultKey = tuple[str, FaultSource, str]
 """(GPU UUID, source, code): one fault, however often it is seen while held."""
 ProcessIds = Callable[[str], frozenset[int] | None]
-"""GPU UUID -> pids of its running processes, None when unreadable."""
+"""A function that returns the pids of a GPU's running processes by GPU UUID, or None when they
+cannot be read."""
 
 
 def read_boot_id(path: Path = BOOT_ID_PATH) -> str:
@@ -87,9 +88,10 @@ class FaultTracker:
         self._held: dict[FaultKey, _Held] = {}
         self._xid_totals: dict[tuple[int, int], int] = {}
         self._failing: dict[str, frozenset[str]] = {}
-        """GPU UUID -> health codes failing at the last poll that read its health."""
+        """The health codes failing at the last poll that read each GPU's health, by GPU UUID."""
         self._seen: dict[str, bool] = {}
-        """GPU UUID -> present at the last poll with NVML up (keys: seen present once)."""
+        """Whether each GPU was present at the last poll with NVML up, by GPU UUID (a key means
+        the GPU was seen present once)."""
         self._ecc: dict[str, float] = {}
         self._lock = threading.Lock()
         self._restored: list[GpuFault] = []

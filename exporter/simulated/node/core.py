@@ -142,7 +142,7 @@ class EventSetEntry:
     """One event set: the GPUs registered on it and the XID events it already delivered."""
 
     registered: dict[int, float]
-    """GPU index -> simulated time it was registered (earlier events are lost)."""
+    """The simulated time each GPU was registered, by GPU index (events before then are lost)."""
     delivered: set[int]
     """Positions in the XID fault list already handed out from this set."""
 
