@@ -183,17 +183,18 @@ BESIDE_POD_LABELS_PREFIXES: tuple[str, ...] = tuple(
 
 
 def is_declared(name: str) -> bool:
-    """True for a name the exporter itself writes (or keeps), never a copied pod label's."""
+    """Return whether the exporter itself writes (or keeps) this label name, as opposed to a
+    copied pod label."""
     return name in DECLARED or name.startswith(DECLARED_PREFIXES)
 
 
 def taken_from_pod_labels(name: str) -> bool:
-    """True for a name a series carrying copied pod labels may also carry as one of the
-    exporter's own: a pod label of that name is renamed. Names only label-less self-metrics
-    use (`version`, `kind`, `code`, ...) stay free, as in dcgm-exporter."""
+    """Return whether a series that carries copied pod labels may also carry this name as one of
+    the exporter's own labels; a pod label of that name is then renamed. Names that only
+    label-less self-metrics use (`version`, `kind`, `code`, ...) stay free, as in dcgm-exporter."""
     return name in BESIDE_POD_LABELS or name.startswith(BESIDE_POD_LABELS_PREFIXES)
 
 
 def undeclared(names: tuple[str, ...] | list[str]) -> list[str]:
-    """The names of `names` no family declares (for checks at declaration time)."""
+    """Return the names in `names` that no family declares, for checks at declaration time."""
     return [name for name in names if not is_declared(name)]

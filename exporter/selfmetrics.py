@@ -54,6 +54,8 @@ class SelfMetric:
     """What docs/metrics.md adds to the help text (label values, how to use it)."""
 
     def __post_init__(self) -> None:
+        """Refuse a name outside the `gpu_exporter_` prefix, so the exporter's own metrics never
+        collide with dcgm-exporter's."""
         if not self.name.startswith("gpu_exporter_"):
             raise ValueError(f"{self.name}: self-metrics are named gpu_exporter_*")
         if self.type == "counter" and self.name.endswith("_total"):
@@ -69,7 +71,7 @@ class SelfMetric:
 
     @property
     def exposed_name(self) -> str:
-        """The name on the wire in the text format (and in PromQL)."""
+        """Return the name on the wire in the text format (and in PromQL)."""
         return self.name + "_total" if self.type == "counter" else self.name
 
     def sample(self, value: float, /, **labels: str) -> Sample:
@@ -108,7 +110,7 @@ class SelfMetric:
         return all(self._is_extra(name) for name in names[position:])
 
     def _is_extra(self, name: str) -> bool:
-        if name in self.labels:  # a declared label out of place is never an extra one
+        if name in self.labels:  # A declared label out of place is never an extra one.
             return False
         return any(name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1]))
                    for pattern in self.extra)

@@ -20,12 +20,16 @@ untyped; its type line then says so (OpenMetrics: unknown)."""
 
 @dataclass(frozen=True, slots=True)
 class Sample:
+    """One sample of a family: its label set and value."""
+
     labels: Labels
     value: float
 
 
 @dataclass(frozen=True, slots=True)
 class Family:
+    """One metric family to expose: its name, type, help and samples."""
+
     name: str
     type: FamilyType
     help: str

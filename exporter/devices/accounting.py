@@ -22,16 +22,20 @@ class GpuLost(Exception):
 
 
 class CallErrors:
+    """Count failed NVML calls by function and return code, and log each unsupported question once
+    per device."""
+
     def __init__(self) -> None:
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        """(function, return code name) -> failed calls since start."""
+        """Failed calls since start, by function and return code name."""
         self._logged_unsupported: set[tuple[str, str]] = set()
 
     def count(self, function: str, code: int) -> None:
+        """Count one failed call of this NVML function with this return code."""
         self.counts[(function, error_name(code))] += 1
 
     def count_exception(self, function: str) -> None:
-        """A call that failed with something other than an NVML error."""
+        """Count a call that failed with something other than an NVML error."""
         self.counts[(function, "EXCEPTION")] += 1
 
     def check_lost(self, exc: Exception, function: str) -> None:
@@ -45,6 +49,8 @@ class CallErrors:
             raise GpuLost() from exc
 
     def note_unsupported(self, uid: str, what: str, function: str, code: int) -> None:
+        """Count a call that the device does not support, and log it the first time this device
+        answers so for this question."""
         self.count(function, code)
         if (uid, what) not in self._logged_unsupported:
             self._logged_unsupported.add((uid, what))

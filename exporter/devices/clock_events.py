@@ -1,6 +1,6 @@
-"""DCGM_EXP_CLOCK_EVENTS_COUNT: per GPU and clock event (throttle) reason, how many polls within
-a sliding window found the reason active; DCGM_EXP_CLOCK_EVENTS_TOTAL: how often each reason
-turned on since the exporter started.
+"""Clock event (throttle) reasons counted per GPU: DCGM_EXP_CLOCK_EVENTS_COUNT is how many
+polls within a sliding window found each reason active, and DCGM_EXP_CLOCK_EVENTS_TOTAL is how
+often each reason turned on since the exporter started.
 
 dcgm-exporter counts DCGM's samples of DCGM_FI_DEV_CLOCKS_EVENT_REASONS taken within the
 window, one per collect interval, bit by bit; here each poll is that sample. The poll's plan
@@ -87,23 +87,26 @@ class ClockEventCounter:
         previous = self._previous.get(key)
         self._previous[key] = bits
         if previous is None:
-            return  # the baseline: what was on before the exporter looked is not counted
+            # The first poll is the baseline: a reason already on before the exporter looked
+            # is not counted as turning on.
+            return
         turned_on = bits & ~previous
         for bit, _ in REASONS:
             if turned_on & bit:
                 self._edges[(key, bit)] += 1
 
     def totals(self) -> tuple[ClockEventTotal, ...]:
-        """Edges by GPU, then reason bit; a reason that never turned on has none."""
+        """Return how often each reason turned on, by GPU and then by reason bit; a reason that
+        never turned on has no count."""
         names = dict(REASONS)
         return tuple(ClockEventTotal(key, names[bit], n)
                      for (key, bit), n in sorted(self._edges.items()))
 
     def window(self, gpus: Iterable[EntityKey] = ()) -> tuple[ClockEventCount, ...]:
-        """Counts by GPU, then reason bit; a reason not seen in the window has none. A GPU of
-        `gpus` without any poll in the window has one count of 0 and no reason, as
-        dcgm-exporter shows a GPU it has no sample of (one whose samples show no reason has
-        no series at all)."""
+        """Return the counts in the window by GPU, then by reason bit; a reason not seen in the
+        window has no count. A GPU of `gpus` without any poll in the window gets one count of 0
+        and no reason, as dcgm-exporter shows a GPU it has no sample of (a GPU whose samples show
+        no reason has no series at all)."""
         cutoff = self._clock() - self.window_s
         while self._polls and self._polls[0][0] < cutoff:
             _, key, bits = self._polls.popleft()
@@ -112,4 +115,5 @@ class ClockEventCounter:
         found = [ClockEventCount(key, names[bit], n)
                  for (key, bit), n in sorted(self._counts.items())]
         found += (ClockEventCount(key, None, 0) for key in set(gpus) - set(self._sampled))
-        return tuple(sorted(found, key=lambda c: c.entity_key))  # stable: reasons keep order
+        # The sort is stable, so each GPU's reasons keep their order.
+        return tuple(sorted(found, key=lambda c: c.entity_key))

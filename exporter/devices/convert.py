@@ -18,7 +18,7 @@ _TEMPERATURE_CEILING = 200
 """NVML answers absurd temperatures for absent sensors; DCGM drops values above this."""
 
 _DCGM_COMPUTE_MODE = {0: 0.0, 2: 1.0, 3: 2.0}
-"""nvmlComputeMode_t -> DCGM's: default 0, prohibited 1, exclusive process 2 (NVML's
+"""DCGM's value for each nvmlComputeMode_t: default 0, prohibited 1, exclusive process 2 (NVML's
 exclusive-thread mode 1 no longer exists, and DCGM has no value for it)."""
 
 
@@ -27,7 +27,8 @@ def _finite(v: float) -> float | None:
 
 
 def _ber(raw: int) -> float:
-    """NVML packs a bit error rate as mantissa (bits 8-11) and negative exponent (bits 0-7)."""
+    """Return the bit error rate that NVML packs as a mantissa (bits 8 to 11) and a negative
+    exponent (bits 0 to 7)."""
     mantissa = (int(raw) >> 8) & 0xF
     exponent = int(raw) & 0xFF
     return mantissa * 10.0 ** -exponent
@@ -44,8 +45,9 @@ _GRID_LICENSE_FEATURE_CODE_VGPU = 1
 
 
 def _vgpu_licensed(features: Any) -> float | None:
-    """1 when the first vGPU feature listed is licensed (state non-zero), 0 when it is not
-    or licensing is not supported; no value when no vGPU feature is listed (as DCGM)."""
+    """Return 1 when the first vGPU feature listed is licensed (its state is not zero), and 0
+    when it is not or licensing is not supported; no value when no vGPU feature is listed, as
+    DCGM does."""
     if not features.isGridLicenseSupported:
         return 0.0
     for feature in features.gridLicensableFeatures[:features.licensableFeaturesCount]:
@@ -84,7 +86,7 @@ _BRANDS = ("Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan",
            "NVIDIA Virtual Applications", "NVIDIA Virtual PC", "NVIDIA Virtual Compute Server",
            "NVIDIA RTX Virtual Workstation", "NVIDIA vGaming", "Quadro RTX", "NVIDIA RTX",
            "NVIDIA", "GeForce RTX", "Titan RTX")
-"""nvmlBrandType_t -> the name DCGM gives it (nvidia-smi's words); later values: Unknown."""
+"""The name DCGM gives each nvmlBrandType_t (nvidia-smi's words); later values are Unknown."""
 
 
 def _brand(value: int) -> str:
@@ -92,13 +94,14 @@ def _brand(value: int) -> str:
 
 
 def _guid_hex(raw: Any) -> str:
-    """The first 8 bytes as one little-endian 64-bit number, "0x%016llx" (as DCGM prints it)."""
+    """Return the first 8 bytes as one little-endian 64-bit number written as "0x%016llx", as
+    DCGM prints it."""
     return f"0x{int.from_bytes(bytes(raw)[:8], 'little'):016x}"
 
 
 def _serial(raw: Any) -> str | None:
-    """ASCII up to the first NUL; nothing when the first byte is NUL or every byte is 0xFF
-    (DCGM's blank)."""
+    """Return the ASCII text up to the first NUL; no value when the first byte is NUL or every
+    byte is 0xFF, which is how DCGM sees a blank."""
     data = bytes(raw)
     if not data or data[0] == 0 or all(b == _NOT_REPORTED for b in data):
         return None

@@ -70,9 +70,10 @@ class CounterpartReader:
         self._lib = lib
         self._clock = clock
         self._seen: dict[tuple[EntityKey, int], int] = {}
-        """(entity, sampling type) -> the newest sample's CPU timestamp (µs) seen."""
+        """The newest sample's CPU time stamp (in microseconds) seen, by entity and sampling
+        type."""
         self._counters: dict[tuple[EntityKey, FieldKey], tuple[int, float]] = {}
-        """(entity, field entry) -> (its value, the poll clock when read)."""
+        """Each counter's value and the poll clock when it was read, by entity and field entry."""
 
     def mean_sample(self, key: EntityKey, handle: Handle, sampling_type: int) -> float | None:
         """Return the mean of the samples taken since the last call for this entity and type

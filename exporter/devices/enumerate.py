@@ -29,13 +29,12 @@ graphics variants `+me`, `+me.all`, `-me` (without media engines) and `+gfx`."""
 
 
 def profile_from_name(name: str) -> str:
-    """GPU-instance profile from a MIG device name.
+    """Return the GPU-instance profile named in a MIG device's name.
 
-    "NVIDIA H200 MIG 1c.3g.71gb" -> "3g.71gb", "NVIDIA B200 MIG 1c.2g.45gb-me" -> "2g.45gb-me".
-    The name is used rather than the memory size because a 1g.18gb instance reports 16,384
-    MiB, which rounds to the wrong profile; the attributes are kept because `1g.23gb` and
-    `1g.23gb+me` are different instances to schedule on and to chart.
-    """
+    "NVIDIA H200 MIG 1c.3g.71gb" gives "3g.71gb", and "NVIDIA B200 MIG 1c.2g.45gb-me" gives
+    "2g.45gb-me". The name is used rather than the memory size because a 1g.18gb instance reports
+    16,384 MiB, which rounds to the wrong profile; the attributes are kept because `1g.23gb` and
+    `1g.23gb+me` are different instances to schedule on and to chart."""
     match = _PROFILE.search(name.rsplit("MIG", 1)[-1])
     return match.group(1) if match else name.rsplit(" ", 1)[-1]
 
@@ -56,6 +55,9 @@ class Handles:
 
 @dataclass(frozen=True, slots=True)
 class Enumeration:
+    """The result of one walk of NVML's device tree: the inventory, the handles to keep, and the
+    GPUs that were lost."""
+
     inventory: Inventory
     handles: Handles
     lost: frozenset[int]

@@ -23,16 +23,19 @@ PROFILING_ADMIN_ONLY_FIX = (
 
 
 def nvml_code(exc: BaseException) -> int:
-    """The nvmlReturn_t of a pynvml error (pynvml errors carry it as `.value`)."""
+    """Return the NVML return code (`nvmlReturn_t`) of a pynvml error, which pynvml keeps in
+    `.value`."""
     value: Any = getattr(exc, "value", None)
     return value if isinstance(value, int) else NVML_ERROR_UNKNOWN
 
 
 def is_nvml_error(exc: BaseException) -> bool:
+    """Return whether the exception is one of pynvml's NVML errors."""
     # pynvml creates its NVMLError subclasses at import time; matching on the base class name
     # keeps this module free of a pynvml import.
     return any(cls.__name__ == "NVMLError" for cls in type(exc).__mro__)
 
 
 def describe(exc: BaseException) -> str:
+    """Return the error's NVML return code name followed by its message, for a log line."""
     return f"{error_name(nvml_code(exc))} ({exc})"

@@ -1,6 +1,6 @@
-"""`nvmlDeviceGetGpuFabricInfoV`: the GPU's NVLink fabric registration (Fabric Manager on
-NVSwitch systems), read into a plain ctypes struct (`nvmlGpuFabricInfo_v3_t`, whose layout a
-test checks against pynvml's)."""
+"""The GPU's NVLink fabric registration (Fabric Manager on NVSwitch systems), read through
+`nvmlDeviceGetGpuFabricInfoV` into a plain ctypes struct (`nvmlGpuFabricInfo_v3_t`, whose
+layout a test checks against pynvml's)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ NVML_GPU_FABRIC_UUID_LEN = 16
 
 
 class FabricInfo(ctypes.Structure):
+    """The `nvmlGpuFabricInfo_v3_t` struct that NVML fills with the GPU's fabric registration."""
+
     _fields_ = [("version", ctypes.c_uint),
                 ("clusterUuid", ctypes.c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
                 ("status", ctypes.c_uint),
@@ -28,6 +30,7 @@ FABRIC_INFO_V3 = ctypes.sizeof(FabricInfo) | 3 << 24
 
 
 def fabric_reader(lib: NvmlLib, handle: Handle) -> Callable[[], FabricInfo]:
+    """Return a function that reads this GPU's fabric registration each time it is called."""
     def read() -> FabricInfo:
         info = FabricInfo(version=FABRIC_INFO_V3)
         lib.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
@@ -36,8 +39,9 @@ def fabric_reader(lib: NvmlLib, handle: Handle) -> Callable[[], FabricInfo]:
 
 
 def fabric_manager_status(info: FabricInfo) -> float:
-    """dcgmFabricManagerStatus_t: not supported 0, not started 1, in progress 2, success 3,
-    failure 4 (registration completed with an error), unrecognized 5."""
+    """Return the Fabric Manager status as DCGM numbers it (`dcgmFabricManagerStatus_t`): not
+    supported 0, not started 1, in progress 2, success 3, failure 4 (registration completed with
+    an error), unrecognized 5."""
     if info.state == NVML_GPU_FABRIC_STATE_COMPLETED:
         return 3.0 if info.status == 0 else 4.0
     return float(info.state) if info.state < NVML_GPU_FABRIC_STATE_COMPLETED else 5.0
@@ -54,9 +58,9 @@ _DCGM_BADPARAM = -1.0
 
 
 def fabric_manager_error(info: FabricInfo) -> float | None:
-    """DCGM_FI_DEV_FABRIC_MANAGER_ERROR: once registration completed, DCGM's return code for
-    its status (0: success); no value while it is not supported, not started or in
-    progress; DCGM_ST_BADPARAM for a state NVML did not define."""
+    """Return the value of DCGM_FI_DEV_FABRIC_MANAGER_ERROR: once registration completed, DCGM's
+    return code for its status (0 for success). There is no value while registration is not
+    supported, not started or in progress, and DCGM_ST_BADPARAM for a state NVML did not define."""
     if info.state < NVML_GPU_FABRIC_STATE_COMPLETED:
         return None
     if info.state > NVML_GPU_FABRIC_STATE_COMPLETED:
@@ -65,8 +69,9 @@ def fabric_manager_error(info: FabricInfo) -> float | None:
 
 
 def cluster_uuid(info: FabricInfo) -> str | None:
-    """DCGM_FI_DEV_FABRIC_CLUSTER_UUID: the 16 bytes in order as a lowercase 8-4-4-4-12 GUID;
-    none before registration completed (the UUID is not assigned yet: zeros)."""
+    """Return the value of DCGM_FI_DEV_FABRIC_CLUSTER_UUID: the 16 bytes in order as a lowercase
+    8-4-4-4-12 GUID. There is none before registration completed, since the UUID is not assigned
+    yet (all zeros)."""
     if info.state != NVML_GPU_FABRIC_STATE_COMPLETED:
         return None
     digits = bytes(info.clusterUuid).hex()

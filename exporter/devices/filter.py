@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class DeviceFilter:
+    """Which GPUs and MIG GPU instances the `--devices` flag selects."""
+
     gpus: bool = True
     """Emit whole-GPU entities."""
     instances: bool = True
@@ -18,9 +20,11 @@ class DeviceFilter:
     """Only these GPU-instance ids (None: all)."""
 
     def wants_gpu(self, index: int) -> bool:
+        """Return whether the GPU with this index is selected."""
         return self.gpu_ids is None or index in self.gpu_ids
 
     def wants_instance(self, gpu_instance_id: int) -> bool:
+        """Return whether the MIG GPU instance with this id is selected."""
         return self.instance_ids is None or gpu_instance_id in self.instance_ids
 
 
@@ -57,7 +61,7 @@ _EXPECTED = "expected f, g, i, g:0,1, i:0-2 or g+i"
 
 
 def _selectors(text: str, flag: str) -> dict[str, str | None]:
-    """Each letter of a `+`-joined selection -> its id list (None: all), checked as
+    """Return the id list of each letter of a `+`-joined selection (None for all), checked as
     dcgm-exporter's parseDeviceOptions checks them."""
     found: dict[str, str | None] = {}
     for part in text.strip().split("+"):
@@ -85,6 +89,8 @@ def _selectors(text: str, flag: str) -> dict[str, str | None]:
 
 
 def parse_device_filter(text: str, flag: str = "--devices") -> DeviceFilter:
+    """Parse a `--devices` value into a filter; raise ValueError naming the flag when the text is
+    not valid."""
     found = _selectors(text, flag)
     if "f" in found:
         return ALL_DEVICES

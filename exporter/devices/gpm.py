@@ -33,7 +33,8 @@ MIN_SAMPLE_GAP_S = 0.1
 
 
 class GpmMetric(ctypes.Structure):
-    """nvmlGpmMetric_t as plain ctypes (layout checked against pynvml's in the tests)."""
+    """NVML's `nvmlGpmMetric_t` struct as plain ctypes (a test checks its layout against
+    pynvml's)."""
 
     _fields_ = [("metricId", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint),
                 ("value", ctypes.c_double), ("info", ctypes.c_void_p * 3)]
@@ -93,10 +94,10 @@ class GpmReader:
         gpu_instance_id: int | None,
         metric_ids: Sequence[int],
     ) -> Rates:
-        """Metric values by id and failed ids by return code; empty on the first sample.
+        """Return the metric values by id and the failed ids by return code; both are empty on
+        the first sample.
 
-        NVML errors from the sampling calls propagate to the caller.
-        """
+        NVML errors from the sampling calls propagate to the caller."""
         state = self._entity(key, metric_ids)
         now = self._clock()
         if state.taken_at is not None and now - state.taken_at < MIN_SAMPLE_GAP_S:
@@ -142,9 +143,10 @@ class GpmReader:
 
 
 def probe(lib: NvmlLib, handle: Handle, gpu_instance_id: int | None = None) -> GpmSupport:
-    """Whether GPM answers on a GPU (with MIG: on one of its GPU instances). One sample is
-    taken, because a driver that restricts profiling to administrators still reports GPM
-    support and refuses only the sampling. Other NVML errors propagate."""
+    """Return whether GPM answers on a GPU (with MIG, on one of its GPU instances): "supported",
+    "unsupported", or "no_permission". One sample is taken, because a driver that restricts
+    profiling to administrators still reports GPM support and refuses only the sampling. Other
+    NVML errors propagate."""
     try:
         if not lib.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
             return "unsupported"
@@ -169,8 +171,9 @@ def probe(lib: NvmlLib, handle: Handle, gpu_instance_id: int | None = None) -> G
 
 
 def probe_gpus(lib: NvmlLib, enum: Enumeration) -> dict[int, str]:
-    """`probe` on every enumerated GPU (with MIG: on its first GPU instance), by index; an
-    NVML error that means neither "unsupported" nor "no permission" is described instead."""
+    """Return what `probe` answers on every enumerated GPU (with MIG, on its first GPU instance),
+    by GPU index; an NVML error that means neither "unsupported" nor "no permission" is described
+    instead."""
     found: dict[int, str] = {}
     for index, handle in sorted(enum.handles.gpu.items()):
         instances = sorted(gi for gpu, gi in enum.handles.instance if gpu == index)

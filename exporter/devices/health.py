@@ -58,8 +58,8 @@ class HealthTracker:
 
     def status(self, gpus: Iterable[int], xids: Mapping[int, frozenset[int]],
                mig_on: Mapping[int, bool]) -> dict[int, tuple[HealthIncident, ...]]:
-        """Each GPU's watches: those of `gpus`, and any other GPU with XIDs on record (a
-        GPU that fell off the bus keeps its XID 79 on display)."""
+        """Return each GPU's health watches: those of `gpus`, and of any other GPU with XIDs on
+        record (a GPU that fell off the bus keeps its XID 79 on display)."""
         now = self._clock()
         status = {}
         for gpu in sorted({*gpus, *xids}):

@@ -13,12 +13,12 @@ LinkKey = tuple[int, int]
 """(gpu index, link index)."""
 
 LinkValues = dict[LinkKey, dict[str, float]]
-"""One poll's values of link entities: field name -> value, per link."""
+"""One poll's values of link entities: for each link, the value of each field by name."""
 
 
 def active_links(lib: NvmlLib, handle: Handle) -> tuple[int, ...]:
-    """The indices of the GPU's links that are up. Any error (NOT_SUPPORTED, a link index
-    beyond the GPU's last) means that link is not; a lost GPU shows at its next read."""
+    """Return the indices of the GPU's links that are up. Any error (NOT_SUPPORTED, or a link
+    index beyond the GPU's last) means that link is not up; a lost GPU shows at its next read."""
     links = []
     for link in range(NVML_NVLINK_MAX_LINKS):
         try:

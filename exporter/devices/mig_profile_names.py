@@ -5,8 +5,8 @@ dcgm-exporter 4.8.4 labels a GPU instance with the name of its profile that NVML
 id), e.g. `7g.80gb` where DCGM's own name said `7g.79gb`, and falls back to the previous
 name when NVML fails or answers an empty name. Here the instance's profile id comes from
 `nvmlDeviceGetGpuInstanceById` and `nvmlGpuInstanceGetInfo` (DCGM reads the same id from
-NVML), and the fallback is the profile in the MIG device's name (`NVIDIA H200 MIG
-1c.3g.71gb` -> `3g.71gb`, `exporter.devices.enumerate.profile_from_name`).
+NVML), and the fallback is the profile in the MIG device's name (`3g.71gb` in
+`NVIDIA H200 MIG 1c.3g.71gb`, as `exporter.devices.enumerate.profile_from_name` reads it).
 
 nvidia-smi prints a profile as `MIG 3g.71gb`; a leading `MIG ` is dropped, so the label keeps
 the `<g>g.<gb>gb` form DCGM, the device plugin and dashboards use.
@@ -32,12 +32,16 @@ _CALLS = ("nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo",
 class GpuInstanceProfileCalls(Protocol):
     """The NVML calls that name a GPU instance's profile (pynvml's names and shapes)."""
 
-    def nvmlDeviceGetGpuInstanceById(self, handle: Handle, gi_id: int) -> Handle: ...
+    def nvmlDeviceGetGpuInstanceById(self, handle: Handle, gi_id: int) -> Handle:
+        """Return the handle of the GPU instance with this id on the GPU."""
+        ...
     def nvmlGpuInstanceGetInfo(self, gi_handle: Handle) -> Any:
-        """`.profileId`: the instance's profile id (`nvidia-smi mig -lgip`'s ID)."""
+        """Return the GPU instance's information, whose `.profileId` is its profile id (the ID
+        that `nvidia-smi mig -lgip` shows)."""
         ...
     def nvmlDeviceGetGpuInstanceProfileInfoByIdV(self, handle: Handle, profile_id: int) -> Any:
-        """`.name`: the profile's name (NUL-terminated)."""
+        """Return the profile's information, whose `.name` is the profile's name
+        (NUL-terminated)."""
         ...
 
 

@@ -58,11 +58,13 @@ class Entity:
 
     @property
     def is_mig(self) -> bool:
+        """Return whether this entity is a MIG GPU instance rather than a whole GPU."""
         return self.gpu_instance_id is not None
 
     @property
     def key(self) -> EntityKey:
-        """Stable sort and lookup key: (gpu index, GPU instance id or -1)."""
+        """Return the key that sorts and finds this entity: its GPU index, and its GPU instance
+        id or -1 for a whole GPU."""
         return (self.gpu, -1 if self.gpu_instance_id is None else self.gpu_instance_id)
 
 
@@ -75,25 +77,29 @@ class Inventory:
     driver_version: str | None = None
 
     def by_uuid(self, uuid: str) -> Entity | None:
+        """Return the GPU with this UUID, or None when the node has none."""
         for gpu in self.gpus:
             if gpu.uuid == uuid:
                 return gpu
         return None
 
     def by_index(self, index: int) -> Entity | None:
+        """Return the GPU with this NVML index, or None when the node has none."""
         for gpu in self.gpus:
             if gpu.gpu == index:
                 return gpu
         return None
 
     def instance(self, gpu: int, gpu_instance_id: int) -> Entity | None:
+        """Return the MIG GPU instance with this id on this GPU, or None when there is none."""
         for inst in self.instances:
             if inst.gpu == gpu and inst.gpu_instance_id == gpu_instance_id:
                 return inst
         return None
 
     def mig_owner(self, mig_uuid: str) -> tuple[Entity, MigDevice] | None:
-        """The GPU-instance entity holding the MIG device with this UUID."""
+        """Return the GPU-instance entity that holds the MIG device with this UUID, with that
+        device, or None when no instance holds it."""
         for inst in self.instances:
             for mig in inst.mig_devices:
                 if mig.uuid == mig_uuid:
@@ -154,7 +160,8 @@ class Readings:
     """Every entity seen since start, so XID history of a GPU that fell off the bus (XID 79)
     keeps its labels after the GPU left the inventory."""
     gpm_support: dict[int, GpmSupport] = field(default_factory=dict)
-    """GPU index -> whether GPM profiling is available (only GPUs that were asked)."""
+    """Whether GPM profiling is available ("supported", "unsupported" or "no_permission"), by
+    GPU index (only GPUs that were asked)."""
     clock_events: tuple[ClockEventCount, ...] = ()
     clock_events_window_s: float = 0.0
     """Length of the window `clock_events` counts over."""
@@ -162,8 +169,9 @@ class Readings:
     health: dict[int, tuple[HealthIncident, ...]] = field(default_factory=dict)
     """By GPU index: every health watch's incident, in dcgm-exporter's watch order."""
     health_codes: dict[int, frozenset[str]] = field(default_factory=dict)
-    """GPU index -> the DCGM codes its health rules over NVML values report now (XID rules
-    left out); a GPU without health reads this poll is absent (not known to pass)."""
+    """The DCGM codes that each GPU's health rules over NVML values report now (XID rules left
+    out), by GPU index; a GPU without health reads this poll is absent, since it is not known to
+    pass."""
     labels: dict[EntityKey, dict[str, str]] = field(default_factory=dict)
     """Label-type fields read through NVML (serial, VBIOS version, ...), by entity."""
     links: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)

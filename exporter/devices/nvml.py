@@ -63,7 +63,7 @@ class _Retry:
 
 
 def _layout(enum: Enumeration) -> object:
-    """What must stay the same for plans and GPM pairs to remain valid."""
+    """Return what must stay the same for the read plans and GPM sample pairs to remain valid."""
     return tuple(
         (g.gpu, g.uuid, enum.handles.mig_enabled.get(g.gpu, False),
          tuple((i.gpu_instance_id, tuple(m.uuid for m in i.mig_devices))
@@ -73,6 +73,9 @@ def _layout(enum: Enumeration) -> object:
 
 
 class NvmlBackend:
+    """The device backend that reads real GPUs through NVML: it initialises NVML, enumerates the
+    devices and reads each poll's values."""
+
     def __init__(
         self,
         lib: NvmlLib,
@@ -95,7 +98,7 @@ class NvmlBackend:
         self.ledger = XidLedger(xid_window_s, wall_clock)
         self._errors = CallErrors()
         self.call_errors = self._errors.counts
-        """(function, return code name) -> failed NVML calls since start."""
+        """Failed NVML calls since start, by function and return code name."""
         self._reader = DeviceReader(lib, self._errors, clock, counterparts=prof_counterparts)
         self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
         self.health = HealthTracker(clock)
@@ -155,15 +158,17 @@ class NvmlBackend:
 
     @property
     def up(self) -> bool:
+        """Return whether NVML is initialised and the devices have been enumerated."""
         return self._initialised and self._enum is not None
 
     @property
     def inventory(self) -> Inventory:
+        """Return the devices found by the latest enumeration (empty before the first one)."""
         return self._enum.inventory if self._enum else Inventory()
 
     def start(self) -> None:
-        """First initialisation. Raises BackendUnavailable only when there is no NVML at
-        all; a driver that is not loaded yet is retried by later polls."""
+        """Initialise NVML for the first time. Raise BackendUnavailable only when there is no
+        NVML at all; a driver that is not loaded yet is retried by later polls."""
         try:
             self._try_init()
         except BackendUnavailable:
@@ -194,6 +199,7 @@ class NvmlBackend:
         log.info("NVML initialised")
 
     def close(self) -> None:
+        """Stop the XID watcher, drop the handles and shut NVML down."""
         self._stop_watcher(wait=True)
         self._reader.clear()
         self._layout = None
@@ -259,7 +265,7 @@ class NvmlBackend:
         log.error("device enumeration failed: %s", describe(exc))
         self._enum = None
         self._reader.clear()
-        self._layout = None  # nothing is planned any more: the next walk plans afresh
+        self._layout = None  # Nothing is planned now, so the next walk plans afresh.
         self._needs_enumeration = True
 
     def _restart_watcher(self, enum: Enumeration) -> None:
@@ -295,9 +301,9 @@ class NvmlBackend:
         self._lost_retry.next_at = self._clock() + BACKOFF_S[0]
 
     def _drop_library(self, code: int) -> None:
-        """The driver went away under an initialised library (unloaded or reloaded): calls
-        answer UNINITIALIZED or DRIVER_NOT_LOADED from now on. What this poll read is not
-        served; the backend is down, and starts over from nvmlInit (retried with back-off)."""
+        """Drop the library after the driver went away under it (unloaded or reloaded), since
+        every call answers UNINITIALIZED or DRIVER_NOT_LOADED from then on. What this poll read
+        is not served; the backend is down and starts over from nvmlInit, retried with back-off."""
         self._reader.library_gone = None
         log.error("NVML answers %s: the driver was unloaded or reloaded; initialising again",
                   error_name(code))
@@ -308,7 +314,8 @@ class NvmlBackend:
         self._layout = None
         self._needs_enumeration = True
         self._initialised = False
-        with contextlib.suppress(Exception):  # balance our nvmlInit if the library kept it
+        # Balance our nvmlInit, in case the library still counts it.
+        with contextlib.suppress(Exception):
             self._lib.nvmlShutdown()
 
     def _on_lost(self, index: int) -> None:
@@ -367,12 +374,13 @@ class NvmlBackend:
         )
 
     def _health_codes(self) -> dict[int, frozenset[str]]:
-        """Every present GPU's failing health codes, XID rules left out (the faults')."""
+        """Return the failing health codes of every GPU present, leaving out the XID rules (those
+        are the faults' to report)."""
         mig_on = dict(self._enum.handles.mig_enabled) if self._enum else {}
         return self.health.conditions((g.gpu for g in self.inventory.gpus), mig_on)
 
     def _health(self) -> dict[int, tuple[HealthIncident, ...]]:
-        """Every GPU's health watches; an XID filed on a MIG instance counts for its GPU."""
+        """Return every GPU's health watches; an XID filed on a MIG instance counts for its GPU."""
         xids: dict[int, set[int]] = {}
         for total in self.ledger.totals():
             xids.setdefault(total.entity_key[0], set()).add(total.xid)
@@ -401,6 +409,8 @@ class NvmlBackend:
     # --- self-metrics -----------------------------------------------------------------
 
     def families(self) -> list[Family]:
+        """Return the backend's own metric families: whether NVML is up, failed calls, and GPUs
+        lost."""
         errors = (NVML_ERRORS.sample(float(n), function=fn, code=code)
                   for (fn, code), n in sorted(self.call_errors.items()))
         return [

@@ -70,7 +70,8 @@ library: nothing answers until nvmlInit succeeds again."""
 
 
 class NvmlValue(ctypes.Union):
-    """nvmlValue_t: the 8-byte union NVML answers field values and PRM counters in."""
+    """NVML's `nvmlValue_t`: the 8-byte union in which NVML answers field values and PRM
+    counters."""
 
     _fields_ = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint),
                 ("ulVal", ctypes.c_ulong), ("ullVal", ctypes.c_ulonglong),
@@ -83,6 +84,8 @@ VALUE_MEMBERS: tuple[str, ...] = tuple(field[0] for field in NvmlValue._fields_)
 
 
 def error_name(code: int) -> str:
+    """Return the name of an NVML return code (such as "NOT_SUPPORTED"), or the number when it has
+    no known name."""
     return ERROR_NAMES.get(code, str(code))
 
 
@@ -94,132 +97,193 @@ class NvmlLib(Protocol):
     checks that pynvml and the simulated node have each of them."""
 
     # Library life cycle and system
-    def nvmlInit(self) -> None: ...
-    def nvmlShutdown(self) -> None: ...
-    def nvmlSystemGetDriverVersion(self) -> str: ...
+    def nvmlInit(self) -> None:
+        """Initialise NVML."""
+        ...
+    def nvmlShutdown(self) -> None:
+        """Release NVML."""
+        ...
+    def nvmlSystemGetDriverVersion(self) -> str:
+        """Return the driver's version."""
+        ...
 
     # Enumeration and identity
-    def nvmlDeviceGetCount(self) -> int: ...
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle: ...
-    def nvmlDeviceGetUUID(self, handle: Handle) -> str: ...
-    def nvmlDeviceGetName(self, handle: Handle) -> str: ...
+    def nvmlDeviceGetCount(self) -> int:
+        """Return how many GPUs NVML sees."""
+        ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle:
+        """Return the handle of the GPU with this index."""
+        ...
+    def nvmlDeviceGetUUID(self, handle: Handle) -> str:
+        """Return the device's UUID."""
+        ...
+    def nvmlDeviceGetName(self, handle: Handle) -> str:
+        """Return the device's product name."""
+        ...
     def nvmlDeviceGetPciInfo(self, handle: Handle) -> Any:
-        """`.busId` (str, e.g. "00000000:83:00.0")."""
+        """Return the device's PCI information, whose `.busId` is a string such as
+        "00000000:83:00.0"."""
         ...
 
     # MIG
     def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
-        """[current, pending]."""
+        """Return the GPU's current and pending MIG modes."""
         ...
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int:
+        """Return how many MIG device slots the GPU has."""
+        ...
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
-        """Raises NOT_FOUND for an empty slot; indices are sparse."""
+        """Return the handle of the MIG device in this slot; an empty slot raises NOT_FOUND,
+        since the slots in use need not be contiguous."""
         ...
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: Handle, profile: int) -> Any:
-        """`.sliceCount` of a GPU instance profile (NOT_SUPPORTED for one the GPU lacks)."""
+        """Return a GPU instance profile's information, whose `.sliceCount` is used; a profile
+        the GPU lacks answers NOT_SUPPORTED."""
         ...
-    def nvmlDeviceGetGpuInstanceId(self, mig_handle: Handle) -> int: ...
-    def nvmlDeviceGetComputeInstanceId(self, mig_handle: Handle) -> int: ...
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, mig_handle: Handle) -> Handle: ...
+    def nvmlDeviceGetGpuInstanceId(self, mig_handle: Handle) -> int:
+        """Return the id of the GPU instance that holds this MIG device."""
+        ...
+    def nvmlDeviceGetComputeInstanceId(self, mig_handle: Handle) -> int:
+        """Return the id of this MIG device's compute instance."""
+        ...
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, mig_handle: Handle) -> Handle:
+        """Return the handle of the GPU that holds this MIG device."""
+        ...
 
     # Values
-    def nvmlDeviceGetClockInfo(self, handle: Handle, clock_type: int) -> int: ...
-    def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int: ...
-    def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int: ...
-    def nvmlDeviceGetPowerManagementLimit(self, handle: Handle) -> int: ...
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Handle) -> int: ...
-    def nvmlDeviceGetPcieReplayCounter(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetClockInfo(self, handle: Handle, clock_type: int) -> int:
+        """Return the current clock of this type, in MHz."""
+        ...
+    def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int:
+        """Return the temperature of this sensor, in degrees Celsius."""
+        ...
+    def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int:
+        """Return the power draw, in milliwatts."""
+        ...
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Handle) -> int:
+        """Return the power limit, in milliwatts."""
+        ...
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Handle) -> int:
+        """Return the energy used since the driver was loaded, in millijoules."""
+        ...
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Handle) -> int:
+        """Return how many PCIe replays happened."""
+        ...
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Any:
-        """`.gpu`, `.memory` (percent)."""
+        """Return the GPU's utilisation, with `.gpu` and `.memory` in percent."""
         ...
     def nvmlDeviceGetEncoderUtilization(self, handle: Handle) -> list[int]:
-        """[utilization %, sampling period us]."""
+        """Return the encoder's utilisation percent and the sampling period in microseconds."""
         ...
-    def nvmlDeviceGetDecoderUtilization(self, handle: Handle) -> list[int]: ...
+    def nvmlDeviceGetDecoderUtilization(self, handle: Handle) -> list[int]:
+        """Return the decoder's utilisation percent and the sampling period in microseconds."""
+        ...
     def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Any:
-        """Called with `version=pynvml.nvmlMemory_v2`: `.total`, `.reserved`, `.free`, `.used`
-        (bytes)."""
+        """Return the framebuffer's `.total`, `.reserved`, `.free` and `.used` bytes; it is
+        called with `version=pynvml.nvmlMemory_v2`."""
         ...
     def nvmlDeviceGetRemappedRows(self, handle: Handle) -> tuple[int, int, int, int]:
-        """(correctable rows, uncorrectable rows, pending 0/1, failure 0/1)."""
+        """Return the remapped rows: correctable rows, uncorrectable rows, pending (0 or 1) and
+        failure (0 or 1)."""
         ...
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int: ...
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int:
+        """Return the bit mask of reasons the clocks are being held down now."""
+        ...
     def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
-        """1 when the link is up; NOT_SUPPORTED / INVALID_ARGUMENT for a link it lacks."""
+        """Return 1 when the link is up; a link the GPU lacks answers NOT_SUPPORTED or
+        INVALID_ARGUMENT."""
         ...
     def nvmlDeviceReadWritePRM_v1(self, handle: Handle, tlv: Any) -> None:
-        """A register access: `tlv` (an `nvmlPRMTLV_v1_t`, which pynvml passes by reference)
+        """Access a register: `tlv` (an `nvmlPRMTLV_v1_t`, which pynvml passes by reference)
         holds the request and, after the call, the reply."""
         ...
     def nvmlDeviceReadPRMCounters_v1(self, handle: Handle, counters: Any) -> None:
-        """Fills each `nvmlPRMCounter_v1_t` of the `nvmlPRMCounterList_v1_t` `counters`."""
+        """Fill each `nvmlPRMCounter_v1_t` of the counter list `counters` (an
+        `nvmlPRMCounterList_v1_t`)."""
         ...
     def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
-        """nvmlGpuP2PStatus_t: 0 OK, 1-6 why not."""
+        """Return the P2P status towards the peer (`nvmlGpuP2PStatus_t`): 0 when it is OK, 1 to 6
+        for why not."""
         ...
     def nvmlDeviceValidateInforom(self, handle: Handle) -> None:
-        """Raises CORRUPTED_INFOROM when the infoROM fails its check."""
+        """Check the InfoROM, raising CORRUPTED_INFOROM when it fails the check."""
         ...
     def nvmlDeviceGetGpuFabricInfoV(self, handle: Handle, info: Any) -> Any:
-        """Fills the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
+        """Fill the `nvmlGpuFabricInfo_v3_t` that `info` (a `ctypes.byref`) points to."""
         ...
     def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
                              ) -> tuple[int, list[Any]]:
-        """The value type (`nvmlValueType_t`) and the samples newer than `last_seen` (CPU
-        µs), each with `.timeStamp` and `.sampleValue` (a union as below)."""
+        """Return the value type (`nvmlValueType_t`) and the samples newer than `last_seen` (CPU
+        time in microseconds), each with `.timeStamp` and `.sampleValue` (a union, as below)."""
         ...
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
-        """Entries are ints or (field id, scope id); returns a sequence of structs with
-        `.fieldId`, `.scopeId`, `.nvmlReturn`, `.valueType` and `.value` (a union with
-        `.dVal`, `.uiVal`, `.ulVal`, `.ullVal`, `.sllVal`, `.siVal`)."""
+        """Return the values of the requested fields. Each entry is an int or a (field id, scope
+        id) pair; each answer is a struct with `.fieldId`, `.scopeId`, `.nvmlReturn`,
+        `.valueType` and `.value` (a union with `.dVal`, `.uiVal`, `.ulVal`, `.ullVal`, `.sllVal`
+        and `.siVal`)."""
         ...
 
     # Processes (per-container attribution on shared devices)
     def nvmlDeviceGetHandleByUUID(self, uuid: str) -> Handle:
-        """A GPU's or a MIG device's handle."""
+        """Return the handle of the GPU or MIG device with this UUID."""
         ...
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Any]:
-        """Entries with `.pid`, `.usedGpuMemory` (bytes, None when NVML can't say) and, on
-        MIG-enabled GPUs, `.gpuInstanceId`."""
+        """Return the compute processes, with `.pid`, `.usedGpuMemory` (bytes, or None when NVML
+        cannot say) and, on MIG-enabled GPUs, `.gpuInstanceId`."""
         ...
     def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Handle) -> list[Any]:
-        """The MPS clients, entries as above; drivers list them here rather than in the
-        compute list. NOT_SUPPORTED or FUNCTION_NOT_FOUND where MPS is not available (the
-        versioned name: pynvml's unversioned one turns FUNCTION_NOT_FOUND into an error
-        that is not an NVMLError)."""
+        """Return the MPS clients, with entries as above; drivers list them here rather than in
+        the compute list. Where MPS is not available it raises NOT_SUPPORTED or
+        FUNCTION_NOT_FOUND. The versioned name is used because pynvml's unversioned one turns
+        FUNCTION_NOT_FOUND into an error that is not an NVMLError."""
         ...
     def nvmlDeviceGetProcessUtilization(self, handle: Handle, timeStamp: int) -> list[Any]:
-        """Samples newer than `timeStamp` (CPU time, µs) with `.pid`, `.timeStamp` and
-        `.smUtil` (percent); raises NOT_FOUND when there are none."""
+        """Return the samples newer than `timeStamp` (CPU time in microseconds), each with
+        `.pid`, `.timeStamp` and `.smUtil` (percent); raise NOT_FOUND when there are none."""
         ...
 
     # GPM (Hopper and newer)
     def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> Any:
-        """`.isSupportedDevice`."""
+        """Return whether the GPU supports GPM, in `.isSupportedDevice`."""
         ...
-    def nvmlGpmSampleAlloc(self) -> Any: ...
-    def nvmlGpmSampleFree(self, sample: Any) -> None: ...
-    def nvmlGpmSampleGet(self, handle: Handle, sample: Any) -> Any: ...
-    def nvmlGpmMigSampleGet(self, handle: Handle, gpu_instance_id: int, sample: Any) -> Any: ...
+    def nvmlGpmSampleAlloc(self) -> Any:
+        """Allocate a GPM sample buffer."""
+        ...
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        """Free a GPM sample buffer."""
+        ...
+    def nvmlGpmSampleGet(self, handle: Handle, sample: Any) -> Any:
+        """Take a GPM sample of the whole GPU into the buffer."""
+        ...
+    def nvmlGpmMigSampleGet(self, handle: Handle, gpu_instance_id: int, sample: Any) -> Any:
+        """Take a GPM sample of one MIG GPU instance into the buffer."""
+        ...
     def nvmlGpmMetricsGet(self, metrics_get: Any) -> Any:
-        """Takes a `c_nvmlGpmMetricsGet_t` (version, numMetrics, sample1, sample2,
-        metrics[i].metricId set); fills `metrics[i].value` and `.nvmlReturn`."""
+        """Compute GPM metrics from two samples: the `c_nvmlGpmMetricsGet_t` passed in holds the
+        version, the metric count, both samples and each `metrics[i].metricId`, and the call
+        fills each `metrics[i].value` and `.nvmlReturn`."""
         ...
 
     # XID events
-    def nvmlEventSetCreate(self) -> Any: ...
+    def nvmlEventSetCreate(self) -> Any:
+        """Create an event set to register devices on."""
+        ...
     def nvmlDeviceRegisterEvents(self, handle: Handle, event_types: int, event_set: Any) -> None:
+        """Ask for the device's events of these types to be delivered to the event set."""
         ...
     def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
-        """Blocks up to timeout_ms; raises TIMEOUT when nothing came. Returns a struct with
-        `.device` (handle), `.eventType`, `.eventData` (the XID), `.gpuInstanceId`,
-        `.computeInstanceId`."""
+        """Wait up to `timeout_ms` for an event and return it, as a struct with `.device` (a
+        handle), `.eventType`, `.eventData` (the XID), `.gpuInstanceId` and `.computeInstanceId`;
+        raise TIMEOUT when nothing came."""
         ...
-    def nvmlEventSetFree(self, event_set: Any) -> None: ...
+    def nvmlEventSetFree(self, event_set: Any) -> None:
+        """Free an event set."""
+        ...
 
 
 def load_pynvml() -> NvmlLib:
-    """The pynvml module, seen through the protocol; raises ImportError without it."""
+    """Return the pynvml module, typed as this protocol; raise ImportError when pynvml is not
+    installed."""
     import pynvml
 
     lib: NvmlLib = pynvml  # pynvml carries no types: it is taken at its word

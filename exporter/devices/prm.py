@@ -30,7 +30,7 @@ _METHOD_QUERY = 1
 
 
 class PrmTlv(ctypes.Structure):
-    """nvmlPRMTLV_v1_t: no version; the reply overwrites the request."""
+    """NVML's `nvmlPRMTLV_v1_t` struct, which has no version; the reply overwrites the request."""
 
     _fields_ = [("dataSize", ctypes.c_uint32), ("status", ctypes.c_uint32),
                 ("data", ctypes.c_uint8 * PRM_DATA_MAX_SIZE)]
@@ -61,7 +61,7 @@ PPCNT_GROUPS: Mapping[int, tuple[int, Mapping[str, tuple[int, int]]]] = {
 
 
 def ppcnt_request(link: int, group: int) -> PrmTlv:
-    """The query DCGM sends for one PPCNT group of one link."""
+    """Return the query DCGM sends for one PPCNT counter group of one link."""
     size, _ = PPCNT_GROUPS[group]
     tlv = PrmTlv(dataSize=16 + 4 + size)
     struct.pack_into(
@@ -89,13 +89,15 @@ class PpcntCounters:
 
 
 def reply_ok(data: bytes, group: int) -> bool:
-    """The checks DCGM makes: an operation TLV with status 0, a register TLV, the group asked."""
+    """Return whether the reply passes the checks DCGM makes: an operation TLV with status 0,
+    then a register TLV, for the group asked."""
     return (data[0] >> 3 == _OP_TLV and data[2] & 0x7F == 0 and data[16] >> 3 == _REG_TLV
             and data[23] & 0x3F == group)
 
 
 def ppcnt_reader(lib: NvmlLib, handle: Handle, link: int, group: int
                  ) -> Callable[[], PpcntCounters]:
+    """Return a function that reads one PPCNT counter group of one NVLink each time it is called."""
     call: Callable[[Handle, PrmTlv], None] = lib.nvmlDeviceReadWritePRM_v1
 
     def read() -> PpcntCounters:
@@ -110,12 +112,12 @@ def ppcnt_reader(lib: NvmlLib, handle: Handle, link: int, group: int
 COUNTER_PORT_XMIT_WAIT = 201
 """NVML_PRM_COUNTER_ID_PPCNT_PORTCOUNTERS_PORT_XMIT_WAIT: addressed by the link index."""
 _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal"}
-"""nvmlValueType_t of a counter's answer -> the union member DCGM reads; any other type: no
-value."""
+"""The union member DCGM reads for each value type (nvmlValueType_t) of a counter's answer; any
+other type gives no value."""
 
 
 class PrmCounter(ctypes.Structure):
-    """nvmlPRMCounter_v1_t."""
+    """NVML's `nvmlPRMCounter_v1_t` struct."""
 
     _fields_ = [("counterId", ctypes.c_uint32), ("localPort", ctypes.c_uint32),
                 ("status", ctypes.c_uint), ("outputType", ctypes.c_uint),
@@ -123,18 +125,22 @@ class PrmCounter(ctypes.Structure):
 
 
 class PrmCounterList(ctypes.Structure):
-    """nvmlPRMCounterList_v1_t."""
+    """NVML's `nvmlPRMCounterList_v1_t` struct."""
 
     _fields_ = [("numCounters", ctypes.c_uint32),
                 ("counters", ctypes.POINTER(PrmCounter))]
 
 
 def local_port(link: int, counter_id: int) -> int:
+    """Return the register's local port for this link: the port transmit-wait counter numbers links
+    from 0, the others from 1, as DCGM reads them."""
     return link if counter_id == COUNTER_PORT_XMIT_WAIT else link + 1
 
 
 def counter_reader(lib: NvmlLib, handle: Handle, link: int, counter_id: int
                    ) -> Callable[[], int | None]:
+    """Return a function that reads one PRM counter of one NVLink each time it is called (None when
+    the device gives no value)."""
     call: Callable[[Handle, PrmCounterList], None] = lib.nvmlDeviceReadPRMCounters_v1
 
     def read() -> int | None:

@@ -41,6 +41,8 @@ _Call = Literal["handle", "MIG handle", "running processes", "MPS processes",
 
 @dataclass(frozen=True, slots=True)
 class RunningProcess:
+    """A compute process on a device and the framebuffer it holds."""
+
     pid: int
     used_memory_bytes: float | None
     """Framebuffer the process holds; None when NVML can't say (e.g. without privileges)."""
@@ -48,6 +50,9 @@ class RunningProcess:
 
 @dataclass(frozen=True, slots=True)
 class SmSample:
+    """One utilisation sample of a process: the share of the device's SMs it kept busy, in
+    percent."""
+
     pid: int
     sm_util_pct: float
 
@@ -69,27 +74,33 @@ class ProcessReads(Protocol):
     """Starts a `ProcessReader.read` of these entities on the poll thread."""
 
     def __call__(self, entities: Sequence[Entity], /
-                 ) -> concurrent.futures.Future[list[EntityProcesses]]: ...
+                 ) -> concurrent.futures.Future[list[EntityProcesses]]:
+        """Start reading the processes of these entities and return the future of their answers."""
+        ...
 
 
 class ProcessReader:
+    """Read the processes on each entity and their use of it, remembering which samples were already
+    read so each read returns only newer ones."""
+
     def __init__(self, lib: NvmlLib) -> None:
         self._lib = lib
         self._last_sample_us: dict[str, int] = {}
-        """GPU UUID -> time stamp of the newest utilisation sample already read."""
+        """The time stamp of the newest utilisation sample already read, by GPU UUID."""
         self._warned: set[tuple[str, _Call]] = set()
         self._without_mps: set[str] = set()
         """GPU UUIDs whose driver answered that it has no MPS process list: not asked again."""
 
     def on_thread(self, executor: concurrent.futures.Executor) -> ProcessReads:
-        """Reads submitted to `executor`: the poll thread's, which owns NVML."""
+        """Return a reader that submits each read to `executor`, the poll thread that owns NVML."""
         def submit(entities: Sequence[Entity], /
                    ) -> concurrent.futures.Future[list[EntityProcesses]]:
             return executor.submit(self.read, tuple(entities))
         return submit
 
     def read(self, entities: Sequence[Entity]) -> list[EntityProcesses]:
-        """Entities whose process list could not be read are left out."""
+        """Read the processes on these entities; an entity whose process list could not be read
+        is left out."""
         out = []
         for entity in entities:
             found = self._read_entity(entity)
@@ -99,8 +110,9 @@ class ProcessReader:
 
     def _call(self, what: _Call, entity: Entity, fn: Callable[[], T], none_yet: T | None = None
               ) -> T | None:
-        """fn(), or `none_yet` when NVML answers NOT_FOUND (nothing since the last call);
-        None on any other failure, each failing (device, call) pair logged once."""
+        """Return what `fn()` answers, or `none_yet` when NVML answers NOT_FOUND (nothing since
+        the last call), or None on any other failure, logging each failing pair of device and
+        call once."""
         try:
             return fn()
         except Exception as exc:
@@ -157,8 +169,8 @@ class ProcessReader:
             None if device_used is None else float(device_used))
 
     def _mps_clients(self, entity: Entity, handle: Handle) -> list[Any]:
-        """Processes of MPS clients: drivers list only the MPS server among the compute
-        processes. Where MPS is unavailable the answer is no list, not an error."""
+        """Return the processes of MPS clients, since drivers list only the MPS server among the
+        compute processes. Where MPS is unavailable the answer is an empty list, not an error."""
         if entity.uuid in self._without_mps:
             return []
         try:
@@ -185,8 +197,8 @@ class ProcessReader:
 
 
 def _by_pid(procs: Sequence[Any]) -> list[Any]:
-    """One entry per pid, in first-seen order: a driver may list an MPS client in both lists.
-    An entry that knows the process's framebuffer wins over one that does not."""
+    """Return one entry per pid, in the order first seen, since a driver may list an MPS client
+    in both lists. An entry that knows the process's framebuffer wins over one that does not."""
     merged: dict[int, Any] = {}
     for proc in procs:
         seen = merged.get(int(proc.pid))

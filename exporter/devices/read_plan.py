@@ -109,13 +109,14 @@ FieldKey = tuple[int, int]
 
 
 def _by_key(key: FieldKey | int) -> Callable[[dict[Any, float]], float | None]:
-    """Picks one entry's value from an answer (field values by `FieldKey`, GPM by metric id);
-    None when it is absent (that entry failed)."""
+    """Return a function that picks one entry's value from an answer (field values by `FieldKey`,
+    GPM metrics by metric id), or None when the entry is absent because it failed."""
     return operator.methodcaller("get", key)
 
 
 def _sum_of(keys: tuple[FieldKey, ...]) -> Callable[[dict[FieldKey, float]], float | None]:
-    """The sum of several entries (NVLink TX + RX); None unless all were read."""
+    """Return a function that sums several entries (such as NVLink TX and RX), or gives None
+    unless all of them were read."""
     def pick(values: dict[FieldKey, float]) -> float | None:
         total = 0.0
         for key in keys:
@@ -143,6 +144,8 @@ class Output:
 
 @dataclass(slots=True)
 class CallStep:
+    """One plain NVML call bound to its device, and the values taken from its answer."""
+
     function: str
     call: Callable[[], Any]
     outputs: list[Output]
@@ -150,6 +153,8 @@ class CallStep:
 
 @dataclass(slots=True)
 class FieldValuesStep:
+    """One batched `nvmlDeviceGetFieldValues` call and the values taken from its answer."""
+
     requests: list[FieldKey]
     outputs: list[Output]
     """Each picks from the answer's values by (field id, scope id)."""
@@ -157,6 +162,8 @@ class FieldValuesStep:
 
 @dataclass(slots=True)
 class GpmStep:
+    """The GPM metrics to compute for one entity and the values taken from them."""
+
     metric_ids: list[int]
     outputs: list[Output]
     """Each picks from the answer's values by metric id."""
@@ -164,6 +171,8 @@ class GpmStep:
 
 @dataclass(slots=True)
 class EntityPlan:
+    """Everything to read for one GPU or MIG GPU instance each poll."""
+
     uid: str
     """Names the entity in logs."""
     handle: Handle
@@ -283,10 +292,10 @@ class _Planner:
 
 def bound_call(lib: NvmlLib, handle: Handle, call: Call, link: int | None = None
                ) -> Callable[[], Any] | None:
-    """`call` as a read without arguments: a struct read (bound with the arguments after the
-    handle), or the pynvml function with its arguments. None when the library lacks what it
-    calls: pynvml defines every function it knows (a missing symbol fails at the call), but a
-    stand-in library may lack one, and the field then has no value there."""
+    """Return `call` as a read without arguments: a struct read (bound with the arguments after
+    the handle), or the pynvml function bound to its arguments. Return None when the library
+    lacks what it calls: pynvml defines every function it knows (a missing symbol fails at the
+    call), but a stand-in library may lack one, and the field then has no value there."""
     if not available(lib, call.function):
         return None
     struct_read = STRUCT_READS.get(call.function)
@@ -298,17 +307,19 @@ def bound_call(lib: NvmlLib, handle: Handle, call: Call, link: int | None = None
 
 
 def _arg_key(arg: Any) -> object:
-    """Handles are ctypes pointers (new objects, unhashable by value): key calls by position
-    only, since every call of one plan has the same handle."""
+    """Return the key that identifies a call by its arguments. Handles are ctypes pointers (a new
+    object each time, not hashable by value), so they are keyed by position only: every call of
+    one plan has the same handle."""
     return arg if isinstance(arg, (int, str)) else "handle"
 
 
 def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec],
                links: tuple[int, ...] = (), peers: tuple[tuple[int, Handle], ...] = (),
                counterparts: bool = False) -> EntityPlan:
-    """The plan of one entity; `Scope.LINK` specs are planned once per link in `links`,
-    `Scope.PEER` specs once per GPU in `peers`. `counterparts`: also plan NVML's
-    counterparts of the GPM fields, read instead should the GPU have no GPM."""
+    """Return the read plan of one entity. `Scope.LINK` fields are planned once per link in
+    `links`, and `Scope.PEER` fields once per GPU in `peers`. With `counterparts`, NVML's
+    counterparts of the GPM fields are planned too, to be read instead should the GPU have no
+    GPM."""
     plan = EntityPlan(uid, handle, links=links, peers=peers)
     planner = _Planner(lib, plan, counterparts)
     for spec in specs:
@@ -328,7 +339,8 @@ def build_plan(lib: NvmlLib, handle: Handle, uid: str, specs: Iterable[FieldSpec
 
 
 class FieldValue(ctypes.Structure):
-    """nvmlFieldValue_t without pynvml's per-attribute str conversion (tested for layout)."""
+    """NVML's `nvmlFieldValue_t` struct, without pynvml's conversion of each attribute to str (a
+    test checks its layout)."""
 
     _fields_ = [("fieldId", ctypes.c_uint32), ("scopeId", ctypes.c_uint32),
                 ("timestamp", ctypes.c_int64), ("latencyUsec", ctypes.c_int64),
@@ -345,9 +357,9 @@ _NARROW = frozenset({1, 5, 6})
 def read_field_values(lib: NvmlLib, handle: Handle, requests: list[FieldKey],
                       narrow: set[FieldKey] | None = None
                       ) -> tuple[dict[FieldKey, float], dict[FieldKey, int]]:
-    """Values by (field id, scope id), and the failed entries with their return code.
-    `narrow`, if given, receives the entries answered in fewer than 64 bits (a counter
-    that wraps at 4 GiB or sooner)."""
+    """Return the values by (field id, scope id), and the failed entries with their return code.
+    `narrow`, when given, receives the entries answered in fewer than 64 bits (a counter that
+    wraps at 4 GiB or sooner)."""
     entries: Any = lib.nvmlDeviceGetFieldValues(handle, requests)
     # A stand-in library may answer with something other than a ctypes array: read it as is.
     with contextlib.suppress(TypeError):

@@ -48,7 +48,7 @@ from exporter.fields.catalog import FieldSpec, Reader, Scope
 log = logging.getLogger(__name__)
 
 Values = dict[EntityKey, dict[str, float]]
-"""One poll's values: field name -> value, per entity."""
+"""One poll's values: for each entity, the value of each field by name."""
 
 Unsupported = tuple[str, str | int | FieldKey]
 """What a device answered "not supported" to: ("series", name) for the call behind a series,
@@ -56,7 +56,7 @@ Unsupported = tuple[str, str | int | FieldKey]
 
 
 def _series(output: Output) -> Unsupported:
-    """The call behind one series (of one link, for a link field) answered "not supported"."""
+    """Return the series whose call (on one link, for a link field) answered "not supported"."""
     if output.peer is not None:
         return ("series", f"{output.name}@peer{output.peer}")
     if output.link is None:
@@ -83,8 +83,9 @@ class GpuWork:
 
 def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
               devices: DeviceFilter, counterparts: bool = False) -> list[GpuWork]:
-    """Plan every enumerated device's reads. `counterparts`: plan NVML's counterparts of the
-    GPM fields on whole GPUs with MIG off, read there should the GPU have no GPM."""
+    """Plan the reads of every enumerated device. With `counterparts`, NVML's counterparts of the
+    GPM fields are planned too on whole GPUs with MIG off, to be read there should the GPU have
+    no GPM."""
     work = []
     fields = [s for s in fields if not is_static_label(s)]  # read once, not planned
     by_gpu: dict[int, list[Entity]] = collections.defaultdict(list)
@@ -118,8 +119,8 @@ def plan_work(lib: NvmlLib, enum: Enumeration, fields: Sequence[FieldSpec],
 
 def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
           links: dict[int, dict[str, float]]) -> None:
-    """The series one answer yields, on the entity (`out`) or on one of its links. A part
-    the answer lacks (a failed field or metric), or a value its converter refuses (NaN, an
+    """Store the series one answer yields, on the entity (`out`) or on one of its links. A part
+    the answer lacks (a failed field or metric), or a value its converter refuses (NaN, or an
     absent sensor's reading), is left out rather than exported."""
     for o in outputs:
         raw = answer if o.pick is None else o.pick(answer)
@@ -130,6 +131,9 @@ def store(outputs: Iterable[Output], answer: Any, out: dict[str, float],
 
 
 class DeviceReader:
+    """Read every entity's planned values once per poll, and rebuild the plans when the devices or
+    the fields change."""
+
     def __init__(self, lib: NvmlLib, errors: CallErrors,
                  clock: Callable[[], float] = time.monotonic,
                  counterparts: bool = True) -> None:
@@ -143,7 +147,8 @@ class DeviceReader:
         self._counterparts = CounterpartReader(lib, clock)
         self._work: list[GpuWork] = []
         self.gpm_support: dict[int, GpmSupport] = {}
-        """GPU index -> whether GPM answers there (only GPUs asked since the last plan)."""
+        """Whether GPM answers ("supported", "unsupported" or "no_permission"), by GPU index
+        (only GPUs asked since the last plan)."""
         self._told_admin_only = False
         """The warning about profiling restricted to administrators is logged once."""
         self.layout_changed = False
@@ -164,9 +169,9 @@ class DeviceReader:
 
     def replan(self, enum: Enumeration, fields: Sequence[FieldSpec],
                devices: DeviceFilter, *, same_devices: bool = False) -> None:
-        """Plans for `fields`. `same_devices`: the walk found the layout the current plans
-        were made for (only the fields changed), so GPM sample pairs and support, and what
-        answered "not supported", carry over instead of being asked again."""
+        """Make the plans for `fields`. When `same_devices` says the walk found the layout the
+        current plans were made for (only the fields changed), the GPM sample pairs and support,
+        and what answered "not supported", carry over instead of being asked again."""
         if not same_devices:
             # Handles may now mean other devices: forget everything tied to the old ones.
             self._gpm.forget()
@@ -191,8 +196,8 @@ class DeviceReader:
         self.read_labels()
 
     def read_labels(self) -> None:
-        """Label-type fields, read at each plan and again at each periodic walk (a fabric's
-        cluster UUID appears once registration completes)."""
+        """Read the label-type fields; they are read at each plan and again at each periodic
+        walk, since a fabric's cluster UUID appears only once registration completes."""
         self.labels = {}
         specs = self._label_specs
         for work in self._work if specs else ():
@@ -202,7 +207,8 @@ class DeviceReader:
                 self.labels[entity.key] = entity_labels(labels, specs, entity, work.mig_on)
 
     def clear(self) -> None:
-        """No devices to read until the next `replan`; frees the GPM buffers."""
+        """Forget the plans, so nothing is read until the next `replan`, and free the GPM
+        buffers."""
         self._gpm.forget()
         self._work = []
 
@@ -231,8 +237,8 @@ class DeviceReader:
         self._unsupported.setdefault(plan.uid, set()).update(what)
 
     def read(self) -> tuple[Values, list[int]]:
-        """Every planned value, and the GPUs that answered GPU_IS_LOST (left out of the
-        values and of later reads). Never raises for NVML errors."""
+        """Read every planned value and return the values with the GPUs that answered GPU_IS_LOST
+        (those are left out of the values and of later reads). NVML errors are never raised."""
         values: Values = {}
         self.links = {}
         self.peers = {}
@@ -309,8 +315,9 @@ class DeviceReader:
     def _read_field_values_and_counterparts(self, entity: Entity, parent: Handle,
                                             plan: EntityPlan, out: dict[str, float],
                                             links: dict[int, dict[str, float]]) -> None:
-        """The field values, and the GPM counterparts, which some of them feed (read only on
-        a GPU without GPM: on one with GPM they leave the plan at its first read)."""
+        """Read the field values and the GPM counterparts that some of them feed. The
+        counterparts are read only on a GPU without GPM: on a GPU with GPM they leave the plan at
+        its first read."""
         if plan.counterparts is not None and not self._without_gpm(entity, parent):
             self._drop_counterparts(plan)
         field_values: dict[FieldKey, float] = {}
@@ -361,7 +368,7 @@ class DeviceReader:
     # --- NVML's counterparts of GPM fields ----------------------------------------------------
 
     def _without_gpm(self, entity: Entity, handle: Handle) -> bool:
-        """Whether the GPU has no GPM, so that its counterparts are read: never where GPM
+        """Return whether the GPU has no GPM, so that its counterparts are read: never where GPM
         exists, even if profiling is restricted to administrators."""
         support = self.gpm_support.get(entity.gpu)
         if support is None:
@@ -464,8 +471,8 @@ class DeviceReader:
         return support
 
     def _admin_only(self, entity: Entity, plan: EntityPlan | None) -> None:
-        """NVML refuses GPM for want of privilege: a driver setting, the same for every GPU
-        of the node, so it is said once, with the fix, and shown per GPU in
+        """Note that NVML refuses GPM for want of privilege. That is a driver setting, the same
+        for every GPU of the node, so it is logged once with the fix, and shown per GPU in
         gpu_exporter_gpm_supported."""
         self.gpm_support[entity.gpu] = "no_permission"
         if plan is not None:

@@ -16,13 +16,14 @@ from exporter.fields.catalog import Call, Convert, FieldSpec, MetricType, Reader
 
 
 def is_static_label(spec: FieldSpec) -> bool:
+    """Return whether the field is a label read once per enumeration through a plain NVML call."""
     return spec.type is MetricType.LABEL and spec.reader is Reader.CALL
 
 
 def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
                 errors: CallErrors, uid: str = "") -> dict[str, str]:
-    """Field name -> string for each spec NVML answers (an error leaves its label out; "not
-    supported" is logged once per device `uid` and call)."""
+    """Return the string of each spec that NVML answers, by field name. An error leaves its label
+    out; "not supported" is logged once per device `uid` and call."""
     labels: dict[str, str] = {}
     for spec in specs:
         call = spec.part
@@ -50,9 +51,10 @@ def read_labels(lib: NvmlLib, handle: Handle, specs: Sequence[FieldSpec],
 
 def entity_labels(labels: dict[str, str], specs: Sequence[FieldSpec], entity: Entity,
                   mig_on: bool) -> dict[str, str]:
-    """The label fields of one entity of the GPU whose `labels` were read: the same, but for
-    DCGM_FI_CUDA_GPU_VISIBLE_DEVICES, which DCGM composes per entity from the GPU's UUID
-    (`MIG-` before it while MIG is enabled, `/<GPU instance id>` after it on an instance)."""
+    """Return the label fields of one entity of the GPU whose `labels` were read. They are the
+    GPU's labels except DCGM_FI_CUDA_GPU_VISIBLE_DEVICES, which DCGM composes per entity from the
+    GPU's UUID (with `MIG-` before it while MIG is enabled, and `/<GPU instance id>` after it on
+    an instance)."""
     composed = [s.name for s in specs if s.convert is Convert.CUDA_VISIBLE_DEVICES
                 and s.name in labels]
     if not composed:

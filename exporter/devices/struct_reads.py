@@ -33,12 +33,13 @@ included)."""
 
 
 def struct_version(struct: type[ctypes.Structure], version: int) -> int:
-    """NVML_STRUCT_VERSION: the struct's size with the version in the top byte."""
+    """Return the struct's version as NVML_STRUCT_VERSION makes it: the struct's size with the
+    version in the top byte."""
     return ctypes.sizeof(struct) | version << 24
 
 
 class SramEccErrorStatus(ctypes.Structure):
-    """nvmlEccSramErrorStatus_v1_t."""
+    """NVML's `nvmlEccSramErrorStatus_v1_t` struct."""
 
     _fields_ = [("version", ctypes.c_uint),
                 *((name, ctypes.c_ulonglong) for name in (
@@ -50,8 +51,8 @@ class SramEccErrorStatus(ctypes.Structure):
 
 
 class PlatformInfo(ctypes.Structure):
-    """nvmlPlatformInfo_v2_t. Bytes, not pynvml's `c_char` (which turns a GUID into a str
-    cut at its first zero byte)."""
+    """NVML's `nvmlPlatformInfo_v2_t` struct. Its GUIDs are bytes rather than pynvml's `c_char`,
+    which turns a GUID into a string cut at its first zero byte."""
 
     _fields_ = [("version", ctypes.c_uint),
                 ("ibGuid", ctypes.c_uint8 * 16),
@@ -64,9 +65,9 @@ class PlatformInfo(ctypes.Structure):
 
 
 class UnrepairableMemoryStatus(ctypes.Structure):
-    """nvmlUnrepairableMemoryStatus_v1_t: the flag alone. pynvml 13's wrapper passes a
-    (version, flag) pair and reads the second word, which NVML never writes; this struct
-    is passed to the C function instead."""
+    """NVML's `nvmlUnrepairableMemoryStatus_v1_t` struct: the flag alone. pynvml 13's wrapper
+    passes a (version, flag) pair and reads the second word, which NVML never writes, so this
+    struct is passed to the C function instead."""
 
     _fields_ = [("bUnrepairableMemory", ctypes.c_uint)]
 
@@ -76,11 +77,12 @@ PLATFORM_INFO_V2 = struct_version(PlatformInfo, 2)
 
 Read = Callable[[], Any]
 Maker = Callable[..., Read]
-"""(library, handle, the call's further arguments) -> the bound read."""
+"""A function that binds a read to its library, handle and the call's further arguments."""
 
 
 def _filled(function: str, struct: type[ctypes.Structure], **init: int) -> Maker:
-    """A read passing a fresh struct (with `init` set, e.g. its version) to `function`."""
+    """Return a read that passes a fresh struct (with `init` set, such as its version) to
+    `function`."""
     def make(lib: NvmlLib, handle: Handle) -> Read:
         call = getattr(lib, function)
 
@@ -93,8 +95,8 @@ def _filled(function: str, struct: type[ctypes.Structure], **init: int) -> Maker
 
 
 def _c_function(lib: NvmlLib, function: str) -> Callable[..., None]:
-    """The C function itself, raising pynvml's error for a failed return code; a stand-in
-    library (no ctypes inside) answers through its method of the same name."""
+    """Return the C function itself, wrapped to raise pynvml's error for a failed return code; a
+    stand-in library (which has no C functions) answers through its method of the same name."""
     pointer = getattr(lib, "_nvmlGetFunctionPointer", None)
     if pointer is None:
         method: Callable[..., None] = getattr(lib, function)
@@ -115,7 +117,9 @@ def _unrepairable(lib: NvmlLib, handle: Handle) -> Read:
     resolved: list[Callable[..., None]] = []
 
     def read() -> UnrepairableMemoryStatus:
-        if not resolved:  # resolved at the first poll: a missing symbol fails that call
+        # The function is looked up at the first poll, so a missing symbol fails that call
+        # rather than the plan.
+        if not resolved:
             resolved.append(_c_function(lib, function))
         answer = UnrepairableMemoryStatus()
         resolved[0](handle, ctypes.byref(answer))
@@ -124,8 +128,9 @@ def _unrepairable(lib: NvmlLib, handle: Handle) -> Read:
 
 
 def _inforom_valid(lib: NvmlLib, handle: Handle) -> Read:
-    """DCGM_FI_DEV_INFOROM_VALID lives in the return code: SUCCESS is 1, CORRUPTED_INFOROM is
-    0, any other error leaves the field blank (raised as it came)."""
+    """Return DCGM_FI_DEV_INFOROM_VALID, which lives in the return code: SUCCESS gives 1 and
+    CORRUPTED_INFOROM gives 0, while any other error is raised as it came and leaves the field
+    blank."""
     def read() -> int:
         try:
             lib.nvmlDeviceValidateInforom(handle)
@@ -138,9 +143,9 @@ def _inforom_valid(lib: NvmlLib, handle: Handle) -> Read:
 
 
 def _mig_max_slices(lib: NvmlLib, handle: Handle) -> Read:
-    """DCGM_FI_DEV_MIG_MAX_SLICES: 0 with MIG off, else the larger of the MIG device count and
-    the largest GPU instance profile's slice count. Fixed for a plan (a MIG mode change
-    re-plans), so the profiles are walked once."""
+    """Return a read of DCGM_FI_DEV_MIG_MAX_SLICES: 0 with MIG off, else the larger of the MIG
+    device count and the largest GPU instance profile's slice count. It is fixed for a plan (a
+    MIG mode change makes a new plan), so the profiles are walked once."""
     known: list[int] = []
 
     def read() -> int:
@@ -155,7 +160,7 @@ def _max_slices(lib: NvmlLib, handle: Handle) -> int:
         mig_on = lib.nvmlDeviceGetMigMode(handle)[0] == NVML_DEVICE_MIG_ENABLE
     except Exception as exc:
         if is_nvml_error(exc) and nvml_code(exc) in UNSUPPORTED_CODES:
-            return 0  # no MIG on this GPU: DCGM's 0
+            return 0  # The GPU has no MIG, for which DCGM reports 0.
         raise
     if not mig_on:
         return 0
@@ -164,7 +169,7 @@ def _max_slices(lib: NvmlLib, handle: Handle) -> int:
     except Exception as exc:
         if not is_nvml_error(exc) or nvml_code(exc) == NVML_ERROR_GPU_IS_LOST:
             raise
-        largest = 0  # as DCGM: the profiles alone then
+        largest = 0  # As in DCGM, the profiles alone then give the answer.
     for profile in range(NVML_GPU_INSTANCE_PROFILE_COUNT):
         try:
             info = lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile)
@@ -184,8 +189,8 @@ NVML_P2P_STATUS_OK = 0
 
 
 def _self_lost(lib: NvmlLib, handle: Handle) -> bool:
-    """Whether this GPU itself answers GPU_IS_LOST (asked only after a P2P call did, which
-    may have meant the peer)."""
+    """Return whether this GPU itself answers GPU_IS_LOST; it is asked only after a P2P call did,
+    which may have meant the peer."""
     try:
         lib.nvmlDeviceGetUUID(handle)
     except Exception as exc:
@@ -194,8 +199,8 @@ def _self_lost(lib: NvmlLib, handle: Handle) -> bool:
 
 
 def p2p_status(lib: NvmlLib, handle: Handle, peer: Handle) -> int | None:
-    """The NVLink P2P status from `handle` to `peer`. GPU_IS_LOST is raised only when this GPU
-    is the lost one; a lost peer gives None (no value for the pair)."""
+    """Return the NVLink P2P status from `handle` to `peer`. GPU_IS_LOST is raised only when this
+    GPU is the lost one; a lost peer gives None, so the pair has no value."""
     try:
         status: int = lib.nvmlDeviceGetP2PStatus(handle, peer, NVML_P2P_CAPS_INDEX_NVLINK)
     except Exception as exc:
@@ -207,9 +212,10 @@ def p2p_status(lib: NvmlLib, handle: Handle, peer: Handle) -> int | None:
 
 
 def p2p_bitmap(lib: NvmlLib, handle: Handle, peers: Sequence[tuple[int, Handle]]) -> int:
-    """DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n set when the NVLink P2P status towards GPU n (one
-    of the enumerated GPUs besides this one) is OK; never this GPU's own bit. A lost peer's
-    bit is clear; any other error leaves the field without a value, as in DCGM."""
+    """Return a read of DCGM_FI_DEV_NVLINK_P2P_STATUS: bit n is set when the NVLink P2P status
+    towards GPU n (one of the enumerated GPUs besides this one) is OK, and this GPU's own bit
+    never is. A lost peer's bit is clear; any other error leaves the field without a value, as in
+    DCGM."""
     bitmap = 0
     for index, other in peers:
         if p2p_status(lib, handle, other) == NVML_P2P_STATUS_OK:
@@ -238,7 +244,8 @@ _ALSO_CALLS = {
 
 
 def available(lib: NvmlLib, function: str) -> bool:
-    """Whether the library has what the struct read of `function` calls (pynvml defines
-    every function it knows; a stand-in library may lack one: the field then has no value)."""
+    """Return whether the library has what the struct read of `function` calls. pynvml defines
+    every function it knows, but a stand-in library may lack one, and the field then has no
+    value."""
     return all(callable(getattr(lib, name, None))
                for name in (function, *_ALSO_CALLS.get(function, ())))

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class XidEvent:
+    """One XID event: the entity it happened on, its code, and when it was seen."""
+
     key: EntityKey
     xid: int
     at: float
@@ -48,6 +50,7 @@ class XidLedger:
         self._totals: dict[tuple[EntityKey, int], tuple[int, float]] = {}
 
     def record(self, key: EntityKey, xid: int) -> None:
+        """Record an XID event on this entity now."""
         now = self._clock()
         with self._lock:
             self._recent.append(XidEvent(key, xid, now))
@@ -56,10 +59,13 @@ class XidLedger:
             self._totals[(key, xid)] = (count + 1, now)
 
     def last_codes(self) -> dict[EntityKey, int]:
+        """Return the latest XID code seen on each entity."""
         with self._lock:
             return dict(self._last)
 
     def window(self) -> tuple[XidCount, ...]:
+        """Return how many events of each code each entity had within the window, dropping older
+        events."""
         cutoff = self._clock() - self.window_s
         with self._lock:
             while self._recent and self._recent[0].at < cutoff:
@@ -68,13 +74,15 @@ class XidLedger:
         return tuple(XidCount(k, x, n) for (k, x), n in sorted(counts.items()))
 
     def totals(self) -> tuple[XidTotal, ...]:
+        """Return each entity's count of events per code since start, with when the latest came."""
         with self._lock:
             items = sorted(self._totals.items())
         return tuple(XidTotal(k, x, n, at) for (k, x), (n, at) in items)
 
 
 def _address(handle: Handle) -> int | None:
-    """The pointer value behind a pynvml handle (each call returns a new ctypes object)."""
+    """Return the pointer value behind a pynvml handle, which identifies the device even though
+    each call returns a new ctypes object."""
     try:
         value = ctypes.cast(handle, ctypes.c_void_p).value
     except (TypeError, ctypes.ArgumentError):
@@ -111,6 +119,8 @@ class XidWatcher:
         """GPU indices whose XID events this watcher receives."""
 
     def start(self) -> None:
+        """Register every GPU for XID events and start the thread that waits for them; a GPU that
+        refuses is left out and logged."""
         self._event_set = self._lib.nvmlEventSetCreate()
         for index, handle in self._gpus.items():
             try:

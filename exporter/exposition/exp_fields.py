@@ -21,13 +21,14 @@ HEALTH_FIELD = "DCGM_EXP_GPU_HEALTH_STATUS"
 
 
 def window_label(window_s: float) -> Labels:
+    """Return the `window_size_in_ms` label for a window of this many seconds."""
     return ((names.WINDOW_SIZE_IN_MS, str(int(window_s * 1000))),)
 
 
 def xid_window_samples(readings: Readings, base: SeriesLabels,
                        mig_parents: frozenset[int]) -> tuple[Sample, ...]:
-    """Per entity and XID code, the events within the window; an entity without any has one
-    series of 0 without `xid` (dcgm-exporter's expcollector.go does the same). A GPU in MIG
+    """Return, per entity and XID code, the number of events within the window; an entity without
+    any has one series of 0 without `xid`, as dcgm-exporter's expcollector.go does. A GPU in MIG
     mode is counted through its GPU instances, as the field's scope says."""
     window = window_label(readings.xid_window_s)
     by_key: dict[EntityKey, list[Sample]] = {}
@@ -45,19 +46,20 @@ def xid_window_samples(readings: Readings, base: SeriesLabels,
 
 
 def xid_total_samples(readings: Readings, base: SeriesLabels) -> tuple[Sample, ...]:
-    """Per entity and XID code seen since start: how many (no series before the first)."""
+    """Return, per entity and XID code seen since start, how many events there were; there is no
+    series before the first."""
     return tuple(Sample((*series, (names.XID, str(t.xid))), float(t.total))
                  for t in readings.xid_totals for series in base.get(t.entity_key, ()))
 
 
 def clock_event_total_samples(readings: Readings, base: SeriesLabels) -> tuple[Sample, ...]:
-    """Per GPU and reason that turned on since start: how often."""
+    """Return, per GPU and reason that turned on since start, how often it did."""
     return tuple(Sample((*series, (names.CLOCK_EVENT, t.reason)), float(t.total))
                  for t in readings.clock_event_totals for series in base.get(t.entity_key, ()))
 
 
 def health_samples(readings: Readings, base: SeriesLabels) -> tuple[Sample, ...]:
-    """Per GPU, one series per health watch, valued with DCGM's result (0, 10, 20)."""
+    """Return, per GPU, one series per health watch, valued with DCGM's result (0, 10 or 20)."""
     samples: list[Sample] = []
     for gpu, incidents in sorted(readings.health.items()):
         for series in base.get((gpu, -1), ()):

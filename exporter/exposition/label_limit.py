@@ -36,7 +36,8 @@ class LabelLimit:
         self._logged: set[str] = set()
 
     def apply(self, families: list[Family]) -> list[Family]:
-        """The families, every series within the limit; counts what was cut."""
+        """Return the families with copied pod labels cut from every series that has more labels
+        than the limit, and count the series cut."""
         self.trimmed_series = 0
         if self.limit <= 0:
             return families
@@ -64,7 +65,7 @@ class LabelLimit:
         copied = [i for i, (name, _) in enumerate(labels) if not is_declared(name)]
         dropped = set(copied[len(copied) - min(excess, len(copied)):])
         if not dropped:
-            return labels  # only the exporter's own labels: kept whole
+            return labels  # Only the exporter's own labels are left, and they are kept whole.
         for i in sorted(dropped):
             self._note(labels[i][0])
         return tuple(pair for i, pair in enumerate(labels) if i not in dropped)

@@ -28,13 +28,17 @@ DEFAULT_STYLE = LabelStyle()
 
 
 def model_name(model: str, style: LabelStyle = DEFAULT_STYLE) -> str:
+    """Return the `modelName` label value, with each run of blanks turned into one dash when the
+    label style asks for it."""
     # Runs of blanks become one dash, and none leads or trails, as dcgm-exporter does.
     return "-".join(model.split()) if style.model_name_without_blanks else model
 
 
 def entity_labels(entity: Entity, host: HostLabel, style: LabelStyle = DEFAULT_STYLE
                   ) -> Labels:
-    """gpu, UUID, pci_bus_id, device, modelName[, GPU_I_PROFILE, GPU_I_ID][, host]."""
+    """Return an entity's labels in dcgm-exporter's order: gpu, UUID, pci_bus_id, device,
+    modelName, then GPU_I_PROFILE and GPU_I_ID for a GPU instance, then the host label when there
+    is one."""
     labels: list[tuple[str, str]] = [
         (names.GPU, str(entity.gpu)),
         (names.OLD_UUID if style.old_namespace else names.UUID, entity.uuid),
@@ -51,9 +55,9 @@ def entity_labels(entity: Entity, host: HostLabel, style: LabelStyle = DEFAULT_S
 
 
 def link_labels(gpu: Entity, link: int, host: HostLabel) -> Labels:
-    """nvlink, gpu, gpu_uuid, pci_bus_id, device, model_name[, hostname]: dcgm-exporter's
-    labels for a GPU's NVLink entity, which differ from its GPU labels (snake case, and the
-    host label is `hostname` in every release)."""
+    """Return dcgm-exporter's labels of a GPU's NVLink entity: nvlink, gpu, gpu_uuid, pci_bus_id,
+    device, model_name and, when there is a host label, hostname. They differ from its GPU labels
+    (snake case, and the host label is `hostname` in every release)."""
     labels: list[tuple[str, str]] = [
         (names.NVLINK, str(link)),
         (names.GPU, str(gpu.gpu)),
@@ -68,8 +72,9 @@ def link_labels(gpu: Entity, link: int, host: HostLabel) -> Labels:
 
 
 def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Labels:
-    """container, namespace, pod (dcgm's order) and enrichment; nothing when unowned. With
-    1.x names they come sorted by name, as dcgm-exporter prints them."""
+    """Return the pod labels of a series: container, namespace and pod (in dcgm-exporter's
+    order), then the enrichment labels; nothing when no pod holds the device. With the 1.x names
+    they come sorted by name, as dcgm-exporter prints them."""
     if owner is None:
         return ()
     if style.old_namespace:
@@ -88,8 +93,8 @@ def pod_labels(owner: PodRef | None, style: LabelStyle = DEFAULT_STYLE) -> Label
 
 
 def xid_attributes(value: float) -> Labels:
-    """`err_code` and `err_msg` of a last-XID value, as dcgm-exporter labels
-    `DCGM_FI_DEV_XID_ERRORS` (0: "No Error"); nothing for a value that is no code."""
+    """Return the `err_code` and `err_msg` labels of a last-XID value, as dcgm-exporter labels
+    `DCGM_FI_DEV_XID_ERRORS` (0 is "No Error"); nothing for a value that is not a code."""
     if not math.isfinite(value):
         return ()
     code = int(value)
@@ -97,8 +102,8 @@ def xid_attributes(value: float) -> Labels:
 
 
 def with_xid_attributes(samples: Iterable[Sample]) -> tuple[Sample, ...]:
-    """The samples, each with its value's XID attributes after its other labels, where
-    dcgm-exporter renders its "attributes"."""
+    """Return the samples, each with its value's XID attributes added after its other labels,
+    where dcgm-exporter renders its "attributes"."""
     by_value: dict[float, Labels] = {}
     out = []
     for s in samples:
@@ -110,10 +115,14 @@ def with_xid_attributes(samples: Iterable[Sample]) -> tuple[Sample, ...]:
 
 
 def escape(value: str) -> str:
+    """Return a label value escaped for the text exposition format (backslash, newline and double
+    quote)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def format_labels(labels: Labels) -> str:
+    """Return the label set as written in the text format, braces included, or an empty string when
+    there are no labels."""
     if not labels:
         return ""
     return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in labels) + "}"

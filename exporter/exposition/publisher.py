@@ -30,11 +30,13 @@ from exporter.series import Family
 
 
 def _if_known(metric: SelfMetric, value: float | None) -> list[Family]:
-    """The one-sample family, or none while there is nothing to report yet."""
+    """Return the family with its one sample, or no family while the value is not known yet."""
     return [] if value is None else [metric.single(value)]
 
 
 def self_families(stats: PollStats, snapshot: Snapshot | None, backend: str) -> list[Family]:
+    """Return the exporter's own metric families for this poll: build information, poll timings and
+    errors, and what the snapshot says about the devices."""
     families = [
         BUILD_INFO.single(1.0, version=__version__,
                           python_version=platform.python_version(), backend=backend),
@@ -88,6 +90,8 @@ class Publisher:
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
+        """Render the snapshot's device families, the exporter's own families and the extra ones
+        into the bodies served on `/metrics`."""
         families: list[Family] = []
         if snapshot is not None:
             jobs = self.hpc_jobs.read() if self.hpc_jobs is not None else NO_JOBS

@@ -1,4 +1,4 @@
-"""Snapshot -> exposition bytes, done once per poll.
+"""The exposition bodies rendered from a snapshot, once per poll.
 
 Both wire formats are produced from one list of families so they can never disagree. dcgm
 field counters keep their names without `_total` (dashboards match on them); since
@@ -54,7 +54,8 @@ class OpenGzip:
         self._state = state
 
     def finish(self, tail: bytes) -> bytes:
-        """The gzip member of the body followed by `tail` (thread-safe: a copy is used)."""
+        """Return the gzip member of the body followed by `tail`. It works on a copy of the
+        compressor, so several threads may call it at once."""
         state = self._state.copy()
         return self.head + state.compress(tail) + state.flush()
 
@@ -77,6 +78,8 @@ class Rendered:
 
 
 def format_value(value: float) -> str:
+    """Return a sample value as written in the exposition: whole numbers without a decimal point,
+    others with six decimals, and NaN and infinities spelled as Prometheus spells them."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -87,7 +90,8 @@ def format_value(value: float) -> str:
 
 
 def visible_entities(snapshot: Snapshot) -> list[Entity]:
-    """Entities in exposition order, restricted by the attribution's scope."""
+    """Return the entities in exposition order, limited to those the attribution's scope lets
+    through."""
     visible = snapshot.attribution.visible
     entities = sorted((*snapshot.inventory.gpus, *snapshot.inventory.instances),
                       key=lambda e: e.key)
@@ -103,12 +107,12 @@ _FIELD_FAMILY_TYPE: dict[MetricType, FamilyType] = {
 
 
 SeriesLabels = dict[EntityKey, tuple[Labels, ...]]
-"""Entity key -> the label sets of its series: one, or one per HPC job on the entity."""
+"""The label sets of each entity's series, by entity key: one, or one per HPC job on the entity."""
 
 
 def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
                     jobs: JobMap = NO_JOBS) -> list[Family]:
-    """The DCGM_* families, in the collectors file's order."""
+    """Return the DCGM_* families, in the order of the collectors file."""
     labels, unheld = _series_labels(snapshot, style, jobs)
     families: list[Family] = []
     for enabled in snapshot.collectors.fields:
@@ -123,7 +127,7 @@ def device_families(snapshot: Snapshot, style: LabelStyle = DEFAULT_STYLE,
         elif spec.name == CLOCK_EVENTS_COUNT_FIELD:
             samples = _clock_event_samples(snapshot, labels)
         elif spec.reader is Reader.XID_EVENTS and spec.part is None:
-            # The last XID code, under any of its names: `err_code`/`err_msg` follow.
+            # The last XID code, under any of its names, with `err_code` and `err_msg` labels.
             samples = with_xid_attributes(_field_samples(snapshot, spec.name, labels, unheld))
         elif spec.scope is Scope.LINK:
             samples = _link_samples(snapshot, spec.name, labels, style)
@@ -162,7 +166,7 @@ _EXP_SAMPLES = {
 
 
 def _mig_parents(snapshot: Snapshot) -> frozenset[int]:
-    """GPUs whose values are per MIG GPU instance (they have instances)."""
+    """Return the GPUs whose values are per MIG GPU instance, that is, those that have instances."""
     return frozenset(i.gpu for i in snapshot.inventory.instances)
 
 
@@ -174,12 +178,13 @@ def _per_job(labels: Labels, jobs: tuple[str, ...]) -> tuple[Labels, ...]:
 
 def _field_samples(snapshot: Snapshot, name: str, labels: SeriesLabels, unheld: SeriesLabels
                    ) -> tuple[Sample, ...]:
-    """A device or GPU-instance field's samples: the entity's value on each of its label
-    sets; for a field its virtual-GPU holders split (`Attribution.split`), the device's value
-    without pod labels, then each holder's own part (none where it is unknown)."""
+    """Return the samples of a device or GPU-instance field: the entity's value on each of its
+    label sets. For a field that the holders of a virtual GPU split (`Attribution.split`), the
+    device's value comes without pod labels, then each holder's own part follows (none where that
+    part is unknown)."""
     values = snapshot.readings.values
     split = snapshot.attribution.split
-    if not split:  # the common case, kept as cheap as it was
+    if not split:  # No holder splits any field (the common case): keep this path cheap.
         return tuple(Sample(series, v) for key, label_sets in labels.items()
                      if (v := values.get(key, {}).get(name)) is not None
                      for series in label_sets)
@@ -203,19 +208,21 @@ def _field_samples(snapshot: Snapshot, name: str, labels: SeriesLabels, unheld: 
 
 def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
                    ) -> tuple[SeriesLabels, SeriesLabels]:
-    """Full label sets by entity key, in exposition order: visible entities, then those of
-    GPUs that left the inventory (a GPU that fell off the bus keeps its XID history). An
-    entity has one label set, or with virtual GPUs one per pod sharing it. Second: for each
-    entity whose holders split some fields, its label sets without a holder's labels."""
+    """Return two label sets by entity key. The first holds the full label sets, in exposition
+    order: visible entities, then those of GPUs that left the inventory (a GPU that fell off the
+    bus keeps its XID history); an entity has one label set, or with virtual GPUs one per pod
+    sharing it. The second holds, for each entity whose holders split some fields, its label sets
+    without a holder's labels."""
     driver: Labels = ()
     if (version := snapshot.inventory.driver_version) is not None:
-        # Under each name the collectors file gives the field (DCGM_FI_DRIVER_VERSION, ...).
+        # The driver version labels series under each name the collectors file gives its field
+        # (DCGM_FI_DRIVER_VERSION, ...).
         driver = tuple((f.spec.name, version) for f in snapshot.collectors.fields
                        if f.spec.reader is Reader.DRIVER)
     read = snapshot.readings.labels
 
     def label_fields(key: EntityKey) -> Labels:
-        """Label-type fields, sorted by name as dcgm-exporter prints them."""
+        """Return the entity's label-type fields, sorted by name as dcgm-exporter prints them."""
         if not read.get(key):
             return driver
         return tuple(sorted((*driver, *read[key].items())))
@@ -233,7 +240,9 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
         labels[e.key] = tuple(series for ref in refs
                               for series in _per_job(base + pod_labels(ref, style),
                                                      jobs.get(e.key, ())))
-        if e.key in containers:  # the runtime's containers: a copy each, the original kept
+        # With container labels from the runtime, each container holding the device gets its
+        # own copy of the series; the series without a container label stays as well.
+        if e.key in containers:
             labels[e.key] += tuple(series for name in containers[e.key]
                                    for series in _per_job((*base, (names.CONTAINER, name)),
                                                           jobs.get(e.key, ())))
@@ -250,9 +259,9 @@ def _series_labels(snapshot: Snapshot, style: LabelStyle, jobs: JobMap
 
 def _link_samples(snapshot: Snapshot, name: str, base: SeriesLabels, style: LabelStyle
                   ) -> tuple[Sample, ...]:
-    """A link field's samples: each link's labels, then what its GPU's series carry after
-    the GPU's own labels (label-type fields, pod labels, HPC job), once per label set of
-    the GPU."""
+    """Return the samples of a link field: each link's labels, then the labels its GPU's series
+    carry after the GPU's own (label-type fields, pod labels, HPC job), once per label set of the
+    GPU."""
     samples = []
     for (gpu, link), link_values in sorted(snapshot.readings.links.items()):
         value = link_values.get(name)
@@ -273,8 +282,8 @@ Unknown."""
 
 
 def _peer_samples(snapshot: Snapshot, name: str, base: SeriesLabels) -> tuple[Sample, ...]:
-    """A GPU-pair field's samples: the GPU's series, then `link_status` and `peer_gpu`
-    (dcgm-exporter's order)."""
+    """Return the samples of a GPU-pair field: the GPU's series labels, then `link_status` and
+    `peer_gpu`, in dcgm-exporter's order."""
     samples = []
     for (gpu, peer), pair_values in sorted(snapshot.readings.peers.items()):
         value = pair_values.get(name)
@@ -316,7 +325,8 @@ def _render(families: Iterable[Family], openmetrics: bool, label_text: dict[Labe
     out: list[str] = []
     for fam in families:
         name = fam.name
-        kind: str = fam.type  # the TYPE line's word: "dcgm-counter" is not one
+        # The word on the TYPE line: "dcgm-counter" is not a Prometheus type, so it is mapped.
+        kind: str = fam.type
         if kind == "dcgm-counter":
             kind = "unknown" if openmetrics else "counter"
             sample_name = name
@@ -347,9 +357,10 @@ OPENMETRICS_EOF = b"# EOF\n"
 
 def render(families: list[Family], openmetrics: bool = True, appendable: bool = False
            ) -> Rendered:
-    """Text 0.0.4, and OpenMetrics unless `openmetrics` is False, each also gzipped.
-    `appendable`: also as unfinished gzip members (`Rendered.text_open`), the gzipped bodies
-    then being those members finished (one compression each, as without)."""
+    """Render the text format 0.0.4 and, unless `openmetrics` is False, OpenMetrics, each also
+    gzipped. With `appendable`, each gzipped body is also kept as an unfinished gzip member
+    (`Rendered.text_open`), and the gzipped bodies are those members finished (still one
+    compression each)."""
     label_text: dict[Labels, str] = {}
     text = _render(families, False, label_text)
     if appendable:

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 
 class MetricType(enum.Enum):
+    """The Prometheus type a field is exported as, or `label` for a field that labels other
+    series."""
+
     GAUGE = "gauge"
     COUNTER = "counter"
     LABEL = "label"
@@ -123,6 +126,8 @@ class Call:
     pick: str | int | None = None
 
     def __str__(self) -> str:
+        """Return the call as docs/metrics.md shows it, such as
+        `nvmlDeviceGetMaxClockInfo(h, 1)`."""
         pick = "" if self.pick is None else (
             f".{self.pick}" if isinstance(self.pick, str) else f"[{self.pick}]")
         return f"{self.function}({', '.join(map(str, self.args))}){pick}"
@@ -136,6 +141,7 @@ class FieldRefs:
     refs: tuple[tuple[int, Arg], ...]
 
     def __str__(self) -> str:
+        """Return the field ids at their scopes as docs/metrics.md shows them, joined by ` + `."""
         return " + ".join(f"{f}@{s}" for f, s in self.refs)
 
 
@@ -148,9 +154,12 @@ class GpmLink:
     high: int
 
     def metric(self, link: int) -> int:
+        """Return the GPM metric id of this NVLink: NVML numbers the first 18 links from one base
+        and the rest from another."""
         return self.low + 2 * link if link < 18 else self.high + 2 * (link - 18)
 
     def __str__(self) -> str:
+        """Return the rule that numbers the links' metric ids, as docs/metrics.md shows it."""
         return f"{self.low}+2n (n<18), {self.high}+2(n-18)"
 
 
@@ -162,6 +171,9 @@ value."""
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
+    """One field this exporter can serve: its name, type, help, unit, and where and how its value is
+    read."""
+
     name: str
     """The DCGM field name; also the exported metric name."""
     type: MetricType

@@ -33,6 +33,9 @@ class CollectorsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EnabledField:
+    """One row of a collectors CSV: the field it selects, and the type and help it is exported
+    with."""
+
     spec: FieldSpec
     type: MetricType
     """As the CSV says (`untyped` is echoed in `# TYPE` only)."""
@@ -41,6 +44,9 @@ class EnabledField:
 
 @dataclass(frozen=True, slots=True)
 class Collectors:
+    """A parsed collectors CSV: the fields it enables, in file order, with the warnings it
+    raised."""
+
     source: str
     fields: tuple[EnabledField, ...]
     warnings: tuple[str, ...]
@@ -50,10 +56,12 @@ class Collectors:
 
     @property
     def names(self) -> frozenset[str]:
+        """Return the names of the enabled fields."""
         return frozenset(f.spec.name for f in self.fields)
 
     @property
     def specs(self) -> tuple[FieldSpec, ...]:
+        """Return the catalog entries of the enabled fields, in file order."""
         return tuple(f.spec for f in self.fields)
 
 
@@ -66,10 +74,10 @@ and other separators, which would shift every later file:line in a message."""
 
 
 def _closest(name: str) -> str:
-    """A hint naming the known name closest to a typo; case is ignored in the comparison, so
-    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP. Only a typo is hinted at: a newer
+    """Return a hint naming the known name closest to a typo, comparing without regard to case so
+    that `dcgm_fi_dev_gpu_temp` finds DCGM_FI_DEV_GPU_TEMP. Only a typo gets a hint: a newer
     field (`DCGM_EXP_XID_ERRORS_TOTAL`) shares most of its name with an older one
-    (`..._COUNT`) and is no misspelling of it."""
+    (`DCGM_EXP_XID_ERRORS_COUNT`) and is not a misspelling of it."""
     by_folded: dict[str, str] = {}
     for known in (*BY_NAME, *dcgm_names()):
         by_folded.setdefault(known.casefold(), known)
@@ -81,7 +89,7 @@ def _closest(name: str) -> str:
 
 
 def _a_typo_of(name: str, known: str) -> bool:
-    """Whether `name` is `known` with one word misspelt, or nearly all of it alike."""
+    """Return whether `name` is `known` with one word misspelt, or nearly all of it alike."""
     words, known_words = name.split("_"), known.split("_")
     if len(words) != len(known_words):
         return difflib.SequenceMatcher(None, name, known).ratio() >= 0.93
@@ -102,10 +110,10 @@ written."""
 
 
 def _resolve(name: str) -> FieldSpec | DcgmField | None:
-    """The spec serving `name`, the DCGM field it names if that is not served, or None.
+    """Return the catalog entry serving `name`, else the DCGM field it names when that is not
+    served, else None.
 
-    Catalog names are answered from the catalog; only other names load the full table.
-    """
+    Catalog names are answered from the catalog; only other names load the full table."""
     renamed = EXPORTER_RENAMES.get(name)
     if renamed is not None:
         return replace(BY_NAME[renamed], name=name)
@@ -121,7 +129,7 @@ _INSTEAD = {
 
 
 def _unserved_warning(name: str, field: DcgmField) -> str:
-    """Why `name` (one of `field`'s names) is skipped."""
+    """Return the warning that says why `name` (one of `field`'s names) is skipped."""
     named = name if name == field.name else f"{name} (DCGM field {field.name})"
     instead = _INSTEAD.get(field.name)
     hint = f" ({instead} has the same rate in bytes per second)" if instead else ""
@@ -197,7 +205,7 @@ def collectors_from_rows(rows: Iterable[Row], source: str) -> Collectors:
 
 
 def require_servable(collectors: Collectors) -> Collectors:
-    """The collectors, unless they enable no field at all: a node serving nothing is an
+    """Return the collectors, unless they enable no field at all: a node serving nothing is an
     error at start-up (CollectorsError, naming the first row skipped), not an empty page."""
     if collectors.fields:
         return collectors
@@ -220,5 +228,6 @@ def load_collectors(path: str | Path) -> Collectors:
 
 
 def default_collectors_path() -> Path:
-    """The collectors.csv shipped inside the package (a copy of the repo's root file)."""
+    """Return the path of the collectors CSV shipped inside the package (a copy of the one at the
+    root of the repository)."""
     return Path(__file__).with_name("default-collectors.csv")

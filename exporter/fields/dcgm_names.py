@@ -47,11 +47,11 @@ class Reason(enum.Enum):
 
     @property
     def summary(self) -> str:
-        """The category's name in docs and counts."""
+        """Return the category's name, as the docs and the counts show it."""
         return _SUMMARY[self]
 
     def explain(self, nvml_source: str) -> str:
-        """Why a field of this category is not served, for a warning."""
+        """Return why a field of this category is not served, for a warning."""
         if self is Reason.NVML:
             return f"NVML source {nvml_source} not read by this exporter yet"
         return _EXPLANATION[self]
@@ -90,6 +90,9 @@ _EXPLANATION = {
 
 @dataclass(frozen=True, slots=True)
 class DcgmField:
+    """One DCGM field: its id, every name that refers to it, and why this exporter serves it or
+    not."""
+
     dcgm_id: int | None
     """None for a range marker that names no field."""
     names: tuple[str, ...]
@@ -102,7 +105,7 @@ class DcgmField:
 
     @property
     def name(self) -> str:
-        """The canonical DCGM name (the newest release's)."""
+        """Return the field's canonical DCGM name (the newest release's)."""
         return self.names[0]
 
 
@@ -118,16 +121,17 @@ class DcgmNames:
             raise ValueError(f"{DATA_PATH}: a field id or a name is listed twice")
 
     def __iter__(self) -> Iterator[str]:
-        """Every known name."""
+        """Iterate over every known name."""
         return iter(self._by_name)
 
     def field(self, name: str) -> DcgmField | None:
+        """Return the DCGM field known by this name, or None when no field has it."""
         return self._by_name.get(name)
 
     @functools.cached_property
     def served(self) -> dict[int, FieldSpec]:
-        """Every served field by DCGM id: the catalog's (the first catalog entry where two
-        share one), then those the generic readers serve."""
+        """Return every served field by DCGM id: the catalog's first (the first catalog entry
+        where two share an id), then those the generic readers serve."""
         by_id: dict[int, FieldSpec] = {}
         for spec in CATALOG:
             known = self._by_name.get(spec.name)
@@ -139,11 +143,13 @@ class DcgmNames:
         return by_id
 
     def served_spec(self, field: DcgmField) -> FieldSpec | None:
+        """Return the catalog entry that serves this DCGM field, or None when none does."""
         return None if field.dcgm_id is None else self.served.get(field.dcgm_id)
 
     def resolve(self, name: str) -> FieldSpec | DcgmField | None:
-        """The catalog spec serving `name`, renamed to it (dcgm-exporter exports a field under
-        the name the collectors file gives); else the unserved field; None if unknown."""
+        """Return the catalog entry serving `name`, renamed to it, since dcgm-exporter exports a
+        field under the name the collectors file gives; else the unserved DCGM field; else None
+        when the name is unknown."""
         known = self._by_name.get(name)
         if known is None:
             return None
@@ -153,12 +159,13 @@ class DcgmNames:
         return spec if spec.name == name else replace(spec, name=name)
 
     def unserved(self) -> tuple[DcgmField, ...]:
+        """Return the DCGM fields that this exporter does not serve."""
         return tuple(f for f in self.fields if self.served_spec(f) is None)
 
 
 def generated_help(nvml_source: str, unit: str) -> str:
-    """HELP of a field served through the generic readers (a collectors file's help text, if
-    it gives one, replaces it)."""
+    """Return the help text of a field served through the generic readers; a collectors file's
+    help text, if it gives one, replaces it."""
     return f"{nvml_source} (in {unit})." if unit else f"{nvml_source}."
 
 
@@ -180,12 +187,12 @@ def parse(text: str) -> DcgmNames:
             all_names = tuple(names.split())
             generated = _generated(all_names[0], nvml_source, spec) if spec else None
             fields.append(DcgmField(int(dcgm_id), all_names, parsed, nvml_source, generated))
-        else:  # markers that name no field: each is its own entry
+        else:  # Markers that name no field become one entry each.
             fields.extend(DcgmField(None, (n,), parsed, nvml_source) for n in names.split())
     return DcgmNames(fields)
 
 
 @functools.cache
 def dcgm_names() -> DcgmNames:
-    """The shipped table, read once."""
+    """Return the table of DCGM names shipped with the package, read on the first call only."""
     return parse(DATA_PATH.read_text(encoding="utf-8"))

@@ -50,7 +50,8 @@ def _self_metric_row(metric: SelfMetric) -> str:
 
 
 def _generated_section() -> list[str]:
-    """Fields served through the generic readers, by canonical name and DCGM id."""
+    """Return the section listing the fields served through the generic readers, by canonical
+    name and DCGM id."""
     table = dcgm_names()
     rows = [(f, f.generated) for f in table.fields if f.generated is not None]
     lines = [
@@ -77,7 +78,8 @@ def _generated_section() -> list[str]:
 
 
 def _unserved_section() -> list[str]:
-    """What a collectors file may name but this exporter does not serve, by reason."""
+    """Return the section listing what a collectors file may name but this exporter does not
+    serve, grouped by reason."""
     unserved = dcgm_names().unserved()
     fields = Counter(f.reason for f in unserved)
     names = Counter(f.reason for f in unserved for _ in f.names)
@@ -126,8 +128,8 @@ def _unserved_section() -> list[str]:
 
 
 def _before_hopper_section() -> list[str]:
-    """What GPUs without GPM serve in place of the GPM fields, and what the generated
-    artifacts read where even that is absent."""
+    """Return the section on what GPUs without GPM serve in place of the GPM fields, and what the
+    generated dashboards and alerts read where even that is absent."""
     lines = [
         "## Before Hopper",
         "",
@@ -181,7 +183,8 @@ def _before_hopper_section() -> list[str]:
 
 
 def _health_section() -> list[str]:
-    """DCGM_EXP_GPU_HEALTH_STATUS: each watch's rules and the NVML call feeding them."""
+    """Return the section on DCGM_EXP_GPU_HEALTH_STATUS: each watch's rules and the NVML call
+    that feeds them."""
     lines = [
         "## Health watches",
         "",
@@ -217,6 +220,7 @@ def _health_section() -> list[str]:
 
 
 def render_markdown() -> str:
+    """Return the text of docs/metrics.md."""
     enabled = load_collectors(default_collectors_path()).names
     lines = [
         "# Metrics",
@@ -329,6 +333,8 @@ def render_markdown() -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Write docs/metrics.md to the path given, or to standard output without one; return the exit
+    status."""
     text = render_markdown()
     if argv:
         Path(argv[0]).write_text(text)

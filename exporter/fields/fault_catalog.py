@@ -88,10 +88,10 @@ class CatalogEntry:
 
 
 def cleared_by(source: FaultSource, action: str, fatal: bool) -> ClearedBy:
-    """Return the event that ends a fault with this action: `_BY_ACTION`'s, for the report-
-    only actions a GPU reset when fatal and nothing held when not. A health-pass action on an
-    XID (which cannot pass) and an action this table does not know are held until a reset
-    when fatal, not held when not."""
+    """Return the event that ends a fault with this action: `_BY_ACTION`'s entry, or for the
+    report-only actions a GPU reset when the fault is fatal and nothing held when it is not. A
+    health-pass action on an XID (which cannot pass) and an action this table does not know are
+    held until a reset when fatal, and not held when not."""
     by_action = _BY_ACTION.get(action)
     if by_action is ClearedBy.HEALTH_PASS and source == "xid":
         by_action = None

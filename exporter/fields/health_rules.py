@@ -156,19 +156,24 @@ class Facts:
     mig_on: bool
 
     def latest(self, key: str) -> float | None:
+        """Return the newest value of this key in the samples, or None when no sample holds it."""
         for sample in reversed(self.samples):
             if (value := sample.get(_PREFIX + key)) is not None:
                 return value
         return None
 
     def delta(self, key: str) -> float | None:
-        """How much a counter moved over the window (first and last sample holding it)."""
+        """Return how much a counter moved over the window, between the first and the last sample
+        that hold it."""
         held = [v for s in self.samples if (v := s.get(_PREFIX + key)) is not None]
         return abs(held[-1] - held[0]) if held else None
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One DCGM health rule: the watch it belongs to, what it reads, when it fires, and the result
+    and error code it then reports."""
+
     watch: str
     source: str
     """The NVML call the rule reads (for the docs table)."""
@@ -205,8 +210,8 @@ of 1e-12 at the lane speed)."""
 
 
 def pcie_replay_limit(generation: int, width: int) -> int:
-    """DCGM's replay limit per minute: ceil(rate per lane of the generation x lanes); later
-    generations than DCGM knows use the last."""
+    """Return DCGM's limit of PCIe replays per minute: the rate per lane of the generation times
+    the lanes, rounded up. Generations later than DCGM knows use the last one it knows."""
     rates = _PCIE_REPLAYS_PER_LANE_MINUTE
     return math.ceil(rates[min(max(generation, 1), len(rates)) - 1] * width)
 
@@ -226,8 +231,8 @@ def _crc_per_s(at_least: float, below: float = math.inf) -> Callable[[Facts], bo
 
 
 def _link_down(f: Facts) -> bool:
-    """A link NVML reports disabled (not "not supported"): down. DCGM treats links of a GPU
-    in MIG mode as disabled, since NVML reports them down there."""
+    """Return whether a link that NVML reports disabled (rather than "not supported") is down.
+    DCGM treats the links of a GPU in MIG mode as disabled, since NVML reports them down there."""
     if f.mig_on or not f.samples:
         return False
     last = f.samples[-1]
@@ -336,8 +341,8 @@ order. PMU, MCU and SM have none there: they always pass."""
 
 
 def incident(watch: str, result: int = PASS, code: str = _OK) -> HealthIncident:
-    """A watch's incident with its code's severity and category (NONE for DCGM_FR_OK, as
-    dcgm-exporter writes it; UNKNOWN for a code without metadata)."""
+    """Return a watch's incident with its code's severity and category: NONE for DCGM_FR_OK, as
+    dcgm-exporter writes it, and UNKNOWN for a code without metadata."""
     if code == _OK:
         return HealthIncident(watch, result, code, "NONE", "NONE")
     severity, category = ERROR_META.get(code, ("UNKNOWN", "UNKNOWN"))
@@ -345,9 +350,9 @@ def incident(watch: str, result: int = PASS, code: str = _OK) -> HealthIncident:
 
 
 def evaluate(facts: Facts) -> tuple[HealthIncident, ...]:
-    """Every watch's incident. dcgm-exporter keeps one incident per watch (the last DCGM
-    reports); DCGM's order among XIDs is that of an unordered map, so here the worst result
-    wins, and among equal results the later rule of `RULES`."""
+    """Return every watch's incident. dcgm-exporter keeps one incident per watch (the last one
+    DCGM reports), and DCGM orders XIDs as an unordered map does, so here the worst result wins,
+    and among equal results the later rule of `RULES`."""
     worst: dict[str, Rule] = {}
     for rule in RULES:
         if rule.fires(facts):

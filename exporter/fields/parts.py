@@ -23,6 +23,8 @@ def _arg(text: str) -> Arg:
 
 
 def format_part(part: NvmlSource) -> str:
+    """Return a field's source in the text form that dcgm-names.csv stores (empty when it has
+    none)."""
     if part is None:
         return ""
     if isinstance(part, int):
@@ -39,7 +41,8 @@ def format_part(part: NvmlSource) -> str:
 
 
 def parse_part(text: str) -> NvmlSource:
-    """The inverse of `format_part`; ValueError for text it did not write."""
+    """Return the source that `format_part` wrote as this text; raise ValueError for text it
+    could not have written."""
     if not text:
         return None
     if text.isdigit():

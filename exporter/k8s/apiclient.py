@@ -16,7 +16,8 @@ from typing import Any
 
 
 def api_client(kubeconfig: str | None = None) -> Any:
-    """In-cluster credentials when running in a pod, else a kubeconfig (KUBECONFIG)."""
+    """Return an API client with the in-cluster credentials when running in a pod, else with a
+    kubeconfig (KUBECONFIG)."""
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 

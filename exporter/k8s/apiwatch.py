@@ -38,7 +38,8 @@ class WatchEventError(Exception):
 
 
 class WatchLoop:
-    """Subclasses implement `_setup`, `_read`, `_watch_call` and `_apply`."""
+    """Read one kind of API-server object and follow it in a background thread; subclasses
+    implement `_setup`, `_read`, `_watch_call` and `_apply`."""
 
     def __init__(
         self,
@@ -82,21 +83,23 @@ class WatchLoop:
         raise NotImplementedError
 
     def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """One ADDED / MODIFIED / DELETED event."""
+        """Apply one ADDED, MODIFIED or DELETED event."""
         raise NotImplementedError
 
     def _failed(self, exc: Exception) -> None:
-        """A read or watch failed (after it was counted); the published state is kept."""
+        """Handle a failed read or watch (already counted); the state published so far is kept."""
 
     # -- life cycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the background thread that lists and then watches the objects (once only)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=f"watch-{self.what}",
                                             daemon=True)
             self._thread.start()
 
     def close(self) -> None:
+        """Stop the watch, ending a read that is waiting for the next event."""
         self._stop.set()
         watch = self._watch
         if watch is not None:

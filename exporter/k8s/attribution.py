@@ -80,6 +80,9 @@ def resource_accepted(resource: str, extra_names: Iterable[str] = ()) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
+    """The device a kubelet device id points at: the GPU or MIG GPU instance, the MIG device when
+    the id names one, and the replica of a shared GPU."""
+
     entity: Entity
     """The whole GPU, or the MIG GPU instance."""
     mig: MigDevice | None
@@ -109,8 +112,8 @@ class DeviceResolver:
         return self._mig_cache[uuid]
 
     def _note_other_form(self, dev: DeviceId) -> None:
-        """Logs once that whole GPUs come under the id form `gpu_id_type` does not name
-        (dcgm-exporter would leave those pods unlabelled; MIG ids it matches in both)."""
+        """Log once that whole GPUs are reported under the id form that `gpu_id_type` does not
+        name. dcgm-exporter would leave those pods unlabelled; it matches MIG ids in both forms."""
         if self._other_form_logged:
             return
         self._other_form_logged = True
@@ -120,6 +123,8 @@ class DeviceResolver:
                  dev.raw, self._gpu_id_type, wanted)
 
     def resolve(self, dev: DeviceId, inventory: Inventory) -> Resolved | None:
+        """Return the device this id points at in the inventory, or None when the node has no such
+        device."""
         self._sync(inventory)
         if dev.kind is DeviceKind.GPU_UUID:
             gpu = inventory.by_uuid(dev.uuid or "")
@@ -159,6 +164,8 @@ MALFORMED_ID = "malformed_id"
 
 @dataclass(frozen=True, slots=True)
 class Unattributed:
+    """An allocation that could not be joined with a device, and why."""
+
     allocation: Allocation
     reason: str
     """UNKNOWN_DEVICE or MALFORMED_ID."""
@@ -167,6 +174,9 @@ class Unattributed:
 
 @dataclass(frozen=True, slots=True)
 class AttributionResult:
+    """Everything one join of the kubelet's allocations with the inventory produced: the
+    attribution, the allocation series, and what could not be attributed."""
+
     attribution: Attribution
     allocation_rows: tuple[Labels, ...] = ()
     """Label sets of `gpu_exporter_pod_gpu_allocation` (value 1), one per holder of a shared
@@ -279,9 +289,9 @@ def _exclusive(holding: _Holding, pod_scope: bool, virtual_gpus: bool) -> bool:
 
 def _sharer_refs(holding: _Holding, extra_labels: Callable[[str, str], Labels]
                  ) -> tuple[PodRef, ...]:
-    """One reference per (container, replica): a container holding one replica under two
-    resource names, or two compute instances of one GPU instance, is one copy, so no two
-    copies of a series share a label set."""
+    """Return one reference per pair of container and replica: a container holding one replica
+    under two resource names, or two compute instances of one GPU instance, gets one copy of the
+    series, so no two copies of a series share a label set."""
     holders = sorted({(a.namespace, a.pod, a.container, -1 if r is None else r)
                       for a, r in holding.rows})
     return tuple(
@@ -292,8 +302,8 @@ def _sharer_refs(holding: _Holding, extra_labels: Callable[[str, str], Labels]
 
 
 def _with_vgpu(extra: Labels, replica: int | None) -> Labels:
-    """dcgm-exporter's `vgpu` label (the replica id), placed after `pod_uid` as upstream
-    orders its labels."""
+    """Return the labels with dcgm-exporter's `vgpu` label (the replica id) added after
+    `pod_uid`, where upstream places it."""
     if replica is None:
         return extra
     vgpu = ((names.VGPU, str(replica)),)

@@ -15,10 +15,10 @@ CONFIGMAP_OFF = "none"
 
 
 def parse_configmap_ref(value: str) -> tuple[str, str] | None:
-    """`<namespace>:<name>` (dcgm-exporter's `-m`), or None for "none" / empty.
+    """Return the namespace and name of a `<namespace>:<name>` value (dcgm-exporter's `-m`), or
+    None for "none" or an empty value.
 
-    Raises ValueError naming the expected form otherwise.
-    """
+    Raise ValueError naming the expected form otherwise."""
     value = value.strip()
     if value in ("", CONFIGMAP_OFF):
         return None
@@ -35,6 +35,9 @@ GpuIdType = Literal["uid", "device-name"]
 
 @dataclass(frozen=True, slots=True)
 class KubernetesConfig:
+    """The settings of pod attribution and pod labels, as the flags and environment variables give
+    them."""
+
     enabled: bool = False
     """Attribute devices to pods through the kubelet pod-resources API."""
     pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET
@@ -87,12 +90,12 @@ class KubernetesConfig:
 
     @property
     def wants_process_reads(self) -> bool:
-        """Whether NVML's per-process reads are needed (they then need the API-server watch
-        to name the containers of the processes' pods)."""
+        """Return whether NVML's per-process reads are needed; they then need the API-server
+        watch to name the containers of the processes' pods."""
         return self.process_attribution or self.virtual_gpus
 
     @property
     def wants_pod_metadata(self) -> bool:
-        """Whether series need labels from the API server's pod objects."""
+        """Return whether series need labels from the API server's pod objects."""
         return (bool(self.pod_labels) or bool(self.pod_label_presets) or self.enable_pod_labels
                 or self.enable_pod_uid)

@@ -54,8 +54,9 @@ FILE = "file"
 
 
 def _private_dir() -> Path | None:
-    """A directory only this process writes; /dev/shm when the root filesystem (and so
-    /tmp) is read-only."""
+    """Return a new directory that only this process writes: in the temporary directory, or in
+    /dev/shm when the root filesystem (and so /tmp) is read-only; None when neither can be
+    written."""
     for parent in (None, "/dev/shm"):
         with contextlib.suppress(OSError):
             return Path(tempfile.mkdtemp(prefix="gpu-exporter-collectors-", dir=parent))
@@ -63,6 +64,9 @@ def _private_dir() -> Path | None:
 
 
 class ConfigMapCollectors(WatchLoop):
+    """Follow the ConfigMap that holds the collectors CSV and point the sampler's collectors path at
+    its contents, or at the collectors file while the ConfigMap cannot be read."""
+
     def __init__(
         self,
         namespace: str,
@@ -98,7 +102,8 @@ class ConfigMapCollectors(WatchLoop):
     @classmethod
     def open(cls, ref: tuple[str, str], fallback: Path, **options: Any
              ) -> ConfigMapCollectors | None:
-        """None (logged) when no private directory can be made: the file is used then."""
+        """Return a follower of the ConfigMap, or None (logged) when no private directory can be
+        made, in which case the collectors file is used."""
         directory = _private_dir()
         if directory is None:
             log.error("ConfigMap %s/%s: no writable directory for its CSV (mount an emptyDir "
@@ -126,6 +131,7 @@ class ConfigMapCollectors(WatchLoop):
             return load_collectors(self.path)
 
     def close(self) -> None:
+        """Stop following the ConfigMap and remove the private directory."""
         super().close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -144,7 +150,7 @@ class ConfigMapCollectors(WatchLoop):
             if getattr(exc, "status", None) != 404:
                 raise
             self._use_file("it does not exist")
-            return None  # the watch then starts at "now" and reports its creation
+            return None  # The watch then starts at "now", and so reports its creation.
         obj = json.loads(response.data)
         self._use(obj)
         return str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
@@ -160,7 +166,9 @@ class ConfigMapCollectors(WatchLoop):
             self._use(obj)
 
     def _failed(self, exc: Exception) -> None:
-        if not self.synced.is_set():  # never read; later failures keep what is in use
+        # Until the ConfigMap has been read once, the file is used; a later failure keeps
+        # whatever is in use.
+        if not self.synced.is_set():
             self._use_file(f"it could not be read ({exc})")
 
     # -- switching -------------------------------------------------------------------------
@@ -173,7 +181,7 @@ class ConfigMapCollectors(WatchLoop):
             return
         with self._lock:
             if text == self._rejected or (text == self._text and self.source == CONFIGMAP):
-                return  # unchanged (a re-read while polling): no reload
+                return  # The text is unchanged (a re-read while polling), so nothing reloads.
             self._rejected = None
             self._write(text)
             self._point_at(CONFIGMAP, "")
@@ -199,7 +207,7 @@ class ConfigMapCollectors(WatchLoop):
         with contextlib.suppress(FileNotFoundError):
             link.unlink()
         link.symlink_to(target)
-        os.replace(link, self.path)  # atomic: the sampler never finds no file
+        os.replace(link, self.path)  # Atomic, so the sampler always finds a file.
 
     def _point_at(self, source: str, why: str) -> None:
         self._link(self._content if source == CONFIGMAP else self.fallback)

@@ -89,7 +89,8 @@ class RuntimeApi:
         self._clock = clock
 
     def containers(self) -> list[Container]:
-        """Every running container and its GPUs (RuntimeApiError when the API fails)."""
+        """Return every running container with its GPUs; raise RuntimeApiError when the API
+        fails."""
         deadline = self._clock() + self._timeout_s
         connection = _UnixConnection(self._socket_path, self._timeout_s)
         try:
@@ -104,7 +105,7 @@ class RuntimeApi:
                 path = f"/containers/{urllib.parse.quote(item['Id'], safe='')}/json"
                 inspected = self._get(connection, path, deadline, missing_ok=True)
                 if inspected is None:
-                    continue  # gone between the list and the inspect
+                    continue  # The container went away between the list and the inspect.
                 found.append(parse_inspect(inspected, item))
             return found
         finally:
@@ -144,8 +145,8 @@ class RuntimeApi:
 # --- what an inspect says -----------------------------------------------------------------
 
 def parse_inspect(inspected: Any, listed: dict[str, Any] | None = None) -> Container:
-    """A container from its inspect document (`listed`: its row of the list, for a name the
-    inspect lacks). Fields of the wrong type count as absent."""
+    """Return the container that its inspect document describes; `listed` is its row of the
+    container list, used for a name the inspect lacks. Fields of the wrong type count as absent."""
     doc = inspected if isinstance(inspected, dict) else {}
     row = listed or {}
     container_id = _text(doc.get("Id")) or _text(row.get("Id"))
@@ -157,8 +158,9 @@ def parse_inspect(inspected: Any, listed: dict[str, Any] | None = None) -> Conta
 
 
 def label_value(name: str, container_id: str) -> str:
-    """The name without its leading `/`, else the short id; control characters to `_`, at
-    most MAX_LABEL_BYTES bytes of UTF-8 (never a split character)."""
+    """Return the container label: the name without its leading `/`, else the short id, with
+    control characters replaced by `_` and cut to at most MAX_LABEL_BYTES bytes of UTF-8 (never
+    inside a character)."""
     value = name.removeprefix("/").strip() or container_id.strip()[:SHORT_ID_LENGTH]
     value = "".join("_" if unicodedata.category(c) == "Cc" else c for c in value.strip())
     encoded = value.encode()
@@ -168,8 +170,8 @@ def label_value(name: str, container_id: str) -> str:
 
 
 def gpu_ids(inspected: dict[str, Any]) -> tuple[str, ...]:
-    """The device ids the container was given: its NVIDIA device requests, else its
-    NVIDIA_VISIBLE_DEVICES; (ALL_GPUS,) for all of them."""
+    """Return the device ids the container was given: its NVIDIA device requests, else its
+    NVIDIA_VISIBLE_DEVICES; `(ALL_GPUS,)` when it was given all of them."""
     explicit: list[str] = []
     every = count_only = False
     host = inspected.get("HostConfig")
@@ -185,7 +187,7 @@ def gpu_ids(inspected: dict[str, Any]) -> tuple[str, ...]:
         if isinstance(count, int) and count < 0:
             every = True
         elif isinstance(count, int) and count > 0:
-            count_only = True  # which GPUs the runtime picked is not in the document
+            count_only = True  # The document does not say which GPUs the runtime picked.
     if explicit:
         return tuple(dict.fromkeys(explicit))
     if every:
@@ -224,7 +226,7 @@ def _text(value: Any) -> str:
 # --- joined with the inventory ------------------------------------------------------------
 
 def entity_keys(ids: tuple[str, ...], inventory: Inventory) -> list[EntityKey]:
-    """The entities whose series a container's device ids cover; unknown ids cover none."""
+    """Return the entities whose series a container's device ids cover; unknown ids cover none."""
     gpus: list[int] = []
     keys: list[EntityKey] = []
     for token in ids:
@@ -239,7 +241,8 @@ def entity_keys(ids: tuple[str, ...], inventory: Inventory) -> list[EntityKey]:
             index = token.removeprefix("nvidia")
             if index.isdigit() and inventory.by_index(int(index)) is not None:
                 gpus.append(int(index))
-    for gpu_index in gpus:  # a whole GPU: its series and its MIG instances' (they carry its UUID)
+    # A whole GPU covers its own series and its MIG instances' series, which carry its UUID.
+    for gpu_index in gpus:
         keys.append((gpu_index, -1))
         keys += [i.key for i in inventory.instances if i.gpu == gpu_index]
     return list(dict.fromkeys(keys))
@@ -260,7 +263,8 @@ def _mig_key(token: str, inventory: Inventory) -> list[EntityKey]:
 
 def containers_by_entity(containers: Iterable[Container], inventory: Inventory
                          ) -> dict[EntityKey, tuple[str, ...]]:
-    """Entity -> the labels of the containers holding it, each once, in the list's order."""
+    """Return, for each entity, the labels of the containers holding it, each once, in the order
+    of the container list."""
     held: dict[EntityKey, dict[str, None]] = {}
     for container in containers:
         if not container.label:
@@ -288,6 +292,8 @@ class ContainerRuntimeSource:
         self._failing = False
 
     async def refresh(self, inventory: Inventory) -> Attribution:
+        """Return this poll's attribution, reading the runtime's containers again only when the
+        cached answer is older than the collect interval."""
         now = self._clock()
         # Polls start one interval apart give or take a little: a tenth of slack keeps a
         # poll that starts a moment early from reusing an answer one interval old.
@@ -314,7 +320,9 @@ class ContainerRuntimeSource:
         self._failing = True
 
     def families(self) -> list[Family]:
+        """Return no families: this source has no metrics of its own."""
         return []
 
     async def close(self) -> None:
+        """Do nothing: each refresh opens and closes its own connection."""
         return None

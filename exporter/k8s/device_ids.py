@@ -35,6 +35,8 @@ MAX_ID_LENGTH = 256
 
 
 class DeviceKind(Enum):
+    """Which form of device id the kubelet reported."""
+
     GPU_UUID = "gpu_uuid"
     """`GPU-…`: a whole GPU by UUID."""
     MIG_UUID = "mig_uuid"
@@ -47,6 +49,8 @@ class DeviceKind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class DeviceId:
+    """A device id the kubelet reported, parsed into what it points at."""
+
     raw: str
     kind: DeviceKind
     uuid: str | None = None
@@ -60,12 +64,14 @@ class DeviceId:
 
 @dataclass(frozen=True, slots=True)
 class DeviceIdError:
+    """A device id that could not be parsed, and why."""
+
     raw: str
     reason: str
 
     @property
     def shown(self) -> str:
-        """The raw id, shortened and made printable for log lines and messages."""
+        """Return the raw id, shortened and made printable for log lines and messages."""
         text = self.raw if len(self.raw) <= 80 else self.raw[:77] + "..."
         return text.encode("unicode_escape").decode("ascii")
 
@@ -75,7 +81,7 @@ def _int(text: str | None) -> int | None:
 
 
 def parse_device_id(raw: str) -> DeviceId | DeviceIdError:
-    """What a kubelet device id points at, or why it could not be understood."""
+    """Return what a kubelet device id points at, or why it could not be understood."""
     if not raw:
         return DeviceIdError(raw, "empty device id")
     if len(raw) > MAX_ID_LENGTH:
@@ -111,5 +117,6 @@ def parse_device_id(raw: str) -> DeviceId | DeviceIdError:
 
 
 def looks_like_gpu_id(raw: str) -> bool:
-    """Whether an id under some resource name is a GPU id (used to spot renamed resources)."""
+    """Return whether an id under some resource name is a GPU id, which shows a resource that was
+    renamed."""
     return isinstance(parse_device_id(raw), DeviceId)

@@ -1,16 +1,18 @@
 """GPUs claimed through Dynamic Resource Allocation, as allocations like the device plugin's.
 
-The kubelet lists each container's claims under `dynamic_resources`:
-`DynamicResource{claim_name, claim_namespace, claim_resources[ClaimResource{driver_name,
-pool_name, device_name, share_id, cdi_devices}]}`. Devices of driver `gpu.nvidia.com` are
-looked up in this node's ResourceSlices (`exporter.k8s.resourceslices`) and become
-`Allocation`s of their UUID, so they are attributed exactly like device-plugin allocations:
-held by one container -> `pod`/`namespace`/`container` on the series; held by several, or
-under a `share_id` -> allocation rows. dcgm-exporter's labels of a DRA-attributed series
-follow (`dra_claim_name`, `dra_claim_namespace`, `dra_driver_name`, `dra_pool_name`,
+The kubelet lists each container's claims under `dynamic_resources`: each `DynamicResource`
+has `claim_name`, `claim_namespace` and `claim_resources`, and each `ClaimResource` in those
+has `driver_name`, `pool_name`, `device_name`, `share_id` and `cdi_devices`. Devices of
+driver `gpu.nvidia.com` are looked up in this node's ResourceSlices
+(`exporter.k8s.resourceslices`) and become `Allocation`s of their UUID, so they are
+attributed exactly like device-plugin allocations: a device held by one container gets
+`pod`, `namespace` and `container` on its series, and one held by several, or under a
+`share_id`, gets allocation rows. dcgm-exporter's labels of a DRA-attributed series follow
+(`dra_claim_name`, `dra_claim_namespace`, `dra_driver_name`, `dra_pool_name`,
 `dra_device_name`, and on MIG `dra_mig_profile` and, when known, `dra_mig_device_uuid`);
-allocation rows also carry `dra_share_id` when there is one. With `--kubernetes-enable-pod-uid`
-`pod_uid` comes first, as on the device-plugin path (dcgm-exporter 4.8.4).
+allocation rows also carry `dra_share_id` when there is one. With
+`--kubernetes-enable-pod-uid`, `pod_uid` comes first, as on the device-plugin path
+(dcgm-exporter 4.8.4).
 
 A device no slice names yet (the watch has not delivered it) or whose slice gives no UUID
 (dynamic MIG, vfio) is counted in `gpu_exporter_dra_unresolved_devices{reason}` and labels
@@ -68,7 +70,8 @@ def exporter_pod(
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE,
     hostname: Callable[[], str] = socket.gethostname,
 ) -> tuple[str, str] | None:
-    """(namespace, name) of the pod this exporter runs in, as far as it can tell."""
+    """Return the namespace and name of the pod this exporter runs in, as far as it can tell, or
+    None when it cannot."""
     if config.pod_name and config.pod_namespace:
         return config.pod_namespace, config.pod_name
     try:
@@ -77,13 +80,15 @@ def exporter_pod(
         return None
     name = config.pod_name or hostname()
     if name == config.node_name:
-        return None  # the pod uses the host network: the host name is the node's
+        return None  # The pod uses the host network, so the host name is the node's.
     return (namespace, name) if namespace and name else None
 
 
 def claim_labels(
     claim_name: str, claim_namespace: str, pool: str, device_name: str, device: SliceDevice
 ) -> Labels:
+    """Return the DRA labels of a series whose device was claimed: the claim, the driver, the pool,
+    the device and, for a MIG device, its profile and UUID."""
     labels: Labels = (
         (names.DRA_CLAIM_NAME, claim_name),
         (names.DRA_CLAIM_NAMESPACE, claim_namespace),
@@ -118,7 +123,8 @@ class DraClaims:
 
     @classmethod
     def from_config(cls, config: KubernetesConfig, **watch_options: Any) -> DraClaims:
-        """Cheap: the watch (and the `kubernetes` import) starts with `start()`."""
+        """Return the claims' reader for these settings. This is cheap: the watch (and the import
+        of `kubernetes`) starts only with `start()`."""
         skip_pod = None
         if config.scope != "pod":
             skip_pod = exporter_pod(config)
@@ -136,16 +142,19 @@ class DraClaims:
         return cls(index, skip_pod=skip_pod, watch=watch)
 
     def start(self) -> None:
+        """Start watching this node's ResourceSlices, when DRA attribution is on."""
         if self.watch is not None:
             self.watch.start()
 
     def close(self) -> None:
+        """Stop watching the ResourceSlices."""
         if self.watch is not None:
             self.watch.close()
 
     def allocations(self, pods: Iterable[PodResources]) -> list[Allocation]:
-        """One allocation per resolved (container, claimed device) of `gpu.nvidia.com`;
-        what cannot be resolved is counted (the count replaces the previous call's)."""
+        """Return one allocation per resolved pair of container and device claimed from
+        `gpu.nvidia.com`; what cannot be resolved is counted, and the count replaces the previous
+        call's."""
         out: list[Allocation] = []
         unresolved: Counter[str] = Counter()
         for pod in pods:
@@ -185,7 +194,7 @@ class DraClaims:
         if key in self._logged:
             return
         if len(self._logged) >= _LOGGED_MEMORY:
-            self._logged.clear()  # bounded memory under endless churn
+            self._logged.clear()  # This bounds the memory used under endless churn.
         self._logged.add(key)
         if reason == NO_RESOURCE_SLICE:
             log.info("DRA device %s/%s is in no ResourceSlice of this node seen so far; its "
@@ -195,6 +204,8 @@ class DraClaims:
                         "(dynamic MIG or vfio); it cannot be attributed", pool, name)
 
     def families(self) -> list[Family]:
+        """Return the DRA metric families: whether the ResourceSlice watch is up, its errors, and
+        the claimed devices that could not be resolved, by reason."""
         watch = self.watch
         return [
             DRA_SLICE_WATCH_UP.single(1.0 if watch is not None and watch.up else 0.0),

@@ -35,13 +35,13 @@ _FILE_NAME = re.compile(r"(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?")
 """Decimal numbers as the manager writes them; `01` or `+1` would be a guess."""
 
 JobMap = Mapping[EntityKey, tuple[str, ...]]
-"""Entity key -> ids of the jobs on it, in file order."""
+"""The ids of the jobs on each entity, in file order, by entity key."""
 
 NO_JOBS: JobMap = MappingProxyType({})
 
 
 def entity_key(file_name: str) -> EntityKey | None:
-    """The device a mapping file names, or None for any other file."""
+    """Return the device that a mapping file's name points at, or None for any other file."""
     match = _FILE_NAME.fullmatch(file_name)
     if match is None:
         return None
@@ -50,8 +50,8 @@ def entity_key(file_name: str) -> EntityKey | None:
 
 
 def parse_jobs(text: str) -> tuple[str, ...] | None:
-    """The job ids of a file, each once; None when a line is no job id (control characters:
-    not a mapping file, or one caught half-written)."""
+    """Return the job ids of a file, each once; None when a line is not a job id (it holds
+    control characters: the file is not a mapping file, or was caught half-written)."""
     jobs: dict[str, None] = {}
     for line in text.split("\n"):
         job = line.strip()
@@ -71,7 +71,7 @@ class HpcJobMapping:
         self._reported: frozenset[str] = frozenset()
 
     def read(self) -> JobMap:
-        """The jobs on each device now. Never raises; problems are logged once each."""
+        """Return the jobs on each device now. It never raises; each problem is logged once."""
         problems: list[str] = []
         jobs: dict[EntityKey, tuple[str, ...]] = {}
         try:

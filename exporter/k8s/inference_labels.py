@@ -26,6 +26,8 @@ from exporter.k8s.label_names import KeyFilter, sanitise_label_name
 
 @dataclass(frozen=True, slots=True)
 class Preset:
+    """A named set of pod label keys that one LLM-serving stack sets."""
+
     name: str
     keys: tuple[str, ...]
     """Pod label keys copied, exactly as on the pod."""
@@ -66,8 +68,8 @@ class PodLabelSelection:
 
 
 def parse_presets(text: str) -> tuple[str, ...] | None:
-    """`inference` or `llm-d,kai` -> the preset names; None when the text is not a list of
-    preset names (it is then a regex)."""
+    """Return the preset names in a text such as `inference` or `llm-d,kai`, or None when the
+    text is not a list of preset names (it is then a regex)."""
     names = tuple(item.strip() for item in text.split(","))
     if names and all(name in PRESETS for name in names):
         return tuple(dict.fromkeys(names))
@@ -75,17 +77,19 @@ def parse_presets(text: str) -> tuple[str, ...] | None:
 
 
 def preset_keys(names: Iterable[str]) -> tuple[str, ...]:
-    """The keys the named presets copy, each once, in declaration order."""
+    """Return the pod label keys that the named presets copy, each once, in the order the presets
+    declare them."""
     return tuple(dict.fromkeys(key for name in names for key in PRESETS[name].keys))
 
 
 def preset_filter(names: Iterable[str]) -> KeyFilter:
+    """Return a filter that accepts exactly the pod label keys of these presets."""
     keys = frozenset(preset_keys(names))
     return keys.__contains__
 
 
 def allowlist_regexes(names: Iterable[str]) -> tuple[str, ...]:
-    """dcgm-exporter allow-list regexes (`--kubernetes-pod-label-allowlist-regex`, the GPU
+    """Return dcgm-exporter allow-list regexes (`--kubernetes-pod-label-allowlist-regex`, the GPU
     Operator's `podLabelAllowlistRegex`) that select exactly the presets' keys: one anchored
     regex per key prefix, since upstream matches a pattern anywhere in a key."""
     by_prefix: dict[str, list[str]] = {}
@@ -105,7 +109,8 @@ def allowlist_regexes(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def _shared_start(names: list[str]) -> str:
-    """`dynamo-` for `dynamo-component`, `dynamo-namespace`: the dash-ended words all share."""
+    """Return the dash-ended words that all the names share, such as `dynamo-` for
+    `dynamo-component` and `dynamo-namespace`."""
     words = names[0].split("-")[:-1]
     for n in range(len(words), 0, -1):
         start = "-".join(words[:n]) + "-"
@@ -128,12 +133,14 @@ class LabelSource:
 
     @property
     def label(self) -> str:
-        """The series label it becomes under a preset."""
+        """Return the series label this dimension becomes under a preset."""
         return sanitise_label_name(self.key)
 
 
 @dataclass(frozen=True, slots=True)
 class Dimension:
+    """One role or model dimension of LLM serving, and the labels it is read from."""
+
     name: str
     sources: tuple[LabelSource, ...]
     """Highest precedence first: the first source a series carries a matching value in
@@ -141,7 +148,8 @@ class Dimension:
     meaning: str
 
     def value_of(self, labels: Mapping[str, str]) -> str | None:
-        """The dimension's value on a series with these labels, or None."""
+        """Return the dimension's value on a series with these labels, or None when no source
+        gives one."""
         for source in self.sources:
             value = labels.get(source.label, "")
             if value and re.fullmatch(source.values, value):

@@ -54,6 +54,8 @@ def _identity(st: os.stat_result) -> SocketIdentity:
 
 
 class KubeletCallError(Exception):
+    """A call to the kubelet failed; `code` is the gRPC status name and `detail` its message."""
+
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
@@ -71,12 +73,16 @@ class BackingOff(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
+    """How long to wait before calling the kubelet again after failures: doubling from the initial
+    delay up to the maximum, with jitter."""
+
     initial_s: float = 1.0
     max_s: float = 60.0
     jitter: float = 0.2
     """Fraction of randomisation, so that exporters on many nodes don't retry in step."""
 
     def delay(self, failures: int) -> float:
+        """Return the wait in seconds after this many failures in a row."""
         base = min(self.max_s, self.initial_s * 2 ** max(0, failures - 1))
         return float(base * (1 + random.uniform(-self.jitter, self.jitter)))
 
@@ -175,19 +181,21 @@ class PodResourcesClient:
         return self._stub
 
     async def close(self) -> None:
+        """Close the channel to the kubelet."""
         await self._drop_channel()
 
     # -- calls --------------------------------------------------------------------------
 
     def backoff_remaining(self) -> float:
+        """Return how many seconds are left before the next call may be made (0 when none is
+        running)."""
         return max(0.0, self._retry_at - self._clock())
 
     async def fetch(self, pod: tuple[str, str] | None = None) -> list[PodResources]:
-        """All pods' resources, or with `pod=(namespace, name)` only that pod's.
+        """Return the resources of all pods, or with `pod=(namespace, name)` only that pod's.
 
-        Raises `KubeletCallError` on failure and `BackingOff` while a back-off runs.
-        Concurrent callers share the call in flight.
-        """
+        Raise `KubeletCallError` on failure and `BackingOff` while a back-off runs. Concurrent
+        callers share the call in flight."""
         if self._in_flight is not None:
             return await asyncio.shield(self._in_flight)
         remaining = self.backoff_remaining()
@@ -220,8 +228,8 @@ class PodResourcesClient:
         return _identity(st)
 
     def _socket_changed(self) -> bool:
-        """Whether the socket differs from the one the last failure happened on: a restarted
-        kubelet is worth trying at once, back-off or not."""
+        """Return whether the socket differs from the one the last failure happened on, since a
+        restarted kubelet is worth trying at once, back-off or not."""
         current = self._current_identity()
         return current is not None and current != self._failed_identity
 
@@ -269,7 +277,7 @@ class PodResourcesClient:
         return pods
 
     async def allocatable(self) -> list[ContainerDevices]:
-        """Devices the kubelet can allocate, per resource (used by `doctor`)."""
+        """Return the devices the kubelet can allocate, per resource (`doctor` shows them)."""
         stub = await self._ensure_stub()
         try:
             reply = await stub.GetAllocatableResources(

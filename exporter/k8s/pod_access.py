@@ -15,7 +15,8 @@ from exporter.k8s.config import KubernetesConfig
 def check_access(
     config: KubernetesConfig, *, kubeconfig: str | None = None
 ) -> tuple[bool, str]:
-    """One list of this node's (or this pod's) pods, as `doctor` runs it: (ok, explanation)."""
+    """List this node's pods (or this pod) once, as `doctor` does, and return whether that worked
+    with an explanation."""
     from kubernetes import client as k8s_client
 
     try:

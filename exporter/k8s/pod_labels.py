@@ -63,13 +63,14 @@ INVALID = "invalid"
 
 
 def is_reserved(name: str) -> bool:
-    """A name the exporter writes itself on series that can carry pod labels."""
+    """Return whether the exporter writes this label name itself on series that can carry pod
+    labels."""
     return label_registry.taken_from_pod_labels(name)
 
 
 def renamed(name: str, taken: Callable[[str], bool]) -> str:
-    """dcgm-exporter's new name for a pod label whose `name` is taken: `pod_label_<name>`,
-    else the first free `pod_label_<name>_conflict<N>`, N = 1, 2, ..."""
+    """Return dcgm-exporter's new name for a pod label whose `name` is taken: `pod_label_<name>`,
+    else the first free `pod_label_<name>_conflict<N>` for N = 1, 2, and so on."""
     base = label_registry.POD_LABEL_PREFIX + name
     candidate, n = base, 0
     while taken(candidate):
@@ -79,9 +80,9 @@ def renamed(name: str, taken: Callable[[str], bool]) -> str:
 
 
 def _encodable(value: str) -> str:
-    """The value, with what UTF-8 cannot encode (a lone surrogate a JSON `\\ud800` escape
-    decodes to) replaced: the exposition is encoded once per poll, and one such value would
-    fail the whole render."""
+    r"""Return the value with what UTF-8 cannot encode (a lone surrogate, which a JSON `\ud800`
+    escape decodes to) replaced. The exposition is encoded once per poll, and one such value
+    would make the whole render fail."""
     try:
         value.encode()
     except UnicodeEncodeError:
@@ -90,10 +91,11 @@ def _encodable(value: str) -> str:
 
 
 def allowlist_filter(patterns: Iterable[str]) -> KeyFilter:
-    """dcgm-exporter's `--kubernetes-pod-label-allowlist-regex`: a key passes when any pattern
-    matches anywhere in it (not anchored). A pattern that does not compile is logged and
-    skipped; with no usable pattern (none given, or none compiled) every key passes, as
-    upstream does. Patterns are Python regexes; RE2's common syntax means the same."""
+    """Return dcgm-exporter's key filter of `--kubernetes-pod-label-allowlist-regex`: a key
+    passes when any pattern matches anywhere in it (patterns are not anchored). A pattern that
+    does not compile is logged and skipped; with no usable pattern (none given, or none compiled)
+    every key passes, as upstream does. Patterns are Python regexes; RE2's common syntax means
+    the same in them."""
     compiled: list[re.Pattern[str]] = []
     given = list(patterns)
     for pattern in given:
@@ -143,8 +145,9 @@ class PodLabelRules:
         prefixed: str | None = None,
         unprefixed: KeyFilter | None = None,
     ) -> None:
-        """`prefixed`: our regex (keys matching it in full become `label_<key>`);
-        `unprefixed`: dcgm-exporter's key filter (keys passing it keep their name)."""
+        """Hold two key filters: `prefixed` is our regex (keys matching it in full become
+        `label_<key>`), and `unprefixed` is dcgm-exporter's key filter (keys passing it keep
+        their name)."""
         self.uid = uid
         copies: list[_Copy] = []
         if prefixed:
@@ -156,6 +159,7 @@ class PodLabelRules:
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> PodLabelRules:
+        """Return the rules that the Kubernetes settings ask for."""
         filters: list[KeyFilter] = []
         if config.enable_pod_labels:
             filters.append(allowlist_filter(config.pod_label_allowlist))
@@ -170,16 +174,18 @@ class PodLabelRules:
 
     @property
     def copies_labels(self) -> bool:
+        """Return whether any pod labels are copied onto series."""
         return bool(self._copies)
 
     @property
     def labels_anything(self) -> bool:
+        """Return whether the rules add any label at all (the pod UID or copied pod labels)."""
         return self.uid or self.copies_labels
 
     def apply(self, uid: str, pod_labels: Mapping[str, str]
               ) -> tuple[Labels, tuple[LabelNote, ...]]:
-        """(the labels to add after `pod`: `pod_uid` then the copied labels sorted by name,
-        the pod labels renamed or left out because of their name)."""
+        """Return the labels to add after `pod` (`pod_uid`, then the copied labels sorted by
+        name), and notes on the pod labels renamed or left out because of their name."""
         taken: dict[str, str] = {}
         notes: list[LabelNote] = []
         colliding: list[tuple[str, str]] = []

@@ -32,11 +32,13 @@ bounded because label keys are chosen by every tenant of the cluster."""
 
 @dataclass(frozen=True, slots=True)
 class PodRecord:
+    """What the map keeps of one pod: the labels its series get, its UID, and its containers."""
+
     labels: Labels
     """What goes on series: pod_uid and allow-listed labels (empty when not labelling)."""
     uid: str
     containers: Mapping[str, str]
-    """Container runtime id (without the `containerd://` scheme) -> container name."""
+    """Container names by container runtime id (without the `containerd://` scheme)."""
 
 
 def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:
@@ -51,7 +53,8 @@ def _container_ids(status: Mapping[str, Any]) -> dict[str, str]:
 
 
 class PodMap:
-    """(namespace, pod) -> PodRecord, with the pod label rules applied once per pod event."""
+    """The records of this node's pods by namespace and pod name, with the pod label rules
+    applied once per pod event."""
 
     def __init__(self, rules: PodLabelRules) -> None:
         self._rules = rules
@@ -64,11 +67,13 @@ class PodMap:
     # -- reading --------------------------------------------------------------------------
 
     def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
         record = self._pods.get((namespace, pod))
         return record.labels if record is not None else ()
 
     def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
-        """(namespace, pod, container) of a running container, by pod UID and runtime id."""
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
         key = self._by_uid.get(pod_uid)
         record = self._pods.get(key) if key is not None else None
         if key is None or record is None:
@@ -77,8 +82,8 @@ class PodMap:
         return None if name is None else (key[0], key[1], name)
 
     def families(self) -> list[Family]:
-        """`gpu_exporter_pod_labels_dropped_total` and `..._renamed_total`, while pod labels
-        are copied."""
+        """Return `gpu_exporter_pod_labels_dropped_total` and
+        `gpu_exporter_pod_labels_renamed_total` while pod labels are copied."""
         if not self._rules.copies_labels:
             return []
         return [POD_LABELS_DROPPED.family(
@@ -89,16 +94,18 @@ class PodMap:
     # -- writing --------------------------------------------------------------------------
 
     def replace_all(self, objects: Iterable[PodObject]) -> None:
-        """The result of a list: these pods and no others."""
+        """Replace the map with the result of a list: these pods and no others."""
         self._publish(dict(self._entry(obj) for obj in objects))
 
     def upsert(self, obj: PodObject) -> None:
+        """Add this pod to the map or replace its entry."""
         key, record = self._entry(obj)
         pods = dict(self._pods)
         pods[key] = record
         self._publish(pods)
 
     def remove(self, obj: PodObject) -> None:
+        """Remove this pod from the map."""
         pods = dict(self._pods)
         pods.pop(_key(obj), None)
         self._publish(pods)
@@ -118,8 +125,7 @@ class PodMap:
         return key, PodRecord(labels, uid, containers)
 
     def _note_dropped(self, pod: tuple[str, str], notes: tuple[LabelNote, ...]) -> None:
-        """Counts and logs each renamed or dropped key once (per reason), whichever pods
-        carry it."""
+        """Count and log each renamed or dropped key once per reason, whichever pods carry it."""
         for d in notes:
             if (d.key, d.reason) in self._dropped_seen:
                 continue

@@ -72,6 +72,8 @@ class PodMetadataWatcher(WatchLoop):
     def from_config(
         cls, config: KubernetesConfig, *, kubeconfig: str | None = None
     ) -> PodMetadataWatcher:
+        """Return a watcher of the pods the Kubernetes settings need: this node's, or only the
+        exporter's own pod with `--scope pod`."""
         pod = None
         if config.scope == "pod" and config.pod_name and config.pod_namespace:
             pod = (config.pod_namespace, config.pod_name)
@@ -83,13 +85,17 @@ class PodMetadataWatcher(WatchLoop):
     # -- reading --------------------------------------------------------------------------
 
     def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
         return self._map.labels_for(namespace, pod)
 
     def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
-        """(namespace, pod, container) of a running container, by pod UID and runtime id."""
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
         return self._map.container_of(pod_uid, container_id)
 
     def families(self) -> list[Family]:
+        """Return the watcher's metric families: whether the API server answers, its errors, and the
+        pod map's own."""
         return [
             KUBERNETES_API_UP.single(1.0 if self.up else 0.0),
             KUBERNETES_API_ERRORS.single(float(self.errors)),
@@ -97,6 +103,7 @@ class PodMetadataWatcher(WatchLoop):
         ]
 
     def close(self) -> None:
+        """Stop the watch and close the API client."""
         super().close()
         with contextlib.suppress(Exception):
             self._client.close()  # also when the thread never started

@@ -38,7 +38,7 @@ _CONTAINER = re.compile(r"([0-9a-f]{64})(?:\.scope)?$")
 ContainerKey = tuple[str, str, str]
 """(namespace, pod, container)."""
 Resolver = Callable[[str, str], ContainerKey | None]
-"""(pod UID, container id) -> the container, from the API-server watch."""
+"""A function that finds the container by pod UID and container id, from the API-server watch."""
 
 
 class Unowned(enum.Enum):
@@ -58,8 +58,8 @@ Owner = ContainerKey | Unowned
 
 
 def locate_pid(pid: int, proc_root: Path) -> tuple[str, str] | Unowned:
-    """(pod UID, container id) from a process's cgroup path, cgroup v1 or v2, systemd or
-    cgroupfs driver, containerd / CRI-O / docker runtimes."""
+    """Return the pod UID and container id in a process's cgroup path, for cgroup v1 or v2, the
+    systemd or cgroupfs driver, and the containerd, CRI-O or docker runtimes."""
     try:
         text = (proc_root / str(pid) / "cgroup").read_text()
     except FileNotFoundError:
@@ -76,13 +76,16 @@ def locate_pid(pid: int, proc_root: Path) -> tuple[str, str] | Unowned:
 
 
 def container_of_pid(pid: int, proc_root: Path) -> tuple[str, str] | None:
-    """`locate_pid`, with None for a process in no pod (or not visible)."""
+    """Return what `locate_pid` finds, or None for a process in no pod (or one not visible)."""
     found = locate_pid(pid, proc_root)
     return None if isinstance(found, Unowned) else found
 
 
 @dataclass(frozen=True, slots=True)
 class ContainerUsage:
+    """One container's use of one shared device: the framebuffer its processes hold and their share
+    of the SMs."""
+
     entity: Entity
     container: ContainerKey
     memory_bytes: float | None
@@ -109,7 +112,8 @@ class EntityUse:
     visible in /proc: a container without figures here may then be using the device."""
 
     def usage(self) -> list[ContainerUsage]:
-        """Per container with a process or a sample, sorted (process attribution's rows)."""
+        """Return the use of each container with a process or a sample, sorted: the rows of
+        process attribution."""
         sm = self.sm_ratio
         # No sample since the previous read means an idle container, not an unknown one.
         idle = 0.0 if sm is not None else None
@@ -121,7 +125,7 @@ class EntityUse:
 
 
 def attribute(found: EntityProcesses, owner: Callable[[int], Owner]) -> EntityUse:
-    """One entity's use per container."""
+    """Return one entity's use per container."""
     owners = {proc.pid: owner(proc.pid) for proc in found.running}
     memory: dict[ContainerKey, float | None] = {}
     total = 0.0
@@ -177,15 +181,17 @@ class ProcessUsage:
 
     @property
     def usage(self) -> list[ContainerUsage]:
+        """Return every container's use of every shared device, from the last read."""
         return [u for use in self.entities.values() for u in use.usage()]
 
     @property
     def unattributed(self) -> int:
-        """Processes on the last read devices that belong to no known container."""
+        """Return how many processes on the devices last read belong to no known container."""
         return sum(use.unattributed for use in self.entities.values())
 
     @property
     def read_pending(self) -> bool:
+        """Return whether a read of the processes is still running."""
         return self._pending is not None and not self._pending.done()
 
     async def refresh(self, shared: Sequence[Entity]) -> None:
@@ -193,7 +199,7 @@ class ProcessUsage:
         figures instead."""
         if self.read_pending:
             return
-        if not shared:  # nothing to ask NVML about: no job for the poll thread
+        if not shared:  # With nothing to ask NVML about, the poll thread gets no job.
             self.entities = {}
             return
         pending = self._pending = self._reads(shared)

@@ -1,4 +1,4 @@
-"""This node's ResourceSlices of NVIDIA's DRA driver: which GPU or MIG device a claimed
+"""The ResourceSlices of NVIDIA's DRA driver on this node: which GPU or MIG device a claimed
 (pool, device name) is.
 
 The kubelet reports a DRA allocation as `ClaimResource{driver_name, pool_name, device_name}`;
@@ -47,6 +47,8 @@ DeviceRef = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class SliceDevice:
+    """One device a ResourceSlice offers: its kind, its UUID and, for a MIG device, its profile."""
+
     kind: str
     """The driver's `type` attribute: gpu, mig, vfio (empty when absent)."""
     uuid: str | None
@@ -68,13 +70,16 @@ def _attribute(attributes: Mapping[str, Any], name: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ParsedSlice:
+    """The devices of one ResourceSlice, with its pool and the pool's generation."""
+
     pool: str
     generation: int
     devices: Mapping[str, SliceDevice]
 
 
 def parse_slice(obj: Mapping[str, Any]) -> ParsedSlice | None:
-    """The devices of one ResourceSlice object (JSON); None when another driver's."""
+    """Return the devices of one ResourceSlice object (as JSON), or None when the slice belongs
+    to another driver."""
     spec = obj.get("spec") or {}
     if spec.get("driver") != DRA_GPU_DRIVER:
         return None
@@ -97,7 +102,8 @@ def parse_slice(obj: Mapping[str, Any]) -> ParsedSlice | None:
 
 
 class SliceIndex:
-    """(pool, device name) -> device, from the slices seen; safe to read from any thread."""
+    """The devices offered by the slices seen, by pool and device name; safe to read from any
+    thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -105,12 +111,15 @@ class SliceIndex:
         self._devices: Mapping[DeviceRef, SliceDevice] = {}
 
     def lookup(self, pool: str, device: str) -> SliceDevice | None:
+        """Return the device with this name in this pool, or None when no slice seen offers it."""
         return self._devices.get((pool, device))
 
     def __len__(self) -> int:
+        """Return how many devices the slices seen offer."""
         return len(self._devices)
 
     def replace(self, slices: Mapping[str, ParsedSlice]) -> None:
+        """Replace every slice seen with these, as a new list of the slices gives them."""
         with self._lock:
             self._slices = dict(slices)
             self._publish()

@@ -16,13 +16,13 @@ FLAG = "--kubernetes.pod-resources-socket"
 
 
 def unusable_socket(path: str) -> str | None:
-    """Why the socket at `path` can never be used by this process, or None."""
+    """Return why the socket at `path` can never be used by this process, or None when it can."""
     directory = os.path.dirname(path) or "."
     try:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.isdir(directory):
-            return None  # the kubelet is not serving yet: retried
+            return None  # The kubelet is not serving yet; the client retries.
         return (f"{FLAG} {path}: the directory {directory} does not exist; mount the "
                 "kubelet's pod-resources directory there (hostPath "
                 "/var/lib/kubelet/pod-resources, type Directory) or point the flag at the "

@@ -63,14 +63,28 @@ _MALFORMED_MEMORY = 4096
 class PodMetadata(Protocol):
     """What enrichment offers (see `exporter.k8s.pod_metadata`)."""
 
-    def start(self) -> None: ...
-    def labels_for(self, namespace: str, pod: str) -> Labels: ...
-    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None: ...
-    def families(self) -> list[Family]: ...
-    def close(self) -> None: ...
+    def start(self) -> None:
+        """Start following the pods."""
+        ...
+    def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get."""
+        ...
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
+        ...
+    def families(self) -> list[Family]:
+        """Return the metric families about following the pods."""
+        ...
+    def close(self) -> None:
+        """Stop following the pods."""
+        ...
 
 
 class KubeletSource:
+    """The attribution source of Kubernetes: the kubelet's allocations, joined each poll with the
+    inventory and, when asked, with pod labels, DRA claims and per-process use."""
+
     def __init__(
         self,
         config: KubernetesConfig,
@@ -127,6 +141,8 @@ class KubeletSource:
     # -- the AttributionSource protocol ---------------------------------------------------
 
     async def refresh(self, inventory: Inventory) -> Attribution:
+        """Return this poll's attribution; a caller arriving while a refresh runs waits for it and
+        gets its result, and a failed refresh is counted and keeps the last allocations."""
         # Single-flight: a caller arriving during a refresh waits for it and gets its result.
         if self._lock.locked():
             async with self._lock:
@@ -144,6 +160,8 @@ class KubeletSource:
             return self._result.attribution
 
     def families(self) -> list[Family]:
+        """Return the kubelet metric families (whether it answers, the last success, refresh errors,
+        unattributed devices) and those of the sources it uses."""
         result = self._result
         unattributed = Counter(u.reason for u in result.unattributed)
         families = [KUBELET_UP.single(1.0 if self._up else 0.0)]
@@ -170,6 +188,7 @@ class KubeletSource:
         return families
 
     async def close(self) -> None:
+        """Close the kubelet client, the DRA watch and the pod metadata watch."""
         await self.client.close()
         if self._dra is not None:
             await asyncio.to_thread(self._dra.close)
@@ -188,11 +207,11 @@ class KubeletSource:
             return
         self._start_metadata()
         if self._dra is not None:
-            self._dra.start()  # once; the ResourceSlice watch runs in its own thread
+            self._dra.start()  # Starts once; the ResourceSlice watch runs in its own thread.
         try:
             pods = await self.client.fetch(self._pod_scope)
         except BackingOff:
-            pass  # keep what we had; the failure was counted when it happened
+            pass  # Keep what we had; the failure was counted when it happened.
         except KubeletCallError as err:
             self._fail(err)
         else:
@@ -257,7 +276,8 @@ class KubeletSource:
         return result
 
     def _split(self, result: AttributionResult) -> AttributionResult:
-        """With virtual GPUs: each sharer's own FB_USED and GPU_UTIL."""
+        """Return the result with each sharer's own FB_USED and GPU_UTIL, when virtual GPUs are
+        on."""
         attribution = result.attribution
         if not self.config.virtual_gpus or not attribution.sharers:
             return result
@@ -300,10 +320,9 @@ class KubeletSource:
         return families
 
     def _start_metadata(self) -> None:
-        """Starts enrichment once, in the background: setting up the API client (importing
-        the kubernetes package takes most of a second, then reading credentials) must
-        neither block the event loop that serves scrapes nor count against a poll's
-        deadline."""
+        """Start enrichment once, in the background. Setting up the API client (importing the
+        kubernetes package takes most of a second, then credentials are read) must neither block
+        the event loop that serves scrapes nor count against a poll's deadline."""
         if self._metadata_started:
             return
         self._metadata_started = True
@@ -334,7 +353,8 @@ class KubeletSource:
         self._metadata = metadata
 
     async def wait_metadata(self, limit_s: float) -> bool:
-        """Waits (bounded) until enrichment is set up; False if it isn't (used by tests)."""
+        """Wait, for a bounded time, until enrichment is set up, and return whether it is (tests
+        use this)."""
         if self._metadata_task is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._metadata_task), limit_s)
@@ -354,12 +374,11 @@ def _no_labels(namespace: str, pod: str) -> Labels:  # noqa: ARG001 (a labels_fo
 def build_source(config: KubernetesConfig, process_reads: ProcessReads | None = None,
                  metadata: PodMetadata | None = None, proc_root: str = "/proc"
                  ) -> AttributionSource:
-    """The attribution source for these settings (the caller checks `config.enabled`).
+    """Return the attribution source for these settings; the caller checks `config.enabled`.
 
-    `process_reads` (the device layer's per-process reads, run on the poll thread) is
-    needed only for `--kubernetes.process-attribution` and `--kubernetes-virtual-gpus`.
-    `metadata` replaces the API-server watch (the simulated node's pods); None: the watch,
-    when the settings need one. `proc_root`: where the processes' cgroup files are read.
-    """
+    `process_reads` (the device layer's per-process reads, run on the poll thread) is needed only
+    for `--kubernetes.process-attribution` and `--kubernetes-virtual-gpus`. `metadata` replaces
+    the API-server watch (the simulated node uses it for its pods); with None, the watch is used
+    when the settings need one. `proc_root` is where the processes' cgroup files are read."""
     return KubeletSource(config, process_reads=process_reads, metadata=metadata,
                          proc_root=proc_root)

@@ -23,12 +23,15 @@ class PodRef:
 
 
 SharerValues = Mapping[str, tuple[float | None, ...]]
-"""Field name -> each sharer's own value of that field, in `Attribution.sharers` order; None:
-unknown for that sharer (its series is left out)."""
+"""Each sharer's own value of a field, in `Attribution.sharers` order, by field name; None where
+it is unknown for that sharer (its series is then left out)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
+    """Which pod and container holds each device, as the exposition layer uses it to label device
+    series."""
+
     owners: Mapping[EntityKey, PodRef] = field(default_factory=dict)
     """Entities held by exactly one container: their device series carry its labels."""
     visible: frozenset[EntityKey] | None = None
@@ -54,11 +57,15 @@ class AttributionSource(Protocol):
     """What the sampler awaits once per poll (implemented by `exporter.k8s.source`)."""
 
     async def refresh(self, inventory: Inventory) -> Attribution:
-        """Never raises; bounded by its own deadline; the last good answer on failure."""
+        """Return this poll's attribution. It never raises, is bounded by its own deadline, and
+        gives the last good answer on failure."""
         ...
 
     def families(self) -> list[Family]:
-        """Self-metrics and allocation rows, already filtered for `--scope pod`."""
+        """Return the source's own metrics and allocation rows, already filtered for
+        `--scope pod`."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release what the source holds (connections, threads)."""
+        ...

@@ -47,9 +47,10 @@ def _container(ref: PodRef) -> ContainerKey:
 
 
 def holder_values(sharers: Sequence[PodRef], use: EntityUse | None) -> SharerValues:
-    """Each sharer's `FB_USED` and `GPU_UTIL`, in `sharers` order; None where unknown.
+    """Return each sharer's `FB_USED` and `GPU_UTIL`, in `sharers` order, with None where they
+    are unknown.
 
-    `use` is the entity's last read (None: it could not be read)."""
+    `use` is the entity's last read (None when it could not be read)."""
     unknown = (None,) * len(sharers)
     if use is None or not use.complete:
         return {FB_USED: unknown, GPU_UTIL: unknown}
@@ -76,22 +77,22 @@ def _mib(used_bytes: float) -> float:
 
 def split(sharers: Mapping[EntityKey, tuple[PodRef, ...]],
           uses: Mapping[EntityKey, EntityUse] | None) -> dict[EntityKey, SharerValues]:
-    """`holder_values` of every shared entity; `uses` None: no process reads at all (no NVML
-    backend, or no pod watch to name containers), so every holder's part is unknown."""
+    """Return `holder_values` for every shared entity. With `uses` None there are no process
+    reads at all (no NVML backend, or no pod watch to name containers), so every holder's part is
+    unknown."""
     return {key: holder_values(refs, None if uses is None else uses.get(key))
             for key, refs in sharers.items()}
 
 
 def within(device_value: float, values: Sequence[float | None]) -> list[float | None]:
-    """The holders' values, scaled down together so that their sum never exceeds the
+    """Return the holders' values, scaled down together so that their sum never exceeds the
     device's value as this same exposition shows it.
 
-    NVML's figures need not agree: the device's value comes from the poll and the processes'
-    from the read after it (memory can grow in between), per-process framebuffer is not an
-    exact part of the device's used memory, and process SM samples cover the whole interval
-    since the previous poll while the device's utilisation covers only NVML's last sampling
-    period (a GPU that just went idle reads 0 while its processes' samples still show
-    work)."""
+    NVML's figures need not agree: the device's value comes from the poll and the processes' from
+    the read after it (memory can grow in between), per-process framebuffer is not an exact part
+    of the device's used memory, and process SM samples cover the whole interval since the
+    previous poll while the device's utilisation covers only NVML's last sampling period (a GPU
+    that just went idle reads 0 while its processes' samples still show work)."""
     total = sum(v for v in values if v is not None)
     if total <= device_value or total <= 0:
         return list(values)

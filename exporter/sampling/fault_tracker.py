@@ -42,7 +42,8 @@ enable them; both are in the default set)."""
 FaultKey = tuple[str, FaultSource, str]
 """(GPU UUID, source, code): one fault, however often it is seen while held."""
 ProcessIds = Callable[[str], frozenset[int] | None]
-"""GPU UUID -> pids of its running processes, None when unreadable."""
+"""A function that returns the pids of a GPU's running processes by GPU UUID, or None when they
+cannot be read."""
 
 
 def read_boot_id(path: Path = BOOT_ID_PATH) -> str:
@@ -79,17 +80,18 @@ class FaultTracker:
 
     def __init__(self, process_ids: ProcessIds | None = None,
                  boot_id: Callable[[], str] = read_boot_id) -> None:
-        """`process_ids` lists a GPU's processes (None: holders are never known, so a
-        HOLDER_EXIT fault waits for a reset or a reboot); `boot_id` answers the node's boot
-        id, read every poll ("" when unknown)."""
+        """Hold the two ways the tracker learns about the node. `process_ids` lists a GPU's
+        processes (with None, holders are never known, so a HOLDER_EXIT fault waits for a reset
+        or a reboot); `boot_id` answers the node's boot id, read every poll ("" when unknown)."""
         self._process_ids = process_ids
         self._read_boot_id = boot_id
         self._held: dict[FaultKey, _Held] = {}
         self._xid_totals: dict[tuple[int, int], int] = {}
         self._failing: dict[str, frozenset[str]] = {}
-        """GPU UUID -> health codes failing at the last poll that read its health."""
+        """The health codes failing at the last poll that read each GPU's health, by GPU UUID."""
         self._seen: dict[str, bool] = {}
-        """GPU UUID -> present at the last poll with NVML up (keys: seen present once)."""
+        """Whether each GPU was present at the last poll with NVML up, by GPU UUID (a key means
+        the GPU was seen present once)."""
         self._ecc: dict[str, float] = {}
         self._lock = threading.Lock()
         self._restored: list[GpuFault] = []
@@ -222,7 +224,8 @@ class FaultTracker:
     def _new_xids(self, readings: Readings, by_index: dict[int, Entity], boot_id: str,
                   now: float) -> list[GpuFault]:
         totals: dict[tuple[int, int], int] = {}
-        for total in readings.xid_totals:  # an XID of a MIG instance is its GPU's
+        # An XID on a MIG instance counts for its GPU.
+        for total in readings.xid_totals:
             key = (total.entity_key[0], total.xid)
             totals[key] = totals.get(key, 0) + total.total
         raised = []
@@ -247,7 +250,7 @@ class FaultTracker:
             for code in sorted(codes):
                 entry = health_entry(code)
                 if entry.cleared_by is ClearedBy.NEVER_HELD and code in before:
-                    continue  # an Event-only code is raised once per time it starts failing
+                    continue  # An Event-only code is raised once each time it starts failing.
                 fault = self._raise(entry, gpu, boot_id, now)
                 if fault is not None:
                     raised.append(fault)

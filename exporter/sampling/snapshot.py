@@ -12,6 +12,9 @@ from exporter.k8s.types import NO_ATTRIBUTION, Attribution
 
 @dataclass(frozen=True, slots=True)
 class HostLabel:
+    """The host label that every device series carries: its name, or None for no label, and its
+    value."""
+
     name: str | None
     """"hostname" (dcgm-exporter 4.8.3 and later, the default), "Hostname" (4.8.2 and
     earlier), or None for no label."""
@@ -20,6 +23,9 @@ class HostLabel:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
+    """Everything one poll produced (devices, readings, enabled fields, host label and attribution),
+    so the exposition never has to fetch anything."""
+
     inventory: Inventory
     readings: Readings
     collectors: Collectors

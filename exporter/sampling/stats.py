@@ -10,6 +10,9 @@ POLL_ERROR_REASONS = ("deadline", "busy", "nvml_down", "exception")
 
 @dataclass(slots=True)
 class PollStats:
+    """What the poll loop counts about itself: its interval, the last poll's duration and success,
+    scrapes and errors."""
+
     collect_interval_s: float
     last_duration_s: float | None = None
     last_success: float | None = None

@@ -28,6 +28,9 @@ _Job = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ..
 
 
 class DaemonExecutor(concurrent.futures.Executor):
+    """An executor with one daemon thread, so a call stuck in the driver cannot keep the process
+    from exiting."""
+
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -35,6 +38,7 @@ class DaemonExecutor(concurrent.futures.Executor):
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
                ) -> concurrent.futures.Future[T]:
+        """Queue the call on the worker thread and return the future of its result."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._jobs.put((future, fn, args, kwargs))
         return future
@@ -50,6 +54,8 @@ class DaemonExecutor(concurrent.futures.Executor):
                 future.set_exception(exc)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the worker after the queued calls (or cancel those not started), waiting for it when
+        asked."""
         if cancel_futures:  # jobs not started yet are cancelled; a running one finishes
             while True:
                 try:

@@ -27,7 +27,8 @@ _DECOY_HASH = b"$2b$10$" + b"C" * 53
 
 
 def parse_basic(header: str) -> tuple[str, str] | None:
-    """(user, password) from an `Authorization: Basic ...` value, else None."""
+    """Return the user and password of an `Authorization: Basic ...` value, or None when it holds
+    none."""
     scheme, _, encoded = header.strip().partition(" ")
     if scheme.lower() != "basic":
         return None
@@ -52,7 +53,7 @@ class BasicAuth:
         """How many checks paid bcrypt (a scrape with cached credentials does not)."""
 
     async def check(self, authorization: str | None) -> bool:
-        """Whether the header carries the credentials of a configured user."""
+        """Return whether the header carries the credentials of a configured user."""
         credentials = parse_basic(authorization) if authorization else None
         if credentials is None:
             return False

@@ -39,7 +39,8 @@ class ProcessFamilies:
         )
 
     def __call__(self) -> list[Family]:
-        """The families as they are now (reads /proc/self: call off the event loop)."""
+        """Return the families as they are now. It reads /proc/self, so call it off the event
+        loop."""
         families = []
         for collector in self._collectors:
             for metric in collector.collect():

@@ -14,6 +14,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 @dataclass(frozen=True, slots=True)
 class WebLimits:
+    """The bounds on the HTTP server's connections and requests: time-outs, sizes and counts."""
+
     header_timeout_s: float = 10.0
     """From accepting a connection (or the first byte of a later request on it) to the end of
     the request's headers, TLS handshake included. Slow or silent clients are cut then
@@ -49,6 +51,8 @@ class TokenBucket:
         self._at = clock()
 
     def allow(self) -> bool:
+        """Take a token and return True when one is available; return False when the request must be
+        refused."""
         now = self._clock()
         self._tokens = min(float(self._burst), self._tokens + (now - self._at) / self._interval)
         self._at = now
@@ -74,6 +78,8 @@ class OneLinePerInterval(logging.Filter):
         self.suppressed = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Return whether this log record is written: a rejected request is written as one line at
+        most once per interval, and other records always."""
         exc = record.exc_info[1] if record.exc_info else None
         if not isinstance(exc, HttpProcessingError):
             return True

@@ -103,7 +103,7 @@ class HeadWatch:
         """The unfinished head's last bytes: the start of an end marker split by a read."""
 
     def feed(self, data: bytes) -> bool:
-        """Takes one read; True when a head ended in it."""
+        """Take in one read and return whether a request head ended in it."""
         if len(data) > len(HEAD_END) and data.endswith(HEAD_END) and \
                 data[-len(HEAD_END) - 1] not in b"\r\n":
             # A scrape's read: the head holding that last byte ends with the read.
@@ -209,7 +209,8 @@ class _Connection(asyncio.Protocol):
 
     @property
     def opened(self) -> bool:
-        """asyncio handed it the transport: it owns the socket and the slot from now on."""
+        """Return whether asyncio has taken the connection: from then on it owns the socket and
+        the slot."""
         return self._transport is not None
 
     # --- the deadline ---------------------------------------------------------------
@@ -257,11 +258,12 @@ class Listener:
 
     @property
     def ports(self) -> list[int]:
+        """Return the ports the listener is bound to (useful when it was asked for port 0)."""
         return [int(s.getsockname()[1]) for s in self._sockets]
 
     async def start(self, host: str | None, port: int) -> None:
-        """Binds every address of `host` (all interfaces when None), as asyncio's
-        `create_server` does; OSError when one cannot be bound."""
+        """Bind every address of `host` (all interfaces when None), as asyncio's `create_server`
+        does; raise OSError when one cannot be bound."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
@@ -282,16 +284,16 @@ class Listener:
             self._spawn(self._accept(sock))
 
     async def close(self) -> None:
-        """Stops accepting and drops connections not yet handed to aiohttp (those are
-        aiohttp's runner's to shut down)."""
+        """Stop accepting and drop the connections not yet handed to aiohttp (those that were are
+        shut down by aiohttp's runner)."""
         self._close_sockets()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def refuse(self, reason: RefusalReason, peer: object) -> None:
-        """Counts a refused connection; logs one line per 10 s at most, so a flood of them
-        does not become a flood of log lines."""
+        """Count a refused connection and log it, at most one line per 10 s, so that a flood of
+        refusals does not become a flood of log lines."""
         self.stats.refused[reason] += 1
         now = asyncio.get_running_loop().time()
         if now - self._last_refusal_log < 10.0:
@@ -363,8 +365,8 @@ class Listener:
 
 
 async def _first_byte(sock: socket.socket, deadline: float) -> bytes:
-    """The connection's first byte, left in the socket for whoever reads next; b"" when the
-    client closed first. TimeoutError at the deadline."""
+    """Return the connection's first byte, leaving it in the socket for whoever reads next; b""
+    when the client closed first. Raise TimeoutError at the deadline."""
     loop = asyncio.get_running_loop()
     readable: asyncio.Future[None] = loop.create_future()
     fd = sock.fileno()

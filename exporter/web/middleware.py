@@ -26,7 +26,8 @@ USERS_RECHECK_S = 1.0
 
 
 def enforce_web_config(live: LiveWebConfig) -> Guard:
-    """Rate limit, TLS-only paths, basic auth and the configured response headers."""
+    """Return the guard that applies the web config to each request before its endpoint runs:
+    rate limit, TLS-only paths, basic authentication, and the configured response headers."""
 
     async def enforced(request: web.BaseRequest, handler: Endpoint) -> web.StreamResponse:
         applied = live.current(at_most_every_s=USERS_RECHECK_S)

@@ -41,6 +41,7 @@ class Applied:
 
     @classmethod
     def build(cls, config: WebConfig) -> Applied:
+        """Return the TLS context, authentication and rate limit that this web config asks for."""
         tls = build_server_tls(config.tls, config.path) if config.tls is not None else None
         auth = BasicAuth(config.users) if config.users else None
         bucket = (TokenBucket(config.rate_limit.interval_s, config.rate_limit.burst)
@@ -48,7 +49,7 @@ class Applied:
         return cls(config, tls, auth, bucket)
 
     def describe(self) -> str:
-        """One line for the log and for doctor."""
+        """Return a one-line description for the log and for `doctor`."""
         parts = []
         tls = self.config.tls
         if tls is None:
@@ -123,7 +124,8 @@ class LiveWebConfig:
 
     @classmethod
     def load(cls, path: Path) -> LiveWebConfig:
-        """At start-up: WebConfigError (naming the file and key) when it cannot be used."""
+        """Load the web config at start-up; raise WebConfigError (naming the file and key) when
+        it cannot be used."""
         applied = Applied.build(load_web_config(path))
         _log_warnings(applied)
         log.info("web config %s: %s", path, applied.describe())
@@ -131,12 +133,12 @@ class LiveWebConfig:
 
     @property
     def applied(self) -> Applied:
-        """As last loaded, without looking at the files."""
+        """Return the configuration as last loaded, without looking at the files."""
         return self._applied
 
     def current(self, at_most_every_s: float = 0.0) -> Applied:
-        """The configuration a new connection or request gets, re-read first when a watched
-        file changed (checked no more often than `at_most_every_s`)."""
+        """Return the configuration that a new connection or request gets, re-reading the files
+        first when a watched file changed (checked no more often than every `at_most_every_s`)."""
         now = self._clock()
         if at_most_every_s and now - self._checked_at < at_most_every_s:
             return self._applied
@@ -170,7 +172,7 @@ class LiveWebConfig:
 
 
 def _log_warnings(applied: Applied) -> None:
-    """What the file asks for that is not done as asked, each time it is (re)loaded."""
+    """Log what the file asks for that is not done as asked, each time it is loaded."""
     tls = applied.tls.warnings if applied.tls is not None else ()
     for warning in (*applied.config.warnings(), *tls):
         log.warning("web config %s: %s", applied.config.path, warning)

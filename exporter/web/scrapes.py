@@ -45,15 +45,18 @@ class ScrapeSlots:
         return True
 
     def give_back(self, status: int) -> None:
+        """Free a scrape's slot and count the scrape as finished with this status code."""
         self.in_flight -= 1
         self.finished[status] = self.finished.get(status, 0) + 1
 
     def refusal(self) -> web.Response:
+        """Return the response sent to a scrape refused because too many are in flight."""
         return web.Response(body=LIMIT_BODY, status=LIMIT_STATUS, headers=LIMIT_HEADERS)
 
     def promhttp(self, openmetrics: bool) -> bytes:
-        """promhttp_metric_handler_requests_in_flight and _total as they stand (this scrape
-        in flight, not yet counted), in the order Go's registry sorts them."""
+        """Return promhttp_metric_handler_requests_in_flight and
+        promhttp_metric_handler_requests_total as they stand (this scrape in flight, not yet
+        counted), in the order Go's registry sorts them."""
         finished = self.finished
         return b"".join((
             _IN_FLIGHT_HEAD, str(self.in_flight).encode(),
@@ -89,6 +92,8 @@ class AdmittedResponse(web.Response):
             self._slots = None
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        """Send the headers; if that fails, give the slot back at once, since `write_eof` will not
+        be called."""
         try:
             return await super().prepare(request)
         except BaseException:  # write_eof will not be called
@@ -96,6 +101,7 @@ class AdmittedResponse(web.Response):
             raise
 
     async def write_eof(self, data: bytes = b"") -> None:
+        """Finish the response and give the slot back, whether or not writing succeeded."""
         try:
             await super().write_eof(data)
         finally:

@@ -1,5 +1,6 @@
-"""`tls_server_config` -> an `ssl.SSLContext`, as close to exporter-toolkit's Go semantics as
-Python's ssl module allows; what it cannot honour is refused or comes back as a warning.
+"""The `ssl.SSLContext` built from `tls_server_config`, as close to exporter-toolkit's Go
+semantics as Python's ssl module allows; what it cannot honour is refused or comes back as a
+warning.
 
 Where Python differs from Go's crypto/tls:
 
@@ -68,6 +69,9 @@ _KEY = "tls_server_config"
 
 @dataclass(frozen=True, slots=True)
 class ServerTls:
+    """A TLS context built from `tls_server_config`, with the client SANs to check and the warnings
+    for the start-up log."""
+
     context: ssl.SSLContext
     allowed_sans: tuple[str, ...] | None
     """`client_allowed_sans`; checked on each connection with `san_allowed`."""
@@ -76,7 +80,8 @@ class ServerTls:
 
 
 def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
-    """The context for new connections; WebConfigError names the file and key at fault."""
+    """Return the TLS context for new connections; raise WebConfigError naming the file and key
+    at fault."""
     where = f"web config {config_path}: {_KEY}"
     notes: list[str] = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -216,8 +221,9 @@ def _name(path: Path | None) -> str:
 
 @contextlib.contextmanager
 def _pem_file(text: str) -> Iterator[str]:
-    """A path holding `text` for `load_cert_chain`, which reads only files: an anonymous
-    in-memory file where the kernel has them, so a key given inline never reaches a disk."""
+    """Return a path that holds `text` for `load_cert_chain`, which reads only files. It is an
+    anonymous in-memory file where the kernel has them, so that a key given inline never reaches
+    a disk."""
     data = text.encode("ascii", errors="replace")
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("pem", os.MFD_CLOEXEC)
@@ -234,7 +240,7 @@ def _pem_file(text: str) -> Iterator[str]:
 
 
 def san_allowed(peer_cert: dict[str, object] | None, allowed: tuple[str, ...]) -> bool:
-    """Whether a verified client certificate (as `getpeercert()` returns it) has a Subject
+    """Return whether a verified client certificate (as `getpeercert()` returns it) has a Subject
     Alternative Name equal to an entry of `client_allowed_sans`: DNS, e-mail, IP or URI."""
     if not peer_cert:
         return False
@@ -250,7 +256,8 @@ def san_allowed(peer_cert: dict[str, object] | None, allowed: tuple[str, ...]) -
 
 
 def _same_ip(presented: str, wanted: str) -> bool:
-    """IPs compared as addresses: ssl spells IPv6 otherwise than Go (`2001:DB8:0:0:...`)."""
+    """Return whether two IP addresses are the same address, since ssl writes IPv6 otherwise than
+    Go does (`2001:DB8:0:0:...`)."""
     try:
         return ipaddress.ip_address(presented.strip()) == ipaddress.ip_address(wanted)
     except ValueError:

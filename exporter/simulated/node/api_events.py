@@ -24,9 +24,10 @@ _WAIT_SLICE_S = 0.05
 
 
 class EventCalls(SimCore):
-    """XID event sets; waits block on a condition until an XID is due."""
+    """The simulated node's XID event calls; a wait blocks on a condition until an XID is due."""
 
     def nvmlEventSetCreate(self) -> Any:
+        """Create an empty event set and return its handle, as pynvml does."""
         with self._lock:
             self._begin("nvmlEventSetCreate")
             address = self._new_address()
@@ -40,6 +41,8 @@ class EventCalls(SimCore):
         return found
 
     def nvmlDeviceRegisterEvents(self, handle: Handle, event_types: int, event_set: Any) -> None:
+        """Register the GPU for XID events on the event set; any other event type answers
+        NOT_SUPPORTED."""
         with self._lock:
             t = self._begin("nvmlDeviceRegisterEvents")
             found = self._event_set(event_set)
@@ -87,6 +90,7 @@ class EventCalls(SimCore):
                 self._cond.wait(min(remaining, _WAIT_SLICE_S))
 
     def nvmlEventSetFree(self, event_set: Any) -> None:
+        """Free the event set; an unknown one answers INVALID_ARGUMENT."""
         with self._lock:
             self._begin("nvmlEventSetFree")
             address = address_of(event_set)

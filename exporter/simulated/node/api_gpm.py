@@ -1,4 +1,5 @@
-"""GPM: sample buffers, GPU / GPU-instance / compute-instance scopes, metrics."""
+"""The simulated node's GPM: sample buffers, metrics, and the scopes of a GPU, a GPU instance
+and a compute instance."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ _MIN_GPM_GAP_S = 0.1
 
 
 class GpmCalls(SimCore):
-    """GPM support, sample buffers and metrics."""
+    """The simulated node's GPM calls: support, sample buffers and metrics."""
 
     def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> Any:
+        """Return whether the GPU's board supports GPM, in pynvml's support struct."""
         with self._lock:
             t = self._begin("nvmlGpmQueryDeviceSupport")
             device = self._resolve(handle, t)
@@ -37,6 +39,7 @@ class GpmCalls(SimCore):
             return support
 
     def nvmlGpmSampleAlloc(self) -> Any:
+        """Allocate an empty GPM sample buffer and return its handle."""
         with self._lock:
             self._begin("nvmlGpmSampleAlloc")
             address = self._new_address()
@@ -44,6 +47,7 @@ class GpmCalls(SimCore):
             return ctypes.cast(ctypes.c_void_p(address), pynvml.c_nvmlGpmSample_t)
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
+        """Free the GPM sample buffer; an unknown one answers INVALID_ARGUMENT."""
         with self._lock:
             self._begin("nvmlGpmSampleFree")
             address = address_of(sample)
@@ -75,6 +79,8 @@ class GpmCalls(SimCore):
             return self._take_sample(device, (), sample, t)
 
     def nvmlGpmMigSampleGet(self, handle: Handle, gpu_instance_id: int, sample: Any) -> Any:
+        """Take a GPM sample of one GPU instance into the buffer; a GPU without GPM answers
+        NOT_SUPPORTED, and an instance the GPU does not have answers INVALID_ARGUMENT."""
         with self._lock:
             t = self._begin("nvmlGpmMigSampleGet")
             gpu = self._physical(handle, t)
@@ -85,6 +91,8 @@ class GpmCalls(SimCore):
             return self._take_sample(gpu, (gpu_instance_id,), sample, t)
 
     def nvmlGpmMetricsGet(self, metrics_get: Any) -> Any:
+        """Fill in the requested GPM metrics from the two samples, checking the struct's version and
+        metric count as NVML does."""
         with self._lock:
             self._begin("nvmlGpmMetricsGet")
             if metrics_get.version != pynvml.NVML_GPM_METRICS_GET_VERSION:

@@ -38,6 +38,9 @@ def _is_ppcnt_query(words: tuple[int, ...], size: int, register_size: int) -> bo
 
 
 class PrmCalls(SimCore):
+    """The simulated node's answers to NVLink port register reads (PPCNT groups and PRM
+    counters)."""
+
     def _ppcnt(self, gpu: GpuEntry, t: float, link: int) -> dict[str, int]:
         dyn = gpu.dyn
         links = gpu.spec.board.nvlink_links
@@ -59,6 +62,8 @@ class PrmCalls(SimCore):
         }
 
     def nvmlDeviceReadWritePRM_v1(self, handle: Handle, tlv: Any) -> None:
+        """Answer a PPCNT register query in the TLV with the link's counters; a query that is not
+        well formed answers as NVML does."""
         words = struct.unpack_from(">7I", bytes(tlv.data))
         group, port = words[5] & 0x3F, words[5] >> 16 & 0xFF  # PPCNT word 0
         well_formed = group in PPCNT_GROUPS and port >= 1 and _is_ppcnt_query(
@@ -76,6 +81,7 @@ class PrmCalls(SimCore):
                 tlv.data[offset:offset + width] = values[name].to_bytes(width, "big")
 
     def nvmlDeviceReadPRMCounters_v1(self, handle: Handle, counters: Any) -> None:
+        """Fill in each requested PRM counter of the GPU's links."""
         with self._lock:
             for i in range(counters.numCounters):
                 counter = counters.counters[i]

@@ -20,6 +20,8 @@ class ProcessCalls(SimCore):
     list, `c_nvmlProcessUtilizationSample_t` structs for the samples."""
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Any]:
+        """Return the compute processes running on the GPU with the memory each holds; MIG devices
+        and GPUs without simulated processes have none."""
         with self._lock:
             t = self._begin("nvmlDeviceGetComputeRunningProcesses")
             device = self._resolve(handle, t)

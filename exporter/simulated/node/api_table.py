@@ -156,6 +156,7 @@ def answering(call: SimCall) -> Callable[..., Any]:
 
 
 def add_calls(cls: type[SimCore], calls: Iterable[SimCall]) -> None:
+    """Give the class one method per call-table entry, named after the entry's function."""
     for call in calls:
         setattr(cls, call.function, answering(call))
 
@@ -165,7 +166,9 @@ class TableCalls(SimCore):
     below, so the type checker sees them through `__getattr__`)."""
 
     if TYPE_CHECKING:
-        def __getattr__(self, name: str) -> Any: ...
+        def __getattr__(self, name: str) -> Any:
+            """Let the type checker accept the methods set from the call table."""
+            ...
 
 
 add_calls(TableCalls, CALLS)

@@ -25,9 +25,11 @@ _FI_NVLINK = {138: "tx", 139: "rx"}
 
 
 class ValueCalls(SimCore):
-    """Per-device values; physical-GPU values refuse MIG device handles."""
+    """The simulated node's device values; the calls about a physical GPU refuse MIG device
+    handles."""
 
     def nvmlDeviceGetClockInfo(self, handle: Handle, clock_type: int) -> int:
+        """Return the GPU's current clock of this type, in MHz."""
         with self._lock:
             t = self._begin("nvmlDeviceGetClockInfo")
             dyn = self._physical(handle, t).dyn
@@ -41,6 +43,8 @@ class ValueCalls(SimCore):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int:
+        """Return the GPU's temperature in degrees Celsius; a sensor other than the GPU's answers
+        INVALID_ARGUMENT."""
         with self._lock:
             t = self._begin("nvmlDeviceGetTemperature")
             dyn = self._physical(handle, t).dyn
@@ -49,28 +53,33 @@ class ValueCalls(SimCore):
             return dyn.gpu_temp_c(t)
 
     def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int:
+        """Return the GPU's power draw, in milliwatts."""
         with self._lock:
             t = self._begin("nvmlDeviceGetPowerUsage")
             return round(self._physical(handle, t).dyn.power_mw(t))
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: Handle) -> int:
+        """Return the board's power limit, in milliwatts."""
         with self._lock:
             t = self._begin("nvmlDeviceGetPowerManagementLimit")
             return int(self._physical(handle, t).spec.board.power_limit_w * 1000)
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: Handle) -> int:
+        """Return the energy the GPU has used, in millijoules; it never decreases between calls."""
         with self._lock:
             t = self._begin("nvmlDeviceGetTotalEnergyConsumption")
             gpu = self._physical(handle, t)
             return self._monotonic("energy", gpu.index, gpu.dyn.energy_mj(t))
 
     def nvmlDeviceGetPcieReplayCounter(self, handle: Handle) -> int:
+        """Return the GPU's PCIe replay count; it never decreases between calls."""
         with self._lock:
             t = self._begin("nvmlDeviceGetPcieReplayCounter")
             gpu = self._physical(handle, t)
             return self._monotonic("replays", gpu.index, gpu.dyn.pcie_replays(t))
 
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Any:
+        """Return the GPU's compute and memory utilisation percent (refused under MIG)."""
         with self._lock:
             t = self._begin("nvmlDeviceGetUtilizationRates")
             gpu_pct, mem_pct = self._no_mig(handle, t).dyn.utilization(t)
@@ -80,8 +89,9 @@ class ValueCalls(SimCore):
 
     def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int
                              ) -> tuple[int, list[Any]]:
-        """The utilisation samples newer than `last_seen` (CPU µs) still in the buffer, each
-        the GPU or memory utilisation (%) over its 1/6 s period; NOT_FOUND when none is."""
+        """Return the utilisation samples newer than `last_seen` (CPU time in microseconds) still
+        in the buffer, each the GPU or memory utilisation percent over its period of 1/6 s; raise
+        NOT_FOUND when there is none."""
         with self._lock:
             t = self._begin("nvmlDeviceGetSamples")
             gpu = self._no_mig(handle, t)
@@ -105,16 +115,20 @@ class ValueCalls(SimCore):
             return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, samples
 
     def nvmlDeviceGetEncoderUtilization(self, handle: Handle) -> list[int]:
+        """Return the encoder's utilisation percent and the sampling period in microseconds."""
         with self._lock:
             t = self._begin("nvmlDeviceGetEncoderUtilization")
             return [self._no_mig(handle, t).dyn.encoder_util(t), _SAMPLING_PERIOD_US]
 
     def nvmlDeviceGetDecoderUtilization(self, handle: Handle) -> list[int]:
+        """Return the decoder's utilisation percent and the sampling period in microseconds."""
         with self._lock:
             t = self._begin("nvmlDeviceGetDecoderUtilization")
             return [self._no_mig(handle, t).dyn.decoder_util(t), _SAMPLING_PERIOD_US]
 
     def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Any:
+        """Return the framebuffer's total, reserved, free and used bytes, of the GPU or of a MIG
+        device's GPU instance."""
         with self._lock:
             t = self._begin("nvmlDeviceGetMemoryInfo")
             device = self._resolve(handle, t)
@@ -135,16 +149,20 @@ class ValueCalls(SimCore):
             return v2
 
     def nvmlDeviceGetRemappedRows(self, handle: Handle) -> tuple[int, int, int, int]:
+        """Return the GPU's remapped rows: correctable, uncorrectable, pending and failure."""
         with self._lock:
             t = self._begin("nvmlDeviceGetRemappedRows")
             return self._no_mig(handle, t).dyn.remapped_rows(t)
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int:
+        """Return the bit mask of reasons the GPU's clocks are held down now."""
         with self._lock:
             t = self._begin("nvmlDeviceGetCurrentClocksEventReasons")
             return self._physical(handle, t).dyn.clock_event_reasons(t)
 
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[Any]) -> Any:
+        """Return one field value per requested field id and scope, each with its own return
+        code."""
         with self._lock:
             t = self._begin("nvmlDeviceGetFieldValues")
             device = self._resolve(handle, t)

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class BoardFigures:
+    """The fixed figures of one simulated board: clock and power limits, PCIe and memory sizes, and
+    thresholds."""
+
     max_video_clock_mhz: int
     video_clock_idle_mhz: int
     power_limit_min_w: float

@@ -39,6 +39,8 @@ class Form(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """One member of the struct a call answers with, and its value when none is given."""
+
     name: str
     unset: float | None = None
     """What the member holds when no value is given (a scenario without its key, a demo
@@ -47,7 +49,7 @@ class Member:
 
     @property
     def table(self) -> str:
-        """The scenario table its value lives in: "calls" (numbers) or "strings"."""
+        """Return the scenario table its value lives in: "calls" for numbers, or "strings"."""
         return "strings" if self.form in (Form.TEXT, Form.HEX) else "calls"
 
 
@@ -130,6 +132,7 @@ class SimCall:
 
     @property
     def c_symbols(self) -> tuple[str, ...]:
+        """Return the C entry points this call goes through in the test library."""
         return self.symbols or (self.function,)
 
     def accepts(self, args: Sequence[int]) -> bool:

@@ -40,11 +40,12 @@ NOT_AVAILABLE = 0xFFFFFFFF
 
 
 def fail(code: int) -> NoReturn:
+    """Raise pynvml's error for this NVML return code."""
     raise pynvml.NVMLError(code)
 
 
 def address_of(obj: Any) -> int | None:
-    """The address a ctypes pointer (or a bare int) holds; None for anything else."""
+    """Return the address a ctypes pointer (or a bare int) holds, or None for anything else."""
     try:
         return ctypes.cast(obj, ctypes.c_void_p).value
     except (ctypes.ArgumentError, TypeError):
@@ -66,6 +67,8 @@ class SimMigDevice:
 
 @dataclass(frozen=True, slots=True)
 class SimGpu:
+    """A GPU of the simulated node, as a pod-resources simulation needs it."""
+
     index: int
     uuid: str
     name: str
@@ -75,6 +78,9 @@ class SimGpu:
 
 @dataclass(slots=True)
 class GpuEntry:
+    """The simulated node's state for one GPU: its specification, UUID, dynamics, handle address and
+    the windows in which it is lost."""
+
     spec: P.GpuSpec
     uuid: str
     dyn: GpuDynamics
@@ -83,15 +89,20 @@ class GpuEntry:
 
     @property
     def index(self) -> int:
+        """Return the GPU's index."""
         return self.spec.index
 
     @property
     def mig_on(self) -> bool:
+        """Return whether MIG is enabled on the GPU."""
         return self.spec.mig is not None
 
 
 @dataclass(slots=True)
 class MigEntry:
+    """The simulated node's state for one MIG device: its GPU, GPU instance, compute instance, UUID,
+    name and handle address."""
+
     gpu: GpuEntry
     gi: P.GpuInstanceSpec
     ci: P.ComputeInstanceSpec
@@ -112,27 +123,34 @@ class Asked:
 
     @property
     def board(self) -> P.Board:
+        """Return the board of the GPU asked."""
         return self.gpu.spec.board
 
     @property
     def figures(self) -> BoardFigures:
+        """Return the fixed figures of the GPU's board."""
         return BOARD_FIGURES[self.gpu.spec.board.name]
 
     @property
     def dyn(self) -> GpuDynamics:
+        """Return the dynamics of the GPU asked."""
         return self.gpu.dyn
 
 
 @dataclass(slots=True)
 class EventSetEntry:
+    """One event set: the GPUs registered on it and the XID events it already delivered."""
+
     registered: dict[int, float]
-    """GPU index -> simulated time it was registered (earlier events are lost)."""
+    """The simulated time each GPU was registered, by GPU index (events before then are lost)."""
     delivered: set[int]
     """Positions in the XID fault list already handed out from this set."""
 
 
 @dataclass(frozen=True, slots=True)
 class SampleEntry:
+    """One GPM sample: the GPU and scope it was taken of, when, and the activity so far."""
+
     gpu: int
     scope: Scope
     t: float
@@ -203,7 +221,8 @@ class SimCore:
 
     @property
     def layout(self) -> tuple[SimGpu, ...]:
-        """The node's devices without any NVML call (not counted in `calls`)."""
+        """Return the node's devices without making any NVML call (so nothing is counted in
+        `calls`)."""
         return tuple(
             SimGpu(g.index, g.uuid, g.spec.board.name, g.spec.bus_id, tuple(
                 SimMigDevice(m.uuid, m.gi.gi_id, m.ci.ci_id, slot, m.gi.profile, m.name)
@@ -214,15 +233,15 @@ class SimCore:
 
     @property
     def shared_by(self) -> dict[int, int]:
-        """GPU index -> how many pods share it by time-slicing, for the GPUs the node's
-        profile shares (the simulated kubelet hands each out as that many replicas)."""
+        """Return, for each GPU the node's profile shares by time-slicing, how many pods share it
+        (the simulated kubelet hands it out as that many replicas)."""
         return {g.index: g.spec.shared_by for g in self._gpus if g.spec.shared_by}
 
     @property
     def tenant_pids(self) -> dict[str, tuple[int, ...]]:
-        """GPU UUID -> the host PIDs of the compute processes it runs, in the order NVML lists
-        them, without any NVML call: what the demo gives cgroup files (`exporter.simulated.pods`).
-        Only GPUs that run processes are listed."""
+        """Return, for each GPU UUID, the host PIDs of the compute processes it runs, in the
+        order NVML lists them, without making any NVML call: the demo writes cgroup files for
+        them (`exporter.simulated.pods`). Only GPUs that run processes are listed."""
         return {g.uuid: tuple(p.pid for p in self._processes[g.index])
                 for g in self._gpus if self._processes.get(g.index)}
 
@@ -234,7 +253,7 @@ class SimCore:
         return self._processes.get(index, ())
 
     def now(self) -> float:
-        """Simulated seconds since construction."""
+        """Return the simulated seconds since construction."""
         return max(0.0, self._clock() - self._t0)
 
     def _new_address(self) -> int:
@@ -269,22 +288,24 @@ class SimCore:
         return device
 
     def _physical(self, handle: Handle, t: float) -> GpuEntry:
-        """A physical-GPU query: MIG device handles do not answer it."""
+        """Return the GPU for a query about a physical GPU; a MIG device handle answers
+        NOT_SUPPORTED."""
         device = self._resolve(handle, t)
         if isinstance(device, MigEntry):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return device
 
     def _no_mig(self, handle: Handle, t: float) -> GpuEntry:
-        """A query NVML refuses on MIG-enabled GPUs and on MIG devices."""
+        """Return the GPU for a query that NVML refuses on MIG-enabled GPUs and on MIG devices."""
         gpu = self._physical(handle, t)
         if gpu.mig_on:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu
 
     def _link(self, handle: Handle, t: float, link: int) -> GpuEntry:
-        """An NVLink query: refused under MIG and without links ("Nvlink queries are not
-        supported for Devices in MIG mode"); a link past the last is invalid."""
+        """Return the GPU for an NVLink query, which is refused under MIG ("Nvlink queries are
+        not supported for Devices in MIG mode") and on a GPU without links; a link past the last
+        is invalid."""
         gpu = self._physical(handle, t)
         if not gpu.spec.board.nvlink_links or gpu.mig_on:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -299,7 +320,8 @@ class SimCore:
         return device
 
     def _monotonic(self, key: str, gpu: int, value: float) -> int:
-        """Counters never step back, even by a float rounding."""
+        """Return the counter's value, never less than the last one returned, even by a float
+        rounding."""
         current = max(int(value), self._high_water.get((key, gpu), 0))
         self._high_water[(key, gpu)] = current
         return current
@@ -319,7 +341,7 @@ def _first_exits(faults: Sequence[Fault]) -> dict[int, float]:
 
 
 def _validate(profile: P.Profile, faults: Sequence[Fault]) -> None:
-    """Faults must name GPUs (and MIG GPU instances) the profile has."""
+    """Check that the faults name only GPUs (and MIG GPU instances) the profile has."""
     count = len(profile.gpus)
     for fault in faults:
         gpu = fault_gpu(fault)

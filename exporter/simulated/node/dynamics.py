@@ -58,6 +58,8 @@ Scope = tuple[int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
+    """One place activity lives: the whole GPU without MIG, or one compute instance under MIG."""
+
     gi: int | None
     ci: int | None
     weight: float
@@ -84,6 +86,8 @@ class MemoryRamp:
         return (self.low + (self.high - self.low) * phase) * (self.total_mib - self.reserved_mib)
 
     def used_mib(self, t: float) -> float:
+        """Return the framebuffer used at t, in MiB, following a fault's ramp once one has
+        started."""
         used = self._normal(t)
         started = [r for r in self.ramps if r.at <= t]
         if started:
@@ -96,6 +100,9 @@ class MemoryRamp:
 
 
 class GpuDynamics:
+    """Every figure of one simulated GPU as a function of simulated time, derived from its board, a
+    seed and the faults it is told to show."""
+
     def __init__(self, profile: str, spec: GpuSpec, seed: int, faults: Sequence[Fault]) -> None:
         self.spec = spec
         board = spec.board
@@ -171,9 +178,12 @@ class GpuDynamics:
         return sum(w * leaf.activity.at(t) for leaf, w in self._leaves(scope))
 
     def activity_integral(self, t0: float, t1: float, scope: Scope = ()) -> float:
+        """Return the integral of the scope's activity from t0 to t1."""
         return sum(w * leaf.activity.integral(t0, t1) for leaf, w in self._leaves(scope))
 
     def mean_activity(self, t: float, span: float, scope: Scope = ()) -> float:
+        """Return the scope's mean activity over the span before t (the activity at t when the span
+        is empty)."""
         start = max(0.0, t - span)
         if t - start <= 1e-9:
             return self.activity(t, scope)
@@ -190,9 +200,11 @@ class GpuDynamics:
         return factor
 
     def power_fraction(self, t: float) -> float:
+        """Return where the power draw sits between idle and load at t, as a fraction."""
         return self.activity(t) * self._power_factor(t)
 
     def power_fraction_integral(self, t0: float, t1: float) -> float:
+        """Return the integral of the power fraction from t0 to t1."""
         edges = breakpoints((*self.thermal, *self.brake), t0, t1)
         total = 0.0
         for a, b in itertools.pairwise(edges):
@@ -204,6 +216,7 @@ class GpuDynamics:
         return b.power_idle_w + (b.power_load_w - b.power_idle_w) * fraction
 
     def energy_mj(self, t: float) -> float:
+        """Return the energy used by t, in millijoules."""
         b = self.board
         joules = b.power_idle_w * t + (b.power_load_w - b.power_idle_w) * (
             self.power_fraction_integral(0.0, t))
@@ -226,18 +239,23 @@ class GpuDynamics:
         return self.power_fraction_integral(start, t) / (t - start)
 
     def thermal_active(self, t: float) -> bool:
+        """Return whether a thermal slowdown fault holds at t."""
         return any(w.active(t) for w in self.thermal)
 
     def brake_active(self, t: float) -> bool:
+        """Return whether a power brake fault holds at t."""
         return any(w.active(t) for w in self.brake)
 
     def gpu_temp_c(self, t: float) -> int:
+        """Return the GPU temperature at t, in degrees Celsius."""
         b = self.board
         if self.thermal_active(t):
             return round(b.temp_slowdown_c + 1)
         return round(b.temp_idle_c + (b.temp_load_c - b.temp_idle_c) * self._mean_power_fraction(t))
 
     def memory_temp_c(self, t: float) -> int | None:
+        """Return the memory temperature at t, in degrees Celsius, or None when the board has no
+        memory sensor."""
         b = self.board
         if b.mem_temp_idle_c is None or b.mem_temp_load_c is None:
             return None
@@ -252,6 +270,8 @@ class GpuDynamics:
         return self.power_mw(t) >= 0.95 * self.board.power_limit_w * 1000.0
 
     def sm_clock_mhz(self, t: float) -> int:
+        """Return the SM clock at t, in MHz: idle when idle, lower under a power cap or thermal
+        slowdown."""
         b = self.board
         if self.activity(t) < IDLE_ACTIVITY and not self.thermal_active(t):
             return b.sm_clock_idle_mhz
@@ -265,12 +285,14 @@ class GpuDynamics:
         return max(b.sm_clock_idle_mhz, round(clock / 15.0) * 15)
 
     def mem_clock_mhz(self, t: float) -> int:
+        """Return the memory clock at t, in MHz."""
         b = self.board
         if self.activity(t) < IDLE_ACTIVITY:
             return b.mem_clock_idle_mhz
         return b.mem_clock_max_mhz
 
     def clock_event_reasons(self, t: float) -> int:
+        """Return the bit mask of reasons the clocks are held down at t."""
         reasons = 0
         if self.activity(t) < IDLE_ACTIVITY:
             reasons |= REASON_GPU_IDLE
@@ -295,9 +317,11 @@ class GpuDynamics:
         return round(gpu), round(memory)
 
     def encoder_util(self, t: float) -> int:
+        """Return the encoder's utilisation percent at t (0 on a board without an encoder)."""
         return round(30 * self.mean_activity(t, 1.0)) if self.board.has_encoder else 0
 
     def decoder_util(self, t: float) -> int:
+        """Return the decoder's utilisation percent at t (0 on a board without an encoder)."""
         return round(45 * self.mean_activity(t, 1.0)) if self.board.has_encoder else 0
 
     # -- memory -----------------------------------------------------------------------------
@@ -318,14 +342,16 @@ class GpuDynamics:
     # -- counters ---------------------------------------------------------------------------
 
     def pcie_replays(self, t: float) -> int:
+        """Return the PCIe replay count at t."""
         busy = 0.2 * t + self.activity_integral(0.0, t)
         bursts = sum(f.count for f in self.replay_bursts if f.at <= t)
         return self.replays_at_start + int(self.replays_per_active_s * busy) + bursts
 
     def retired_pages(self, t: float) -> tuple[int, int, int] | None:
-        """(single-bit, double-bit, pending) on a GPU with a `retire` fault (0 until it
-        starts: the GPU retires pages, as boards before Ampere do); None on the others, as
-        boards from Ampere on answer NOT_SUPPORTED (they remap rows instead)."""
+        """Return the retired pages (single-bit, double-bit, pending) on a GPU with a `retire`
+        fault, 0 each until the fault starts, since such a GPU retires pages as boards before
+        Ampere do. Return None on the others, as boards from Ampere on answer NOT_SUPPORTED (they
+        remap rows instead)."""
         if not self.retire:
             return None
         started = [f for f in self.retire if f.at <= t]
@@ -335,13 +361,16 @@ class GpuDynamics:
         return pages - pages // 2, pages // 2, int(pending)
 
     def inforom_valid(self, t: float) -> bool:
+        """Return whether the InfoROM is valid at t (not while an InfoROM fault holds)."""
         return not any(w.active(t) for w in self.inforom)
 
     def link_up(self, t: float, link: int) -> bool:
+        """Return whether this NVLink is up at t."""
         return not any(f.link == link and f.window.active(t) for f in self.links_down)
 
     def recovery_action(self, t: float) -> int:
-        """NVML_GPU_RECOVERY_ACTION_*: NONE (0) unless a `recovery` fault holds."""
+        """Return the recovery action NVML reports (an NVML_GPU_RECOVERY_ACTION_* value): NONE
+        (0) unless a `recovery` fault holds."""
         return next((f.action for f in self.recovery if f.window.active(t)), 0)
 
     def nvlink_kib(self, t: float, direction: str) -> float:
@@ -381,12 +410,16 @@ class GpuDynamics:
                 sum(f.dbe for f in started))
 
     def remapped_rows(self, t: float) -> tuple[int, int, int, int]:
+        """Return the remapped rows at t: correctable (always 0), uncorrectable, pending and
+        failure."""
         started = [f for f in self.remap if f.at <= t]
         pending = int(any(f.pending for f in started))
         failure = int(any(f.failure for f in started))
         return 0, len(started), pending, failure
 
     def violation_ns(self, t: float, kind: str) -> int:
+        """Return the nanoseconds spent under this kind of clock violation (thermal, power or
+        low-util) by t; 0 for any other kind."""
         if kind == "thermal":
             windows: Sequence[Window] = self.thermal
         elif kind == "power":
@@ -404,6 +437,8 @@ class GpuDynamics:
         return sum(leaf.weight for leaf, _ in self._leaves(scope)) if scope else 1.0
 
     def has_scope(self, scope: Scope) -> bool:
+        """Return whether the GPU has this scope: the whole GPU always, an instance only under
+        MIG."""
         return not scope or bool(self._leaves(scope))
 
 

@@ -17,12 +17,14 @@ from exporter.durations import DURATION_HINT, parse_duration
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """[start, end) in simulated seconds; end None means it never ends."""
+    """A span of simulated seconds from `start` up to, but not including, `end`; an `end` of None
+    means it never ends."""
 
     start: float
     end: float | None = None
 
     def active(self, t: float) -> bool:
+        """Return whether the window holds at t (it starts at `start` and ends before `end`)."""
         return self.start <= t and (self.end is None or t < self.end)
 
     def overlap(self, t0: float, t1: float) -> float:
@@ -44,7 +46,7 @@ class XidFault:
 
 @dataclass(frozen=True, slots=True)
 class LostFault:
-    """GPU_IS_LOST on a GPU and its MIG devices during the window."""
+    """A GPU and its MIG devices answer GPU_IS_LOST during the window."""
 
     gpu: int
     window: Window
@@ -53,8 +55,8 @@ class LostFault:
 
 @dataclass(frozen=True, slots=True)
 class NvmlDownFault:
-    """nvmlInit fails with DRIVER_NOT_LOADED during the window; an initialised library is
-    dropped (every call answers UNINITIALIZED until nvmlInit succeeds again)."""
+    """nvmlInit fails with DRIVER_NOT_LOADED during the window, and an initialised library is
+    dropped: every call answers UNINITIALIZED until nvmlInit succeeds again."""
 
     window: Window
     spec: str = ""
@@ -104,7 +106,8 @@ class RemapFault:
 
 @dataclass(frozen=True, slots=True)
 class ThermalFault:
-    """HW thermal slowdown: temperature at its slowdown limit, clocks cut."""
+    """A hardware thermal slowdown: the temperature sits at its slowdown limit and the clocks are
+    cut."""
 
     gpu: int
     window: Window
@@ -113,7 +116,7 @@ class ThermalFault:
 
 @dataclass(frozen=True, slots=True)
 class PowerBrakeFault:
-    """HW power brake slowdown: power and clocks cut."""
+    """A hardware power brake slowdown: power and clocks are cut."""
 
     gpu: int
     window: Window
@@ -155,8 +158,8 @@ class PcieReplayFault:
 
 @dataclass(frozen=True, slots=True)
 class RetireFault:
-    """Page retirement from `at`, as on a GPU before Ampere: `pages` retired (half for single-
-    bit, half for double-bit errors) and/or one pending until the next reset."""
+    """Page retirement from `at`, as on a GPU before Ampere: `pages` retired (half for
+    single-bit, half for double-bit errors) and/or one pending until the next reset."""
 
     gpu: int
     at: float
@@ -167,7 +170,7 @@ class RetireFault:
 
 @dataclass(frozen=True, slots=True)
 class InforomFault:
-    """nvmlDeviceValidateInforom answers CORRUPTED_INFOROM during the window."""
+    """The InfoROM check (nvmlDeviceValidateInforom) answers CORRUPTED_INFOROM during the window."""
 
     gpu: int
     window: Window
@@ -531,6 +534,8 @@ def fault_gpu(fault: Fault) -> int | None:
 
 
 def fault_gpu_instance(fault: Fault) -> int | None:
+    """Return the GPU instance a fault is about, or None for faults about a whole GPU or the
+    node."""
     if isinstance(fault, XidFault | FbRampFault | IdleFault):
         return fault.gpu_instance
     return None

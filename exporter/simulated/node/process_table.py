@@ -23,6 +23,9 @@ SAMPLE_PERIOD_S = 1 / 6
 
 @dataclass(frozen=True, slots=True)
 class SimProcess:
+    """One compute process on a time-sliced GPU: its pid and its shares of the framebuffer and of
+    the busy time."""
+
     pid: int
     memory_share: float
     """Part of the GPU's used framebuffer this process holds."""

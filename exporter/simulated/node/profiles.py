@@ -94,6 +94,8 @@ L4 = Board(
 
 @dataclass(frozen=True, slots=True)
 class ComputeInstanceSpec:
+    """One compute instance of a simulated GPU instance."""
+
     ci_id: int
     slices: int
     """Compute slices of the GPU instance this compute instance holds."""
@@ -104,6 +106,8 @@ class ComputeInstanceSpec:
 
 @dataclass(frozen=True, slots=True)
 class GpuInstanceSpec:
+    """One MIG GPU instance of a simulated GPU: its id, profile, size and compute instances."""
+
     gi_id: int
     profile: str
     """e.g. "3g.71gb"."""
@@ -112,8 +116,8 @@ class GpuInstanceSpec:
     compute_instances: tuple[ComputeInstanceSpec, ...]
 
     def mig_name(self, board: Board, ci: ComputeInstanceSpec) -> str:
-        """NVML's MIG device name: the compute-instance prefix appears only when the GPU
-        instance is split ("1c.3g.71gb"), as in the capture."""
+        """Return NVML's name of a MIG device; the compute-instance prefix appears only when the
+        GPU instance is split ("1c.3g.71gb"), as in the capture."""
         if ci.slices == self.slices:
             return f"{board.name} MIG {self.profile}"
         return f"{board.name} MIG {ci.slices}c.{self.profile}"
@@ -121,6 +125,8 @@ class GpuInstanceSpec:
 
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
+    """One simulated GPU: its index, board, PCI address and MIG layout."""
+
     index: int
     board: Board
     bus: int
@@ -133,15 +139,20 @@ class GpuSpec:
 
     @property
     def bus_id(self) -> str:
+        """Return the GPU's PCI bus id with an eight-digit domain, as NVML writes it."""
         return f"{0:08X}:{self.bus:02X}:{self.pci_device:02X}.0"
 
     @property
     def bus_id_legacy(self) -> str:
+        """Return the GPU's PCI bus id with a four-digit domain, as NVML's legacy field writes
+        it."""
         return f"{0:04X}:{self.bus:02X}:{self.pci_device:02X}.0"
 
 
 @dataclass(frozen=True, slots=True)
 class Profile:
+    """One simulated node: its name, a description and its GPUs."""
+
     name: str
     description: str
     gpus: tuple[GpuSpec, ...]
@@ -213,10 +224,13 @@ PROFILES: Mapping[str, Profile] = {
 
 
 def profile_names() -> list[str]:
+    """Return the names of the simulated nodes, sorted."""
     return sorted(PROFILES)
 
 
 def get_profile(name: str) -> Profile:
+    """Return the simulated node with this name; raise ValueError listing the known names
+    otherwise."""
     try:
         return PROFILES[name]
     except KeyError:
@@ -234,4 +248,6 @@ def gpu_uuid(profile: str, gpu: int) -> str:
 
 
 def mig_uuid(profile: str, gpu: int, gi: int, ci: int) -> str:
+    """Return the MIG device UUID for this node, GPU, GPU instance and compute instance, the same on
+    every run."""
     return f"MIG-{uuid.uuid5(_UUID_NAMESPACE, f'{profile}/gpu/{gpu}/gi/{gi}/ci/{ci}')}"

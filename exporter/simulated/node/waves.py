@@ -25,9 +25,11 @@ class Wave:
     """(amplitude, angular frequency rad/s, phase rad)."""
 
     def at(self, t: float) -> float:
+        """Return the wave's value at t."""
         return self.base + sum(a * math.sin(w * t + p) for a, w, p in self.parts)
 
     def integral(self, t0: float, t1: float) -> float:
+        """Return the integral of the wave from t0 to t1 (0 when t1 is not after t0)."""
         if t1 <= t0:
             return 0.0
         total = self.base * (t1 - t0)
@@ -74,11 +76,13 @@ class GatedWave:
     idle: tuple[Window, ...] = ()
 
     def at(self, t: float) -> float:
+        """Return the wave's value at t, or 0 inside an idle window."""
         if any(w.active(t) for w in self.idle):
             return 0.0
         return self.wave.at(t)
 
     def integral(self, t0: float, t1: float) -> float:
+        """Return the integral of the wave from t0 to t1, leaving out the idle windows."""
         if t1 <= t0:
             return 0.0
         total = self.wave.integral(t0, t1)
