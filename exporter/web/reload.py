@@ -69,7 +69,7 @@ class Applied:
         return "; ".join(parts)
 
     def rows(self) -> list[tuple[str, str]]:
-        """The configuration as (setting, value) rows for the node page, without secrets:
+        """Return the configuration as (setting, value) rows for the node page, without secrets:
         no password hashes, no user names, no inline keys or certificates (only that they
         are inline)."""
         config = self.config
