@@ -16,7 +16,8 @@ each value of one schema), `Sequence(item)`, or a scalar kind:
 - `"any"`: any value, built as PyYAML's safe loader builds it, for callers with their own
   rules; its keys' lines are still noted.
 
-A null value counts as absent (as for Go's pointer fields). `Section` hands the checked values
+A null value counts as absent (as for Go's pointer fields), except in a `MapOf`, where its
+key stays, with None (as Go's maps keep it). `Section` hands the checked values
 back typed, so callers need no casts, and names any key's line in their own errors.
 """
 
@@ -161,7 +162,7 @@ def decode(path: FilePath, node: Node, schema: Schema, key: str = "") -> Decoded
     return decoded
 
 
-def read_yaml(path: FilePath, text: str, schema: Mapping[str, Schema],
+def read_yaml(path: FilePath, text: str, schema: Mapping[str, Schema] | MapOf,
               repeated_keys: RepeatedKeys = "refuse") -> Section:
     """Return the document of `text` (the file at `path`) checked against `schema`, as a
     Section; a file with no document, or a null one, is an empty Section."""
@@ -226,7 +227,7 @@ def _decode_mapping(path: FilePath, node: MappingNode, schema: Mapping[str, Sche
         lines[child_key] = _line(key_node)
         value = _decode(path, value_node, child_schema, child_key, lines, built)
         values.pop(name, None)  # a repeated key kept as the last one: in the last one's place
-        if value is not None:
+        if value is not None or isinstance(schema, MapOf):  # a map's null is a value
             values[name] = value
     return values
 
