@@ -9,7 +9,7 @@ scalar keys, only the keys a schema declares, each value of the declared type.
 A schema is a `Mapping` of key -> schema (those keys and no other), `MapOf(value)` (any keys,
 each value of one schema), `Sequence(item)`, or a scalar kind:
 
-- `"int"`: a YAML integer (0x1f, 0o17, 1_000 included); `"bool"`: true or false;
+- `"int"`: a YAML 1.1 integer (0x1f, 017, 1_000 included); `"bool"`: true or false;
 - `"number"`: an integer or a float; `"str"`: a YAML string (quoted, or plain text that is
   no other type);
 - `"text"`: any scalar, read as its text, as Go decodes one into a string;
@@ -107,7 +107,8 @@ def _compose_one(path: FilePath, text: str, repeated_keys: RepeatedKeys) -> Node
                         f"{_one_line(exc.problem or exc.context or str(exc))}") from None
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow
         line = text[:exc.position].count("\n") + 1
-        raise YamlError(f"{path}:{line}: not valid YAML: character {exc.character!r} is not "
+        character = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise YamlError(f"{path}:{line}: not valid YAML: character {character!r} is not "
                         "allowed") from None
     except yaml.YAMLError as exc:
         raise YamlError(f"{path}:1: not valid YAML: {_one_line(str(exc))}") from None
@@ -287,7 +288,7 @@ def _scalar(node: ScalarNode, kind: Scalar, wrong: YamlError) -> object:
         return value
     if node.tag != _TAG + "int":
         raise wrong
-    # YAML 1.1 integers: 0x1f, 0o17, 1_000, as the resolver that tagged it reads them.
+    # YAML 1.1 integers: 0x1f, 017, 1_000, as the resolver that tagged it reads them.
     return _constructed(node)
 
 
