@@ -132,11 +132,14 @@ def test_values_come_back_typed() -> None:
 
 def test_absent_and_null_values() -> None:
     top = read_yaml(PATH, "name: ~\nserver:\nusers:\n  alice:\ntags: [a, ~]\n", SCHEMA)
-    assert "name" not in top and top.text("name") is None
-    assert "server" not in top and top.section("server").integer("port") is None
+    assert "name" not in top
+    assert top.text("name") is None
+    assert "server" not in top
+    assert top.section("server").integer("port") is None
     assert top.sections("absent") == []
     # In a free map a null value keeps its key (as Go's maps do); in a list it reads as "".
-    assert "alice" in top.section("users") and top.section("users").text("alice") is None
+    assert "alice" in top.section("users")
+    assert top.section("users").text("alice") is None
     assert top.texts("tags") == ["a", ""]
     for empty in ("", "# nothing\n", "~\n"):
         assert dict(read_yaml(PATH, empty, SCHEMA).values) == {}, empty
