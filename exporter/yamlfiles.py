@@ -142,7 +142,7 @@ def _check_keys(path: FilePath, node: Node, key: str, visited: set[int],
                 raise YamlError(located(path, _line(key_node), key or "the document",
                                         "YAML mapping keys must be scalar"))
             name = str(key_node.value)
-            child_key = _join(key, name)
+            child_key = key_path(key, name)
             if name in first and refuse_repeated:
                 raise YamlError(located(path, _line(key_node), child_key,
                                         f"duplicate YAML key; first defined at line "
@@ -151,8 +151,12 @@ def _check_keys(path: FilePath, node: Node, key: str, visited: set[int],
             _check_keys(path, value, child_key, visited, refuse_repeated)
 
 
-def _join(key: str, name: str) -> str:
-    return f"{key}.{name}" if key else name
+def key_path(key: str, name: str) -> str:
+    """Return the key path of `name` in the mapping at `key` (`server.port`); a name that
+    cannot be shown on one line (a newline, a tab) is shown quoted, so that every error stays
+    one line."""
+    shown = name if name.isprintable() else repr(name)
+    return f"{key}.{shown}" if key else shown
 
 
 def decode(path: FilePath, node: Node, schema: Schema, key: str = "") -> Decoded:
@@ -217,7 +221,7 @@ def _decode_mapping(path: FilePath, node: MappingNode, schema: Mapping[str, Sche
     values: dict[str, object] = {}
     for key_node, value_node in node.value:
         name = str(key_node.value)
-        child_key = _join(key, name)
+        child_key = key_path(key, name)
         if isinstance(schema, MapOf):
             child_schema = schema.value
         elif name in schema:
@@ -251,7 +255,7 @@ def _any(node: Node, key: str, lines: dict[str, int], built: dict[int, object]) 
         mapping: dict[object, object] = {}
         built[id(node)] = mapping
         for key_node, value_node in node.value:
-            child_key = _join(key, str(key_node.value))
+            child_key = key_path(key, str(key_node.value))
             lines[child_key] = _line(key_node)
             name = _constructed(key_node)
             mapping.pop(name, None)
@@ -327,7 +331,7 @@ class Section:
 
     def key_of(self, name: str) -> str:
         """Return the key path of `name` in this mapping."""
-        return _join(self.key, name)
+        return key_path(self.key, name)
 
     def line_of(self, key: str) -> int:
         """Return the line of the key path `key`, else of the nearest key above it that has

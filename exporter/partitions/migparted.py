@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from exporter.yamlfiles import YamlError, compose_one, decode, read_yaml_text
+from exporter.yamlfiles import YamlError, compose_one, decode, key_path, read_yaml_text
 
 __all__ = [
     "ENTRY_KEYS",
@@ -204,7 +204,7 @@ class _Lines:
     def at(self, key: str, field: str = "") -> str:
         """`SOURCE:LINE: key`: the line of `key.field` where `field` is given and noted,
         else of `key`; the line is left out where neither is noted."""
-        inner = (f"{key}.{field}" if key else field) if field else key
+        inner = key_path(key, field) if field else key
         line = self.lines.get(inner) or self.lines.get(key)
         place = f"{self.source}:{line}" if line is not None else self.source
         return f"{place}: {key}" if key else place
@@ -277,7 +277,7 @@ def _mig_devices(value: object, lines: _Lines, key: str) -> dict[str, int] | Non
                              "expected a mapping of profile to count")
     counts: dict[str, int] = {}
     for name, raw_count in value.items():
-        where = lines.at(key, f"mig-devices.{name}")
+        where = lines.at(key, key_path("mig-devices", name))
         try:
             parse_profile_name(name)
         except ValueError as exc:
@@ -364,7 +364,7 @@ def _configs(listed: object, lines: _Lines) -> dict[str, tuple[MigConfigEntry, .
                              "at least one config")
     configs: dict[str, tuple[MigConfigEntry, ...]] = {}
     for name, entries in listed.items():
-        key = f"mig-configs.{name}"
+        key = key_path("mig-configs", name)
         if entries is not None and not isinstance(entries, list):
             raise MigPartedError(f"{lines.at(key)}: {_kind(entries)}; expected a list of "
                                  "entries")
