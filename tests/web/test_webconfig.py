@@ -164,6 +164,17 @@ def test_a_malformed_file_is_one_line_naming_file_line_and_key(tmp_path: Path, t
     assert str(raised.value) == f"web config {path}:{line}"
 
 
+def test_a_value_checked_when_tls_is_built_names_its_line(certs: Path) -> None:
+    with pytest.raises(WebConfigError) as raised:
+        _applied(certs, TLS + "  min_version: TLS12\n  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n")
+    assert str(raised.value) == (f"web config {certs / 'web.yml'}:5: tls_server_config."
+                                 "cipher_suites: unknown cipher 'TLS_RSA_WITH_RC4_128_SHA'")
+    with pytest.raises(WebConfigError) as raised:
+        _applied(certs, TLS + "  client_auth_type: RequireAnyClientCert\n")
+    assert str(raised.value).startswith(f"web config {certs / 'web.yml'}:4: tls_server_config."
+                                        "client_auth_type: RequireAnyClientCert without")
+
+
 def test_no_tls_keys_means_plain_http(tmp_path: Path) -> None:
     """As upstream: `min_version` alone, or an empty file, does not turn TLS on."""
     for text in ("", "tls_server_config:\n  min_version: TLS13\n",
