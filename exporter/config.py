@@ -33,7 +33,7 @@ from exporter.options.config_file import ConfigFile, WatchGroup, read_config_fil
 from exporter.options.go_duration import go_seconds
 from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
 from exporter.options.values import lenient_warning
-from exporter.options.yaml_strict import YamlError
+from exporter.yamlfiles import YamlError
 
 __all__ = ["ConfigError", "ServeConfig", "faults_config", "kubernetes_config", "parse_duration",
            "parse_serve_args", "serve_config"]

@@ -288,7 +288,7 @@ def _check_watch_groups(cfg: ServeConfig, configmap: ConfigMapCollectors | None,
     """The file's watch groups against the collectors this start serves (checked once: the
     file is read only at start-up)."""
     from exporter.options.watch_groups import check_watch_groups
-    from exporter.options.yaml_strict import YamlError
+    from exporter.yamlfiles import YamlError
 
     assert cfg.config_file is not None
     try:

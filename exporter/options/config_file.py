@@ -17,15 +17,21 @@ groups' patterns against them (`exporter.options.watch_groups`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
 
 from exporter.options.go_duration import NANOSECONDS, parse_go_duration
 from exporter.options.go_glob import BadPattern, compile_go_pattern
-from exporter.options.yaml_strict import Decoded, Schema, Sequence, YamlError, compose_one, decode
-from exporter.textfiles import UnreadableFile, located, read_text
+from exporter.textfiles import located
+from exporter.yamlfiles import (
+    Schema,
+    Section,
+    Sequence,
+    YamlError,
+    compose_one,
+    decode,
+    read_yaml_text,
+)
 
 NO_WATCHES = ("NVML is read directly at each poll; there are no DCGM field watches whose "
               "samples to keep or whose intervals to set")
@@ -33,27 +39,27 @@ REENUMERATED = ("GPUs that come or go are found by re-enumeration (every minute,
                 "after a GPU is lost)")
 MAX_SAMPLES = 2**31 - 1
 
-_DETECT: Schema = {"enabled": "bool", "pollInterval": "str"}
-_FIELD: Schema = {"name": "str", "prometheusType": "str", "help": "str"}
-_METRICS: Schema = {"file": "str", "fields": Sequence(_FIELD), "enableExporterMetrics": "bool"}
+_DETECT: Schema = {"enabled": "bool", "pollInterval": "text"}
+_FIELD: Schema = {"name": "text", "prometheusType": "text", "help": "text"}
+_METRICS: Schema = {"file": "text", "fields": Sequence(_FIELD), "enableExporterMetrics": "bool"}
 _SERVER: Schema = {"maxConcurrentScrapes": "int"}
-_RETENTION_V1: Schema = {"maxAge": "str", "maxSamples": "int"}
-_WATCH: Schema = {"maxKeepAge": "str", "maxKeepSamples": "int"}
+_RETENTION_V1: Schema = {"maxAge": "text", "maxSamples": "int"}
+_WATCH: Schema = {"maxKeepAge": "text", "maxKeepSamples": "int"}
 SCHEMA_V1: Schema = {
     "version": "int",
     "sources": {"dcgm": {"detectBindUnbind": _DETECT}},
     "metrics": _METRICS,
-    "collection": {"interval": "str", "retention": _RETENTION_V1,
-                   "watchGroups": Sequence({"name": "str", "interval": "str",
-                                            "fields": Sequence("str"),
+    "collection": {"interval": "text", "retention": _RETENTION_V1,
+                   "watchGroups": Sequence({"name": "text", "interval": "text",
+                                            "fields": Sequence("text"),
                                             "retention": _RETENTION_V1})},
     "server": _SERVER,
 }
 SCHEMA_V2: Schema = {
     "version": "int",
     "metrics": _METRICS,
-    "collections": Sequence({"name": "str", "every": "str",
-                             "metrics": {"include": Sequence("str")},
+    "collections": Sequence({"name": "text", "every": "text",
+                             "metrics": {"include": Sequence("text")},
                              "sources": {"dcgm": {"watch": _WATCH}}}),
     "sources": {"dcgm": {"watch": _WATCH, "detectBindUnbind": _DETECT}},
     "server": _SERVER,
@@ -61,7 +67,6 @@ SCHEMA_V2: Schema = {
 
 Row = tuple[int, str, str, str]
 """An inline metrics field as a collectors row: (line, name, prometheus type, help)."""
-Tree = Mapping[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,31 +122,26 @@ class ConfigFile:
 
 
 class _Reader:
-    """The decoded file, with the means to name any key's line in an error."""
+    """The decoded file (`root`), with the means to name any key's line in an error."""
 
-    def __init__(self, path: Path, version: int, decoded: Decoded) -> None:
-        self.path = path
+    def __init__(self, root: Section, version: int) -> None:
+        self.root = root
+        self.path = Path(root.path)
         self.version = version
-        self.tree = cast("Tree", decoded.value or {})
-        self.lines = decoded.lines
         self.warnings: list[str] = []
 
     def line_of(self, key: str) -> int:
-        """The line of `key`, else of the nearest key above it that has one, else 1."""
-        line = self.lines.get(key)
-        while line is None and "." in key:
-            key = key.rsplit(".", 1)[0]
-            line = self.lines.get(key)
-        return line or 1
+        """The line of the key path `key`, else of the nearest key above it that has one."""
+        return self.root.line_of(key)
 
     def error(self, key: str, message: str) -> YamlError:
-        return YamlError(located(self.path, self.line_of(key), key, message))
+        return self.root.error(key, message)
 
     def ignored(self, key: str, reason: str) -> None:
         self.warnings.append(located(self.path, self.line_of(key), key,
                                      f"accepted for compatibility; ignored because {reason}"))
 
-    def millis(self, key: str, text: object) -> int:
+    def millis(self, key: str, text: str | None) -> int:
         """parseYAMLDurationMillis: a Go duration, > 0, in whole milliseconds."""
         ns = self.go_duration(key, text)
         if ns <= 0:
@@ -150,60 +150,61 @@ class _Reader:
             raise self.error(key, "must be expressed in whole milliseconds or larger")
         return ns // NANOSECONDS["ms"]
 
-    def go_duration(self, key: str, text: object) -> int:
+    def go_duration(self, key: str, text: str | None) -> int:
         try:
-            return parse_go_duration(str(text or "").strip())
+            return parse_go_duration((text or "").strip())
         except ValueError as exc:
             raise self.error(key, str(exc)) from None
 
-    def retention(self, key: str, tree: object, age: str, samples: str) -> Retention:
+    def retention(self, tree: Section, age: str, samples: str) -> Retention:
         """watchRetentionOverride: age a Go duration >= 0, samples 0 to 2147483647."""
-        if not isinstance(tree, Mapping):
-            return Retention()
         override = Retention()
         if age in tree:
-            ns = self.go_duration(f"{key}.{age}", tree[age])
+            ns = self.go_duration(tree.key_of(age), tree.text(age))
             if ns < 0:
-                raise self.error(f"{key}.{age}", "must not be negative")
+                raise tree.error(age, "must not be negative")
             override = Retention(ns / 1e9, None)
-        if samples in tree:
-            count = cast("int", tree[samples])
+        count = tree.integer(samples)
+        if count is not None:
             if count < 0:
-                raise self.error(f"{key}.{samples}", "must not be negative")
+                raise tree.error(samples, "must not be negative")
             if count > MAX_SAMPLES:
-                raise self.error(f"{key}.{samples}", f"must not exceed {MAX_SAMPLES}")
+                raise tree.error(samples, f"must not exceed {MAX_SAMPLES}")
             override = Retention(override.max_age_s, count)
         if override != Retention():
-            self.ignored(key, NO_WATCHES)
+            self.ignored(tree.key, NO_WATCHES)
         return override
 
 
 def read_config_file(path: Path) -> ConfigFile:
     """Read and check the file; YamlError (one line: file, line, key) when it cannot be
     used."""
-    try:
-        text = read_text(path)
-    except UnreadableFile as exc:
-        raise YamlError(str(exc)) from None
-    return parse_config_file(path, text)
+    return parse_config_file(path, read_yaml_text(path))
 
 
 def parse_config_file(path: Path, text: str) -> ConfigFile:
+    """Return what the config file `text` (read from `path`) sets; YamlError (one line:
+    file, line, key) where dcgm-exporter would refuse it."""
     from yaml.nodes import MappingNode
 
     node = compose_one(path, text)
-    version = 0
+    if node is None:
+        raise YamlError(f"{path}:1: the file holds no YAML document (expected version: 1 "
+                        "or 2, and the settings)")
+    version, line = 0, 1
     if isinstance(node, MappingNode):
         for key, value in node.value:
             if key.value == "version":
-                version = cast("int", decode(path, value, "int", "version").value or 0)
+                found = decode(path, value, "int", "version").value
+                version = found if isinstance(found, int) else 0
+                line = int(key.start_mark.line) + 1
     elif not (node.tag.endswith(":null")):
         raise YamlError(f"{path}:1: expected a mapping with version: 1 or 2")
     if version not in (1, 2):
-        line = next((int(k.start_mark.line) + 1 for k, _ in node.value
-                     if k.value == "version"), 1) if isinstance(node, MappingNode) else 1
         raise YamlError(f"{path}:{line}: version: must be 1 or 2")
-    reader = _Reader(path, version, decode(path, node, SCHEMA_V1 if version == 1 else SCHEMA_V2))
+    decoded = decode(path, node, SCHEMA_V1 if version == 1 else SCHEMA_V2)
+    tree = decoded.value if isinstance(decoded.value, dict) else {}
+    reader = _Reader(Section(path, "", tree, decoded.lines), version)
     settings = _settings(reader)
     if version == 1:
         interval, retention, groups = _collection_v1(reader)
@@ -216,170 +217,164 @@ def parse_config_file(path: Path, text: str) -> ConfigFile:
 def _settings(reader: _Reader) -> ConfigFile:
     """What both versions share: metrics, server and sources.dcgm.detectBindUnbind."""
     found = ConfigFile(reader.path, reader.version)
-    server = cast("Tree", reader.tree.get("server", {}))
-    if "maxConcurrentScrapes" in server:
-        scrapes = cast("int", server["maxConcurrentScrapes"])
+    scrapes = reader.root.section("server").integer("maxConcurrentScrapes")
+    if scrapes is not None:
         if scrapes <= 0:
             raise reader.error("server.maxConcurrentScrapes", "must be greater than 0")
         found = replace(found, max_concurrent_scrapes=scrapes)
-    if "metrics" in reader.tree:
-        found = _metrics(reader, cast("Tree", reader.tree["metrics"]), found)
-    detect = cast("Tree", cast("Tree", cast("Tree", reader.tree.get("sources", {}))
-                               .get("dcgm", {})).get("detectBindUnbind"))
-    return found if detect is None else _detect_bind_unbind(reader, detect, found)
+    if "metrics" in reader.root:
+        found = _metrics(reader, reader.root.section("metrics"), found)
+    dcgm = reader.root.section("sources").section("dcgm")
+    if "detectBindUnbind" not in dcgm:
+        return found
+    return _detect_bind_unbind(reader, dcgm.section("detectBindUnbind"), found)
 
 
-def _metrics(reader: _Reader, metrics: Tree, found: ConfigFile) -> ConfigFile:
-    file = str(metrics.get("file", "")).strip()
-    rows = cast("list[Tree]", metrics.get("fields", []))
-    if "enableExporterMetrics" in metrics:
-        found = replace(found, enable_exporter_metrics=metrics["enableExporterMetrics"] is True)
+def _metrics(reader: _Reader, metrics: Section, found: ConfigFile) -> ConfigFile:
+    file = (metrics.text("file") or "").strip()
+    rows = metrics.sections("fields")
+    enable = metrics.flag("enableExporterMetrics")
+    if enable is not None:
+        found = replace(found, enable_exporter_metrics=enable)
     if file and rows:
         raise reader.error("metrics", "must specify exactly one of file or fields")
     if file:
         return replace(found, collectors_file=Path(file))
     if rows:
         return replace(found, inline_rows=_inline_rows(reader, rows))
-    if "enableExporterMetrics" not in metrics:
+    if enable is None:
         raise reader.error("metrics", "must specify file, fields, or enableExporterMetrics")
     return found
 
 
-def _detect_bind_unbind(reader: _Reader, detect: Tree, found: ConfigFile) -> ConfigFile:
-    key = "sources.dcgm.detectBindUnbind"
-    poll = str(detect.get("pollInterval", "")).strip()
+def _detect_bind_unbind(reader: _Reader, detect: Section, found: ConfigFile) -> ConfigFile:
+    poll = (detect.text("pollInterval") or "").strip()
     if poll:
-        ns = reader.go_duration(f"{key}.pollInterval", poll)
+        ns = reader.go_duration(detect.key_of("pollInterval"), poll)
         if ns <= 0:
-            raise reader.error(f"{key}.pollInterval", "must be greater than 0")
+            raise detect.error("pollInterval", "must be greater than 0")
         found = replace(found, bind_unbind_poll_s=ns / 1e9)
-    if "enabled" in detect:
-        found = replace(found, bind_unbind_watch=detect["enabled"] is True)
-    if detect.get("enabled") is True:  # the chart's default (off) says nothing
-        reader.ignored(key, REENUMERATED)
+    enabled = detect.flag("enabled")
+    if enabled is not None:
+        found = replace(found, bind_unbind_watch=enabled)
+    if enabled:  # the chart's default (off) says nothing
+        reader.ignored(detect.key, REENUMERATED)
     return found
 
 
-def _inline_rows(reader: _Reader, rows: list[Tree]) -> tuple[Row, ...]:
+def _inline_rows(reader: _Reader, rows: list[Section]) -> tuple[Row, ...]:
     found: list[Row] = []
     first: dict[str, int] = {}
     for index, row in enumerate(rows):
-        key = f"metrics.fields[{index}]"
-        cells = {name: str(row.get(name, "")).strip()
+        cells = {name: (row.text(name) or "").strip()
                  for name in ("name", "prometheusType", "help")}
         if not cells["name"]:
-            raise reader.error(f"{key}.name", "is required")
+            raise row.error("name", "is required")
         if cells["name"] in first:
-            raise reader.error(f"{key}.name", f"duplicates metrics.fields[{first[cells['name']]}]"
-                                              f".name {cells['name']!r}")
+            raise row.error("name", f"duplicates metrics.fields[{first[cells['name']]}]"
+                                    f".name {cells['name']!r}")
         first[cells["name"]] = index
         for name in ("prometheusType", "help"):
             if not cells[name]:
-                raise reader.error(f"{key}.{name}", "is required")
-        found.append((reader.lines.get(key, 1), cells["name"], cells["prometheusType"],
+                raise row.error(name, "is required")
+        found.append((reader.line_of(row.key), cells["name"], cells["prometheusType"],
                       cells["help"]))
     return tuple(found)
 
 
-def _patterns(reader: _Reader, key: str, given: object) -> tuple[str, ...]:
-    items = [str(p).strip() for p in cast("list[object]", given or [])]
+def _patterns(tree: Section, name: str) -> tuple[str, ...]:
+    items = [p.strip() for p in tree.texts(name) or []]
     if not items:
-        raise reader.error(key, "must not be empty")
+        raise tree.error(name, "must not be empty")
     for index, item in enumerate(items):
         if not item:
-            raise reader.error(f"{key}[{index}]", "is required")
+            raise tree.error(f"{name}[{index}]", "is required")
         try:
             compile_go_pattern(item)
         except BadPattern as exc:  # dcgm-exporter refuses it before matching any field
-            raise reader.error(f"{key}[{index}]", f"invalid field pattern {item!r}: {exc}") \
+            raise tree.error(f"{name}[{index}]", f"invalid field pattern {item!r}: {exc}") \
                 from None
     return tuple(items)
 
 
 def _pattern_at(reader: _Reader, key: str, count: int) -> tuple[tuple[int, str], ...]:
     keys = [f"{key}[{index}]" for index in range(count)]
-    return tuple((reader.lines.get(k, 1), k) for k in keys)  # the decoder notes each line
+    return tuple((reader.line_of(k), k) for k in keys)  # the decoder notes each line
 
 
-def _group(reader: _Reader, key: str, name: object, names: set[str]) -> str:
-    text = str(name or "").strip()
+def _group(group: Section, names: set[str]) -> str:
+    text = (group.text("name") or "").strip()
     if not text:
-        raise reader.error(f"{key}.name", "is required")
+        raise group.error("name", "is required")
     if text in names:
-        raise reader.error(f"{key}.name", f"{text!r} is duplicated")
+        raise group.error("name", f"{text!r} is duplicated")
     names.add(text)
     return text
 
 
-def _both_zero(reader: _Reader, key: str, retention: Retention, what: str) -> None:
+def _both_zero(tree: Section, retention: Retention, what: str) -> None:
     if retention.max_age_s == 0 and retention.max_samples == 0:
-        raise reader.error(key, f"{what} cannot both be zero")
+        raise tree.error("", f"{what} cannot both be zero")
 
 
 Collection = tuple[float | None, Retention, tuple[WatchGroup, ...]]
 
 
 def _collection_v1(reader: _Reader) -> Collection:
-    if "collection" not in reader.tree:
+    if "collection" not in reader.root:
         return None, Retention(), ()
-    collection = cast("Tree", reader.tree["collection"])
+    collection = reader.root.section("collection")
     interval = None
-    if str(collection.get("interval", "")).strip():
-        interval = reader.millis("collection.interval", collection["interval"]) / 1000
+    if (collection.text("interval") or "").strip():
+        interval = reader.millis("collection.interval", collection.text("interval")) / 1000
     groups: list[WatchGroup] = []
     names: set[str] = set()
-    for index, group in enumerate(cast("list[Tree]", collection.get("watchGroups", []))):
-        key = f"collection.watchGroups[{index}]"
-        name = _group(reader, key, group.get("name"), names)
-        millis = reader.millis(f"{key}.interval", group.get("interval"))
-        patterns = _patterns(reader, f"{key}.fields", group.get("fields"))
-        retention = reader.retention(f"{key}.retention", group.get("retention"),
-                                     "maxAge", "maxSamples")
-        _both_zero(reader, f"{key}.retention", retention, "maxAge and maxSamples")
-        where = located(reader.path, reader.line_of(key), None, key)
-        groups.append(WatchGroup(name, where, millis, patterns,
-                                 retention, _pattern_at(reader, f"{key}.fields",
-                                                        len(patterns))))
-    retention = reader.retention("collection.retention", collection.get("retention"),
-                                 "maxAge", "maxSamples")
+    for group in collection.sections("watchGroups"):
+        name = _group(group, names)
+        millis = reader.millis(group.key_of("interval"), group.text("interval"))
+        patterns = _patterns(group, "fields")
+        retention = reader.retention(group.section("retention"), "maxAge", "maxSamples")
+        _both_zero(group.section("retention"), retention, "maxAge and maxSamples")
+        where = located(reader.path, reader.line_of(group.key), None, group.key)
+        groups.append(WatchGroup(name, where, millis, patterns, retention,
+                                 _pattern_at(reader, group.key_of("fields"), len(patterns))))
+    retention = reader.retention(collection.section("retention"), "maxAge", "maxSamples")
     for index in range(len(groups)):
         reader.ignored(f"collection.watchGroups[{index}]", NO_WATCHES)
     return interval, retention, tuple(groups)
 
 
 def _collections_v2(reader: _Reader) -> Collection:
-    sources = cast("Tree", cast("Tree", reader.tree.get("sources", {})).get("dcgm", {}))
-    retention = reader.retention("sources.dcgm.watch", sources.get("watch"), "maxKeepAge",
-                                 "maxKeepSamples")
-    if "collections" not in reader.tree:
+    dcgm = reader.root.section("sources").section("dcgm")
+    retention = reader.retention(dcgm.section("watch"), "maxKeepAge", "maxKeepSamples")
+    if "collections" not in reader.root:
         return None, retention, ()
-    collections = cast("list[Tree]", reader.tree["collections"])
+    collections = reader.root.sections("collections")
     if not collections:
         raise reader.error("collections", "must contain at least one collection")
     interval: float | None = None
     default_name: str | None = None
     groups: list[WatchGroup] = []
     names: set[str] = set()
-    for index, collection in enumerate(collections):
-        key = f"collections[{index}]"
-        name = _group(reader, key, collection.get("name"), names)
-        millis = reader.millis(f"{key}.every", collection.get("every"))
-        patterns = _patterns(reader, f"{key}.metrics.include",
-                             cast("Tree", collection.get("metrics", {})).get("include"))
-        watch = cast("Tree", cast("Tree", collection.get("sources", {})).get("dcgm", {}))
-        own = reader.retention(f"{key}.sources.dcgm.watch", watch.get("watch"), "maxKeepAge",
-                               "maxKeepSamples")
-        _both_zero(reader, f"{key}.sources.dcgm.watch", own, "maxKeepAge and maxKeepSamples")
+    for collection in collections:
+        key = collection.key
+        name = _group(collection, names)
+        millis = reader.millis(collection.key_of("every"), collection.text("every"))
+        metrics = collection.section("metrics")
+        patterns = _patterns(metrics, "include")
+        watch = collection.section("sources").section("dcgm").section("watch")
+        own = reader.retention(watch, "maxKeepAge", "maxKeepSamples")
+        _both_zero(watch, own, "maxKeepAge and maxKeepSamples")
         if patterns == ("*",):
             if default_name is not None:
-                raise reader.error(f"{key}.metrics.include", "duplicates the all-fields "
-                                                             f"collection {default_name!r}")
+                raise metrics.error("include", "duplicates the all-fields collection "
+                                               f"{default_name!r}")
             default_name, interval = name, millis / 1000
             retention = retention.under(own)
             continue
         where = located(reader.path, reader.line_of(key), None, key)
         groups.append(WatchGroup(name, where, millis, patterns, own,
-                                 _pattern_at(reader, f"{key}.metrics.include",
+                                 _pattern_at(reader, metrics.key_of("include"),
                                              len(patterns))))
         reader.ignored(key, NO_WATCHES)
     return interval, retention, tuple(groups)

@@ -22,7 +22,7 @@ from pathlib import Path
 from exporter.fields.csv import Collectors
 from exporter.options.config_file import WatchGroup
 from exporter.options.go_glob import compile_go_pattern
-from exporter.options.yaml_strict import YamlError
+from exporter.yamlfiles import YamlError
 
 _EXPORTER_PREFIX = "DCGM_EXP_"
 _DEPENDENCIES = (

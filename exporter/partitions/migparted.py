@@ -6,8 +6,9 @@ is decoded on its own): `version` must be `v1`; `mig-configs` maps names to non-
 of entries; an entry needs `devices` (`all` or a list of GPU indexes) and `mig-enabled`,
 takes `mig-devices` (profile -> count, required when enabled, empty when not) and
 `device-filter` (a PCI device id or a list of them), and nothing else. A key repeated in one
-mapping keeps its last value, as in mig-parted. Whether the profiles exist on a GPU and fit
-together is `migparted_layout`'s part.
+mapping keeps its last value, as in mig-parted. The file is read by `exporter.yamlfiles`
+(one document, scalar keys), so every refusal is one line `SOURCE:LINE: key: ...`. Whether
+the profiles exist on a GPU and fit together is `migparted_layout`'s part.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from exporter.yamlfiles import YamlError, compose_one, decode, key_path, read_yaml_text
 
 __all__ = [
     "ENTRY_KEYS",
@@ -191,36 +194,56 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-def _entry(raw: object, where: str) -> MigConfigEntry:
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """Where each key path of the file stands, to name it in an error."""
+
+    source: str
+    lines: Mapping[str, int]
+
+    def at(self, key: str, field: str = "") -> str:
+        """`SOURCE:LINE: key`: the line of `key.field` where `field` is given and noted,
+        else of `key`; the line is left out where neither is noted."""
+        inner = key_path(key, field) if field else key
+        line = self.lines.get(inner) or self.lines.get(key)
+        place = f"{self.source}:{line}" if line is not None else self.source
+        return f"{place}: {key}" if key else place
+
+
+def _entry(raw: object, lines: _Lines, key: str) -> MigConfigEntry:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise MigPartedError(f"{where}: {_kind(raw)}; expected a mapping with "
+        raise MigPartedError(f"{lines.at(key)}: {_kind(raw)}; expected a mapping with "
                              f"{', '.join(ENTRY_KEYS)}")
     for required in ("devices", "mig-enabled"):
         if required not in raw:
-            raise MigPartedError(f"{where}: no {required!r} key; expected "
+            raise MigPartedError(f"{lines.at(key)}: no {required!r} key; expected "
                                  "devices (all or a list of GPU indexes) and mig-enabled")
     unknown = sorted(k for k in raw if k not in ENTRY_KEYS)
     if unknown:
-        raise MigPartedError(f"{where}: unknown key {unknown[0]!r}; expected only "
-                             f"{', '.join(ENTRY_KEYS)}")
-    devices = _devices(raw["devices"], where)
+        raise MigPartedError(f"{lines.at(key, unknown[0])}: unknown key {unknown[0]!r}; "
+                             f"expected only {', '.join(ENTRY_KEYS)}")
+    devices = _devices(raw["devices"], lines.at(key, "devices"))
     enabled = raw["mig-enabled"]
     # Go's decoder leaves a bool untouched by null: false.
     if enabled is None:
         enabled = False
     if not isinstance(enabled, bool):
-        raise MigPartedError(f"{where}: mig-enabled is {_kind(enabled)}; expected true or false")
-    mig_devices = _mig_devices(raw["mig-devices"], where) if "mig-devices" in raw else None
+        raise MigPartedError(f"{lines.at(key, 'mig-enabled')}: mig-enabled is "
+                             f"{_kind(enabled)}; expected true or false")
+    mig_devices = _mig_devices(raw["mig-devices"], lines, key) if "mig-devices" in raw \
+        else None
     if enabled and mig_devices is None:
-        raise MigPartedError(f"{where}: mig-enabled is true but there is no 'mig-devices'; "
-                             "expected profile counts ({} for none)")
+        raise MigPartedError(f"{lines.at(key, 'mig-enabled')}: mig-enabled is true but there "
+                             "is no 'mig-devices'; expected profile counts ({} for none)")
     if not enabled and mig_devices:
-        raise MigPartedError(f"{where}: mig-enabled is false but mig-devices lists "
-                             "instances; expected none (or mig-enabled: true)")
+        raise MigPartedError(f"{lines.at(key, 'mig-devices')}: mig-enabled is false but "
+                             "mig-devices lists instances; expected none (or mig-enabled: "
+                             "true)")
     return MigConfigEntry(devices, enabled, mig_devices,
-                          _device_filter(raw.get("device-filter"), where))
+                          _device_filter(raw.get("device-filter"),
+                                         lines.at(key, "device-filter")))
 
 
 def _devices(value: object, where: str) -> Literal["all"] | tuple[int, ...]:
@@ -246,14 +269,15 @@ def _device_filter(value: object, where: str) -> tuple[str, ...]:
                          "unquoted, YAML reads 0x... as a number)")
 
 
-def _mig_devices(value: object, where: str) -> dict[str, int] | None:
+def _mig_devices(value: object, lines: _Lines, key: str) -> dict[str, int] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise MigPartedError(f"{where}: mig-devices is {_kind(value)}; expected a mapping of "
-                             "profile to count")
+        raise MigPartedError(f"{lines.at(key, 'mig-devices')}: mig-devices is {_kind(value)}; "
+                             "expected a mapping of profile to count")
     counts: dict[str, int] = {}
     for name, raw_count in value.items():
+        where = lines.at(key, key_path("mig-devices", name))
         try:
             parse_profile_name(name)
         except ValueError as exc:
@@ -266,29 +290,27 @@ def _mig_devices(value: object, where: str) -> dict[str, int] | None:
                                  f"{_kind(raw_count)}; expected a whole number, 0 or more")
         counts[name] = count
     if counts and not any(counts.values()):
-        raise MigPartedError(f"{where}: mig-devices: all counts are 0; expected at least one "
-                             "above 0 (or {} for none)")
+        raise MigPartedError(f"{lines.at(key, 'mig-devices')}: mig-devices: all counts are 0; "
+                             "expected at least one above 0 (or {} for none)")
     return counts
 
 
-def _json_keys(value: object, where: str) -> object:
-    """The YAML as sigs.k8s.io/yaml hands it on as JSON: mapping keys become strings."""
+def _json_keys(value: object) -> object:
+    """The YAML as sigs.k8s.io/yaml hands it on as JSON: mapping keys become strings (the
+    reader has refused any key that is not a scalar)."""
     if isinstance(value, dict):
         out: dict[str, object] = {}
         for key, item in value.items():
             if isinstance(key, bool):
                 text = str(key).lower()
-            elif isinstance(key, int | str):
-                text = str(key)
             elif isinstance(key, float):
                 text = repr(key)
             else:
-                raise MigPartedError(f"{where}: unsupported mapping key {key!r}; expected a "
-                                     "string")
-            out[text] = _json_keys(item, where)
+                text = str(key)
+            out[text] = _json_keys(item)
         return out
     if isinstance(value, list):
-        return [_json_keys(item, where) for item in value]
+        return [_json_keys(item) for item in value]
     return value
 
 
@@ -302,60 +324,62 @@ def _flow_tabs(text: str) -> str:
 
 
 def parse(text: str, source: str) -> MigPartedConfig:
-    """Read a mig-parted config; raise MigPartedError where mig-parted would refuse it. An
-    empty document is an empty config, as in mig-parted (selecting from it then fails)."""
-    import yaml
-
+    """Read a mig-parted config; raise MigPartedError where mig-parted would refuse it, in one
+    line naming the source, the line and the key. An empty document is an empty config, as
+    in mig-parted (selecting from it then fails). A key repeated in one mapping keeps its
+    last value, as mig-parted's lenient reading does."""
     try:
-        document = yaml.safe_load(_flow_tabs(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise MigPartedError(f"{source}:{line} not YAML ({getattr(exc, 'problem', exc)}); "
-                             "expected a mig-parted config") from None
-    raw = _json_keys(document, source)
+        node = compose_one(source, _flow_tabs(text), repeated_keys="last")
+        decoded = decode(source, node, "any") if node is not None else None
+    except YamlError as exc:
+        raise MigPartedError(f"{exc}; expected a mig-parted config") from None
+    if decoded is None:
+        return MigPartedConfig(source, {})
+    lines = _Lines(source, decoded.lines)
+    raw = _json_keys(decoded.value)
     if raw is None:
         return MigPartedConfig(source, {})
     if not isinstance(raw, dict):
-        raise MigPartedError(f"{source}: {_kind(raw)}; expected a mapping with version and "
+        raise MigPartedError(f"{source}:1: {_kind(raw)}; expected a mapping with version and "
                              "mig-configs")
     if "version" not in raw:
         raise MigPartedError(f"{source}: missing 'version'; expected version: {VERSION}")
     if raw["version"] != VERSION:
-        raise MigPartedError(f"{source}: version is {_kind(raw['version'])}; expected "
-                             f"{VERSION}, the only version mig-parted reads")
+        raise MigPartedError(f"{lines.at('', 'version')}: version is {_kind(raw['version'])}; "
+                             f"expected {VERSION}, the only version mig-parted reads")
     unknown = sorted(k for k in raw if k not in ("version", "mig-configs"))
     if unknown:
-        raise MigPartedError(f"{source}: unknown key {unknown[0]!r}; expected only "
-                             "version and mig-configs")
-    return MigPartedConfig(source, _configs(raw["mig-configs"], source)
+        raise MigPartedError(f"{lines.at('', unknown[0])}: unknown key {unknown[0]!r}; "
+                             "expected only version and mig-configs")
+    return MigPartedConfig(source, _configs(raw["mig-configs"], lines)
                            if "mig-configs" in raw else {})
 
 
-def _configs(listed: object, source: str) -> dict[str, tuple[MigConfigEntry, ...]]:
+def _configs(listed: object, lines: _Lines) -> dict[str, tuple[MigConfigEntry, ...]]:
     if listed is not None and not isinstance(listed, dict):
-        raise MigPartedError(f"{source}: mig-configs is {_kind(listed)}; expected a mapping "
-                             "of config name to a list of entries")
+        raise MigPartedError(f"{lines.at('', 'mig-configs')}: mig-configs is {_kind(listed)}; "
+                             "expected a mapping of config name to a list of entries")
     if not listed:
-        raise MigPartedError(f"{source}: mig-configs is empty; expected at least one config")
+        raise MigPartedError(f"{lines.at('', 'mig-configs')}: mig-configs is empty; expected "
+                             "at least one config")
     configs: dict[str, tuple[MigConfigEntry, ...]] = {}
     for name, entries in listed.items():
-        where = f"{source}: mig-configs.{name}"
+        key = key_path("mig-configs", name)
         if entries is not None and not isinstance(entries, list):
-            raise MigPartedError(f"{where}: {_kind(entries)}; expected a list of entries")
+            raise MigPartedError(f"{lines.at(key)}: {_kind(entries)}; expected a list of "
+                                 "entries")
         if not entries:
-            raise MigPartedError(f"{where}: no entries; expected at least one")
-        configs[name] = tuple(_entry(e, f"{where}[{i}]") for i, e in enumerate(entries))
+            raise MigPartedError(f"{lines.at(key)}: no entries; expected at least one")
+        configs[name] = tuple(_entry(e, lines, f"{key}[{i}]") for i, e in enumerate(entries))
     return configs
 
 
 def load(path: Path) -> MigPartedConfig:
     """Read the mig-parted config at `path` (see `parse`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MigPartedError(f"{path}: cannot read ({exc}); expected a mig-parted config "
-                             "file") from None
+        text = read_yaml_text(path)
+    except YamlError as exc:
+        raise MigPartedError(f"{exc}; expected a mig-parted config file") from None
     return parse(text, str(path))
 
 

@@ -6,15 +6,20 @@ model it does not name:
     "NVIDIA H200": 4.10
     "NVIDIA A100-SXM4-80GB": 1.90
     "*": 2.50
+
+It is read strictly (`exporter.yamlfiles`): a model named twice, a price that is not a number
+or a second document is refused in one line naming the file, the line and the model.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from exporter.report.connection import ReportError
+from exporter.yamlfiles import MapOf, YamlError, read_yaml, read_yaml_text
 
 ANY_MODEL = "*"
 
@@ -45,20 +50,19 @@ def load_prices(path: Path | None, default: float | None, where: str) -> Prices 
     errors name the file's option as `where` spells it."""
     if path is None:
         return None if default is None else Prices(default)
-    import yaml
-
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReportError(f"{where} {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ReportError(f"{where} {path}: not YAML or JSON: {exc}") from None
-    if not isinstance(data, dict) or not data:
+        given = read_yaml(path, read_yaml_text(path), MapOf("number"))
+    except YamlError as exc:
+        raise ReportError(f"{where} {exc}") from None
+    if not given.values:
         raise ReportError(f"{where} {path}: expected a map of GPU model to price per "
                           "GPU-hour")
     by_model: dict[str, float] = {}
-    for model, price in data.items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
-            raise ReportError(f"{where} {path}: {model!r}: {price!r} is not a price")
-        by_model[str(model)] = float(price)
+    for model in given:
+        price = given.number(model)
+        if price is None or not (math.isfinite(price) and price >= 0):
+            shown = "null" if price is None else f"{price:g}"
+            refusal = given.error(model, f"{shown} is not a price; expected a number, 0 or more")
+            raise ReportError(f"{where} {refusal}")
+        by_model[model] = price
     return Prices(by_model.pop(ANY_MODEL, default), by_model)

@@ -28,11 +28,11 @@ import os
 import ssl
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.textfiles import UnreadableFile, read_text
+from exporter.textfiles import UnreadableFile, located, read_text
 from exporter.web.webconfig import TlsSettings, TlsVersionName, WebConfigError
 
 GO_CIPHER_SUITES: dict[str, str] = {
@@ -79,10 +79,25 @@ class ServerTls:
     """What is honoured otherwise than upstream, one line each, for the start-up log."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Names a key of `tls_server_config` in an error: `web config FILE:LINE: key`."""
+
+    config_path: Path
+    lines: Mapping[str, int]
+
+    def __call__(self, name: str = "") -> str:
+        """Return `web config FILE:LINE: tls_server_config[.name]`, the line that of `name`
+        where the file gave it, else of the section."""
+        key = f"{_KEY}.{name}" if name else _KEY
+        return "web config " + located(self.config_path, self.lines.get(name) or
+                                       self.lines.get(""), None, key)
+
+
 def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
-    """Return the TLS context for new connections; raise WebConfigError naming the file and key
-    at fault."""
-    where = f"web config {config_path}: {_KEY}"
+    """Return the TLS context for new connections; raise WebConfigError naming the file, line
+    and key at fault."""
+    where = _Where(config_path, settings.lines)
     notes: list[str] = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     with warnings.catch_warnings():  # TLS 1.0/1.1 are deprecated: the file asked, we warn
@@ -102,7 +117,7 @@ def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
     return ServerTls(context, settings.client_allowed_sans, tuple(notes))
 
 
-def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: str,
+def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
                  notes: list[str]) -> None:
     names = []
     for suite in settings.cipher_suites:
@@ -112,7 +127,7 @@ def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: str,
         elif suite in GO_CIPHER_SUITES:
             names.append(GO_CIPHER_SUITES[suite])
         else:
-            raise WebConfigError(f"{where}.cipher_suites: unknown cipher {suite!r}")
+            raise WebConfigError(f"{where('cipher_suites')}: unknown cipher {suite!r}")
     legacy = _VERSIONS[settings.min_version] < ssl.TLSVersion.TLSv1_2
     if legacy:
         notes.append(f"{_KEY}.min_version: {settings.min_version} needs OpenSSL security "
@@ -123,15 +138,16 @@ def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: str,
     try:
         context.set_ciphers(spec + (":@SECLEVEL=0" if legacy else ""))
     except ssl.SSLError:
-        raise WebConfigError(f"{where}.cipher_suites: none of {list(settings.cipher_suites)} "
-                             f"is available in this OpenSSL build") from None
+        raise WebConfigError(f"{where('cipher_suites')}: none of "
+                             f"{list(settings.cipher_suites)} is available in this OpenSSL "
+                             "build") from None
 
 
-def _set_curves(context: ssl.SSLContext, settings: TlsSettings, where: str,
+def _set_curves(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
                 notes: list[str]) -> None:
     for curve in settings.curve_preferences:
         if curve not in GO_CURVES:
-            raise WebConfigError(f"{where}.curve_preferences: unknown curve {curve!r} "
+            raise WebConfigError(f"{where('curve_preferences')}: unknown curve {curve!r} "
                                  f"(expected: {', '.join(GO_CURVES)})")
     if len(settings.curve_preferences) == 1:
         context.set_ecdh_curve(GO_CURVES[settings.curve_preferences[0]])
@@ -141,16 +157,16 @@ def _set_curves(context: ssl.SSLContext, settings: TlsSettings, where: str,
                         f"{', '.join(settings.curve_preferences)}), the order is not honoured")
 
 
-def _load_key_pair(context: ssl.SSLContext, settings: TlsSettings, where: str) -> None:
+def _load_key_pair(context: ssl.SSLContext, settings: TlsSettings, where: _Where) -> None:
     cert_key = "cert_file" if settings.cert_file is not None else "cert"
     key_key = "key_file" if settings.key_file is not None else "key"
-    cert_text = _read_pem(settings.cert_file, settings.cert, f"{where}.{cert_key}")
-    key_text = _read_pem(settings.key_file, settings.key, f"{where}.{key_key}")
+    cert_text = _read_pem(settings.cert_file, settings.cert, where(cert_key))
+    key_text = _read_pem(settings.key_file, settings.key, where(key_key))
     if "-----BEGIN CERTIFICATE-----" not in cert_text:
-        raise WebConfigError(f"{where}.{cert_key}: {_name(settings.cert_file)}holds no PEM "
+        raise WebConfigError(f"{where(cert_key)}: {_name(settings.cert_file)}holds no PEM "
                              f"certificate")
     if "PRIVATE KEY-----" not in key_text:
-        raise WebConfigError(f"{where}.{key_key}: {_name(settings.key_file)}holds no PEM "
+        raise WebConfigError(f"{where(key_key)}: {_name(settings.key_file)}holds no PEM "
                              f"private key")
     with _pem_file(cert_text) as cert_path, _pem_file(key_text) as key_path:
         try:
@@ -158,14 +174,14 @@ def _load_key_pair(context: ssl.SSLContext, settings: TlsSettings, where: str) -
         except ssl.SSLError as exc:
             if exc.reason == "KEY_VALUES_MISMATCH":
                 raise WebConfigError(
-                    f"{where}: {cert_key} {_name(settings.cert_file)}and {key_key} "
+                    f"{where()}: {cert_key} {_name(settings.cert_file)}and {key_key} "
                     f"{_name(settings.key_file)}do not match (the key is not the "
                     f"certificate's)") from None
-            raise WebConfigError(f"{where}: cannot load {cert_key} and {key_key}: "
+            raise WebConfigError(f"{where()}: cannot load {cert_key} and {key_key}: "
                                  f"{exc.reason or exc}") from None
 
 
-def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: str,
+def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
                      notes: list[str]) -> None:
     auth = settings.client_auth_type
     has_ca = settings.client_ca_file is not None or settings.client_ca is not None
@@ -178,8 +194,8 @@ def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: str,
     if auth == "RequireAnyClientCert":
         if not has_ca:
             raise WebConfigError(
-                f"{where}.client_auth_type: RequireAnyClientCert without client_ca_file cannot "
-                f"be honoured: Python's ssl module verifies every client certificate it "
+                f"{where('client_auth_type')}: RequireAnyClientCert without client_ca_file "
+                f"cannot be honoured: Python's ssl module verifies every client certificate it "
                 f"accepts. Set client_ca_file (certificates are then verified against it) or "
                 f"use RequireAndVerifyClientCert")
         notes.append(f"{_KEY}.client_auth_type: RequireAnyClientCert: certificates are "
@@ -195,14 +211,14 @@ def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: str,
                         f"certificates are verified against the system's CAs")
 
 
-def _load_client_ca(context: ssl.SSLContext, settings: TlsSettings, where: str) -> None:
+def _load_client_ca(context: ssl.SSLContext, settings: TlsSettings, where: _Where) -> None:
     key = "client_ca_file" if settings.client_ca_file is not None else "client_ca"
-    text = _read_pem(settings.client_ca_file, settings.client_ca, f"{where}.{key}")
+    text = _read_pem(settings.client_ca_file, settings.client_ca, where(key))
     try:
         context.load_verify_locations(cadata=text)
     except (ssl.SSLError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise WebConfigError(f"{where}.{key}: {_name(settings.client_ca_file)}holds no usable "
+        raise WebConfigError(f"{where(key)}: {_name(settings.client_ca_file)}holds no usable "
                              f"CA certificate ({reason})") from None
 
 

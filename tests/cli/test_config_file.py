@@ -238,6 +238,12 @@ def test_watch_settings_are_checked_then_warned_as_meaning_nothing_here(
      "3: metrics.enableExporterMetrics: expected true or false, found 'maybe'"),
     ("version: 2\nserver: [1]\n", "2: server: expected a mapping, found a list"),
     ("version: 2\nserver:\n  maxConcurrentScrapes: [\n", "4: not valid YAML"),
+    # A null item is the zero value Go decodes it to: a field or pattern with no name.
+    ("version: 2\nmetrics:\n  fields:\n    - ~\n", "4: metrics.fields[0].name: is required"),
+    ("version: 2\ncollections:\n  - name: a\n    every: 1s\n    metrics:\n"
+     "      include: [X, ~]\n", "6: collections[0].metrics.include[1]: is required"),
+    ("version: 2\nserver:\n  maxConcurrentScrapes: 2\n\nserver: {}\n",
+     "5: server: duplicate YAML key; first defined at line 2"),
 ])
 def test_each_refusal_is_one_line_naming_file_line_and_key(tmp_path: Path, text: str,
                                                            expected: str) -> None:

@@ -48,6 +48,6 @@ def test_a_file_serve_would_refuse(pki: Pki, monkeypatch: pytest.MonkeyPatch) ->
     rc, lines = run_doctor(*SIM_ONLY)
     assert rc == 1
     (line,) = _web_lines(lines)
-    assert line.startswith(f"[FAIL] web config: web config {path}: tls_server_config."
+    assert line.startswith(f"[FAIL] web config: web config {path}:2: tls_server_config."
                            f"cert_file: {pki.folder / 'gone.crt'}: cannot read: No such file "
                            "or directory")

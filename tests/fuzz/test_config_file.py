@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from exporter.options.config_file import ConfigFile, parse_config_file
 from exporter.options.go_glob import BadPattern, compile_go_pattern
-from exporter.options.yaml_strict import YamlError
+from exporter.yamlfiles import YamlError
 
 PATH = Path("/etc/dcgm-exporter/config.yaml")
 _REFUSAL = re.compile(rf"^{re.escape(str(PATH))}:(\d+): ")

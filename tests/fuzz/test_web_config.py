@@ -1,10 +1,11 @@
 """The web config parser: any document either parses, or is refused with a WebConfigError
-naming the file; never another exception. Documents are drawn both as arbitrary text and as
-YAML mappings built from the real keys with values of every shape, so the search reaches
-past the YAML parser into the key checks."""
+of one line naming the file and a line of it; never another exception. Documents are drawn
+both as arbitrary text and as YAML mappings built from the real keys with values of every
+shape, so the search reaches past the YAML parser into the key checks."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from exporter.web.webconfig import WebConfig, WebConfigError, parse_web_config
 PATH = Path("/etc/gpu-exporter/web-config.yml")
 """Never read: relative certificate paths resolve against its folder, and files that do not
 exist must be refused by name."""
+_REFUSAL = re.compile(rf"^web config {re.escape(str(PATH))}:(\d+): ")
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
                      st.text(max_size=20))
@@ -43,7 +45,11 @@ def _parses_or_names_the_file(text: str) -> None:
     try:
         config = parse_web_config(text, PATH)
     except WebConfigError as exc:
-        assert str(PATH) in str(exc), str(exc)
+        message = str(exc)
+        assert "\n" not in message, message
+        match = _REFUSAL.match(message)
+        assert match, f"refusal without file:line: {message}"
+        assert 1 <= int(match.group(1)) <= max(1, text.count("\n") + 2), message
         return
     assert isinstance(config, WebConfig)
 

@@ -88,5 +88,5 @@ def test_a_bad_web_config(node: ContainerNode, built_image: str, tmp_path: Path)
                                             Bind(web_config, "/etc/web/web-config.yml")))
     code, line = one_line(spec)
     assert code == 2
-    assert line == ("gpu-exporter: --web.config.file: web config /etc/web/web-config.yml: "
+    assert line == ("gpu-exporter: --web.config.file: web config /etc/web/web-config.yml:1: "
                     "tls_server_config: missing one of key or key_file")

@@ -104,7 +104,7 @@ def test_the_cases_cover_both_outcomes() -> None:
                          ids=[c[0] for c in DOCUMENT_CASES])
 def test_document_cases(text: str, fails: bool) -> None:
     if fails:
-        with pytest.raises(MigPartedError, match=r"^doc\.yaml: .*expected"):
+        with pytest.raises(MigPartedError, match=r"^doc\.yaml:(\d+:)? .*expected"):
             parse(text, "doc.yaml")
     else:
         parse(text, "doc.yaml")
@@ -116,7 +116,8 @@ def test_entry_cases(entry: str, fails: bool) -> None:
     # The entry as the second entry of a config, so the refusal must name it.
     text = f"version: v1\nmig-configs:\n  c:\n{_OFF}    - {entry}\n"
     if fails:
-        with pytest.raises(MigPartedError, match=r"^entry\.yaml: mig-configs\.c\[1\]: .*expected"):
+        with pytest.raises(MigPartedError,
+                           match=r"^entry\.yaml:6: mig-configs\.c\[1\]: .*expected"):
             parse(text, "entry.yaml")
     else:
         assert len(parse(text, "entry.yaml").mig_configs["c"]) == 2
@@ -239,6 +240,39 @@ def test_each_rule_refuses_with_one_line(old: str, new: str, says: str) -> None:
     assert says in _refusal(GOOD.replace(old, new))
 
 
+# (what is wrong, the text replaced in GOOD, its replacement, the whole refusal)
+MALFORMED = [
+    ("an unknown key", '      mig-devices: {"1g.18gb": 2}\n',
+     '      mig-devices: {"1g.18gb": 2}\n      mig-device: {}\n',
+     "pool.yaml:7: mig-configs.mine[0]: unknown key 'mig-device'; expected only "
+     "device-filter, devices, mig-enabled, mig-devices"),
+    ("a number for a flag", "mig-enabled: true", "mig-enabled: 1",
+     "pool.yaml:5: mig-configs.mine[0]: mig-enabled is number 1; expected true or false"),
+    ("a negative count", '"1g.18gb": 2', '"1g.18gb": -1',
+     "pool.yaml:6: mig-configs.mine[0]: mig-devices: count of '1g.18gb' is number -1; "
+     "expected a whole number, 0 or more"),
+    ("the wrong version", "version: v1", "version: v2",
+     "pool.yaml:1: version is string 'v2'; expected v1, the only version mig-parted reads"),
+    ("a list as a key", "  mine:", "  [a, b]: []\n  mine:",
+     "pool.yaml:3: mig-configs: YAML mapping keys must be scalar; expected a mig-parted "
+     "config"),
+    ("a second document", '{"1g.18gb": 2}\n', '{"1g.18gb": 2}\n---\nversion: v1\n',
+     "pool.yaml:8: multiple YAML documents are not supported; expected a mig-parted config"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "refusal"), [m[1:] for m in MALFORMED],
+                         ids=[m[0] for m in MALFORMED])
+def test_a_malformed_file_is_one_line_naming_its_line(tmp_path: Path, old: str, new: str,
+                                                      refusal: str) -> None:
+    assert old in GOOD
+    path = tmp_path / "pool.yaml"
+    path.write_text(GOOD.replace(old, new))
+    with pytest.raises(MigPartedError) as caught:
+        load(path)
+    assert str(caught.value) == refusal.replace("pool.yaml", str(path), 1)
+
+
 def test_the_good_config_reads_and_quirks_follow_mig_parted() -> None:
     parse(GOOD, "pool.yaml")
     # 2.0 is written 2 on the way to JSON, so mig-parted takes it as a whole count.
@@ -264,7 +298,8 @@ def test_selection_names_the_configs() -> None:
 def test_yaml_errors_name_the_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text("version: v1\nmig-configs: [\n")
-    with pytest.raises(MigPartedError, match=r"broken.yaml: line \d+ not YAML"):
+    with pytest.raises(MigPartedError,
+                       match=r"broken.yaml:3: not valid YAML: .*; expected a mig-parted config"):
         load(path)
     with pytest.raises(MigPartedError, match="cannot read"):
         load(tmp_path / "absent.yaml")

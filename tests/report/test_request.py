@@ -76,7 +76,7 @@ CASES = [
         "{grid_intensity} -5: expected zero or more"),
     Bad("a price file that is not there", ("--price-file", "/nonexistent/prices.yaml"),
         {"price_file": Path("/nonexistent/prices.yaml")},
-        "{price_file} /nonexistent/prices.yaml: No such file or directory"),
+        "{price_file} /nonexistent/prices.yaml: cannot read: No such file or directory"),
     Bad("a server that is no http URL", (), {}, "{prometheus_url} 'ftp://x': expected an "
         "http:// or https:// URL", url="ftp://x"),
     Bad("a header without a colon", ("--header", "no-colon"), {"headers": ["no-colon"]},

@@ -132,6 +132,49 @@ def test_a_full_file_is_read_as_upstream_reads_it(certs: Path) -> None:
     assert any("http2 is accepted and has no effect" in w for w in applied.config.warnings())
 
 
+# (what is wrong, the file's text, the one line after `web config FILE:`)
+MALFORMED = [
+    ("a key twice", "basic_auth_users:\n  alice: x\n  bob: y\n  alice: z\n",
+     "4: basic_auth_users.alice: duplicate YAML key; first defined at line 2"),
+    ("a section twice", "rate_limit: {}\nhttp_server_config: {}\nrate_limit: {}\n",
+     "3: rate_limit: duplicate YAML key; first defined at line 1"),
+    ("a list for a path", "tls_server_config:\n  key_file: k\n  cert_file: [a, b]\n",
+     "3: tls_server_config.cert_file: expected a string, found a list"),
+    ("a word for a flag", "http_server_config:\n  http2: sometimes\n",
+     "2: http_server_config.http2: expected true or false, found 'sometimes'"),
+    ("a number in a list of names", "tls_server_config:\n  cipher_suites:\n    - TLS_A\n"
+     "    - 7\n", "4: tls_server_config.cipher_suites[1]: expected a string, found '7'"),
+    ("a text for a burst", "rate_limit:\n  interval: 1s\n  burst: many\n",
+     "3: rate_limit.burst: expected an integer, found 'many'"),
+    ("an unknown key", "http_server_config:\n\n  http3: true\n",
+     "3: http_server_config.http3: unknown key (expected http2 or headers)"),
+    ("a second document", "rate_limit: {}\n---\nrate_limit: {}\n",
+     "3: multiple YAML documents are not supported"),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), [m[1:] for m in MALFORMED],
+                         ids=[m[0] for m in MALFORMED])
+def test_a_malformed_file_is_one_line_naming_file_line_and_key(tmp_path: Path, text: str,
+                                                               line: str) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    with pytest.raises(WebConfigError) as raised:
+        load_web_config(path)
+    assert str(raised.value) == f"web config {path}:{line}"
+
+
+def test_a_value_checked_when_tls_is_built_names_its_line(certs: Path) -> None:
+    with pytest.raises(WebConfigError) as raised:
+        _applied(certs, TLS + "  min_version: TLS12\n  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n")
+    assert str(raised.value) == (f"web config {certs / 'web.yml'}:5: tls_server_config."
+                                 "cipher_suites: unknown cipher 'TLS_RSA_WITH_RC4_128_SHA'")
+    with pytest.raises(WebConfigError) as raised:
+        _applied(certs, TLS + "  client_auth_type: RequireAnyClientCert\n")
+    assert str(raised.value).startswith(f"web config {certs / 'web.yml'}:4: tls_server_config."
+                                        "client_auth_type: RequireAnyClientCert without")
+
+
 def test_no_tls_keys_means_plain_http(tmp_path: Path) -> None:
     """As upstream: `min_version` alone, or an empty file, does not turn TLS on."""
     for text in ("", "tls_server_config:\n  min_version: TLS13\n",
@@ -151,7 +194,7 @@ def test_serve_exits_naming_the_file_and_key(certs: Path) -> None:
     path.write_text(TLS + "  client_auth: yes\n")
     result = _serve("--web.config.file", str(path))
     assert result.returncode != 0
-    assert f"--web.config.file: web config {path}: tls_server_config.client_auth: unknown " \
+    assert f"--web.config.file: web config {path}:4: tls_server_config.client_auth: unknown " \
            "key" in result.stderr, result.stderr
     missing = certs / "absent.yml"
     result = _serve("--web.config.file", str(missing))
