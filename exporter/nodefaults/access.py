@@ -25,6 +25,7 @@ class Permission:
 
     @property
     def shown(self) -> str:
+        """Return the permission as doctor prints it: `verb resource[/subresource]`."""
         resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
         return f"{self.verb} {resource}"
 

@@ -34,6 +34,7 @@ class Target:
 
     @property
     def event_namespace(self) -> str:
+        """Return the namespace the Event goes in: the Pod's, or `default` for a Node."""
         return self.namespace or NODE_EVENT_NAMESPACE
 
 
@@ -46,10 +47,12 @@ class PendingEvent:
 
     @property
     def reason(self) -> str:
+        """Return the Event's reason: the fault's name (or code) in CamelCase."""
         return reason_of(self.fault)
 
     @property
     def message(self) -> str:
+        """Return the Event's message: code, GPU, name and recommended action of the fault."""
         return headline(self.fault)
 
 
@@ -96,6 +99,8 @@ class EventCache:
 
     @staticmethod
     def key(event: PendingEvent) -> EventKey:
+        """Return what makes two Events the same: the object's kind, namespace and name, and
+        the reason and message."""
         t = event.target
         return (t.kind, t.event_namespace, t.name, event.reason, event.message)
 
@@ -104,6 +109,8 @@ class EventCache:
         return self._made.get(self.key(event))
 
     def made(self, event: PendingEvent, name: str, count: int) -> None:
+        """Remember that `event` now exists on the server as `name` with `count`, dropping the
+        oldest entry once the cache is full."""
         key = self.key(event)
         self._made[key] = (name, count)
         self._made.move_to_end(key)
@@ -111,6 +118,8 @@ class EventCache:
             self._made.popitem(last=False)
 
     def forget(self, event: PendingEvent) -> None:
+        """Drop `event` from the cache, so that the next one is created afresh (used when the
+        server no longer has it)."""
         self._made.pop(self.key(event), None)
 
 

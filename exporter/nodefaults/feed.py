@@ -25,5 +25,7 @@ class FeedingPublisher(Generic[Published]):
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Published:
+        """Offer the snapshot to the writer, then publish it with the writer's self-metrics
+        added to `extra`; return what the wrapped publisher returns."""
         self.writer.offer(snapshot)
         return self.publish(snapshot, stats, [*extra, *self.writer.families()])

@@ -141,6 +141,7 @@ class NodeFaultWriter:
     # -- life cycle -----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the thread that writes to the API server (once; a second call does nothing)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="node-faults", daemon=True)
             self._thread.start()

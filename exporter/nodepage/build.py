@@ -18,7 +18,7 @@ from exporter.series import Family
 
 def node_view(snapshot: Snapshot | None, stats: PollStats, families: list[Family],
               backend: str) -> NodeView:
-    """The view of one poll. `families`: the self-metric families that went into its
+    """Return the view of one poll. `families`: the self-metric families that went into its
     exposition besides the poll loop's own (the backend's, attribution's, the endpoint's);
     `snapshot` None: before the first poll."""
     exporter = exporter_view(snapshot, stats, families, backend)

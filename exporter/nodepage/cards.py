@@ -52,7 +52,7 @@ _CI_SLICES = re.compile(r"(?:^|\s)(\d+)c\.\d+g\.")
 
 
 def _reading(spec: FieldSpec) -> tuple[object, ...]:
-    """What a spec reads, whatever it is called."""
+    """Return what a spec reads, whatever it is called, so that aliases compare equal."""
     return (spec.reader, spec.part, spec.convert, spec.scope)
 
 
@@ -72,6 +72,8 @@ class FieldNames:
 
     @classmethod
     def of(cls, collectors: Collectors) -> FieldNames:
+        """Return the served name of every catalog name the collectors file reads, under
+        whichever alias the file uses for it."""
         served: dict[str, str] = {}
         for enabled in collectors.fields:
             spec = enabled.spec
@@ -135,13 +137,15 @@ def profile_slices(profile: str) -> int:
 
 
 def compute_slices(mig: MigDevice, instance_slices: int) -> int:
-    """A compute instance's slices: `NVIDIA H200 MIG 1c.3g.71gb` -> 1; a name without `Nc.`
+    """Return a compute instance's slices: `NVIDIA H200 MIG 1c.3g.71gb` -> 1; a name without `Nc.`
     is a compute instance spanning its GPU instance."""
     match = _CI_SLICES.search(mig.name.rsplit("MIG", 1)[-1])
     return int(match.group(1)) if match else instance_slices
 
 
 def gpu_slices(model: str, instances: tuple[InstanceView, ...]) -> int:
+    """Return how many compute slices a GPU's MIG layout is drawn over: 4 on an A30, 7 on
+    other models, or more if its instances add up to more."""
     nominal = 4 if any(m in model for m in _FOUR_SLICE_MODELS) else MIG_COMPUTE_SLICES
     return max(nominal, sum(i.slices for i in instances))
 

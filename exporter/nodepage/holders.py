@@ -129,11 +129,15 @@ def holdings(snapshot: Snapshot, families: Iterable[Family]) -> Holdings:
 
 
 def attribution_on(families: Iterable[Family]) -> bool:
+    """Return whether pod attribution runs: the poll's exposition has
+    `gpu_exporter_kubelet_up`."""
     return any(f.name == KUBELET_UP.name for f in families)
 
 
 def sharing_of(key: EntityKey, found: Holdings, attributed: bool
                ) -> tuple[Sharing, tuple[Holder, ...]]:
+    """Return how an entity is held and by whom: its entry in `found`, else `free` when pod
+    attribution runs and `unknown` when it does not."""
     if key in found:
         return found[key]
     return ("free" if attributed else "unknown"), ()

@@ -44,7 +44,9 @@ class AppliedWebConfig(Protocol):
     """One reading of the web config files (`exporter.web.reload.Applied`), as the page
     shows it."""
 
-    def rows(self) -> WebRows: ...
+    def rows(self) -> WebRows:
+        """Return the settings in force as (setting, value) rows, without secrets."""
+        ...
 
 
 class WebConfigInForce(Protocol):
@@ -53,7 +55,9 @@ class WebConfigInForce(Protocol):
     import the web layer that serves it."""
 
     @property
-    def applied(self) -> AppliedWebConfig: ...
+    def applied(self) -> AppliedWebConfig:
+        """Return the last reading of the web config files."""
+        ...
 
 HTML_HEADERS = {
     "Content-Type": "text/html; charset=utf-8",
@@ -93,7 +97,7 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def plain(value: object) -> object:
-    """A view as JSON-able dicts, lists and scalars (`dataclasses.asdict` without its deep
+    """Return a view as JSON-able dicts, lists and scalars (`dataclasses.asdict` without its deep
     copies: the view is immutable)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         kind = type(value)
@@ -157,6 +161,8 @@ class NodePage:
         return max(1, min(math.ceil(due + 0.5), math.ceil(interval) + 1))
 
     def html(self, readiness: Readiness) -> web.Response:
+        """Return the node page for the last poll, with its age, readiness and a reload timed
+        for just after the next poll."""
         built = self._current()
         now = self._clock()
         ok, reason = readiness
@@ -176,6 +182,8 @@ class NodePage:
         return web.Response(text=text, headers=HTML_HEADERS)
 
     def json(self, readiness: Readiness) -> web.Response:
+        """Return `/api/node`: readiness and the poll's age, with the last poll's view under
+        `node`."""
         built = self._current()
         ok, reason = readiness
         now = self._clock()

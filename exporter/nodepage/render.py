@@ -38,10 +38,12 @@ _NOTABLE_CLOCK_EVENTS = frozenset({"gpu_idle", "clocks_setting", "sync_boost",
 
 
 def esc(text: object) -> str:
+    """Return the text escaped for HTML, quotes included, so that it is safe in attributes."""
     return html.escape(str(text), quote=True)
 
 
 def utc(ts: float) -> str:
+    """Return a Unix time as a UTC date and time to the second."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
@@ -56,6 +58,8 @@ def stamped(ts: float) -> str:
 
 
 def duration(seconds: float) -> str:
+    """Return a span of time in the unit a reader takes in at a glance: seconds, minutes,
+    hours or days (a negative span counts as 0)."""
     seconds = max(0.0, seconds)
     if seconds < 90:
         return f"{seconds:.1f} s"
@@ -389,6 +393,8 @@ class PollHtml:
 
 
 def poll_html(view: NodeView, web: WebRows) -> PollHtml:
+    """Return the parts of the page that depend only on the poll and the web config, built
+    once per poll; the page adds what changes with each request between them."""
     ex = view.exporter
     title = f"{ex.host} · gpu-exporter" if ex.host else "gpu-exporter"
     head = ('<!doctype html><html lang="en"><head><meta charset="utf-8">'

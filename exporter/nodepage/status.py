@@ -114,6 +114,9 @@ def _fields(snapshot: Snapshot | None) -> tuple[str, tuple[FieldServed, ...], tu
 
 def exporter_view(snapshot: Snapshot | None, stats: PollStats, families: Iterable[Family],
                   backend: str) -> ExporterView:
+    """Return the exporter's own state at one poll: the poll, its connections (kubelet, API
+    server, DRA), NVML's errors and the fields served, read from the poll's counters and the
+    self-metric families that went into its exposition (`snapshot` None: before the first)."""
     found = _Families(families)
     pod_scope = snapshot is not None and snapshot.attribution.visible is not None
     nvml_up = found.single(NVML_UP)

@@ -21,6 +21,8 @@ pod's MIG instances of the GPU are visible, not the GPU's own values."""
 
 @dataclass(frozen=True, slots=True)
 class Activity:
+    """How busy a GPU or MIG instance was at the poll, and where that was read."""
+
     ratio: float
     """0-1."""
     source: ActivitySource
@@ -33,6 +35,8 @@ class Activity:
 
 @dataclass(frozen=True, slots=True)
 class Memory:
+    """Framebuffer memory of a GPU or MIG instance, in MiB."""
+
     used_mib: float
     total_mib: float | None
     """Used + free + reserved, when the poll read all three."""
@@ -56,6 +60,8 @@ class Holder:
 
 @dataclass(frozen=True, slots=True)
 class XidSeen:
+    """The most recent XID error code seen on a GPU, and how often it was seen."""
+
     xid: int
     at: float
     """Unix time of the most recent event with this code."""
@@ -100,6 +106,9 @@ class InstanceView:
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
+    """One GPU's card: its identity, the poll's values for it, who holds it, its MIG
+    instances and faults."""
+
     gpu: int
     uuid: str
     model: str
@@ -135,6 +144,8 @@ class GpuView:
 
 @dataclass(frozen=True, slots=True)
 class Connection:
+    """The state of a connection the exporter keeps (kubelet, API server, DRA watch)."""
+
     up: bool
     last_success: float | None
     errors: tuple[tuple[str, int], ...]
@@ -143,6 +154,8 @@ class Connection:
 
 @dataclass(frozen=True, slots=True)
 class NvmlError:
+    """How many times one NVML function failed with one error code since start."""
+
     function: str
     code: str
     count: int
@@ -150,6 +163,8 @@ class NvmlError:
 
 @dataclass(frozen=True, slots=True)
 class FieldServed:
+    """One field of the collectors file and how many devices it was served for."""
+
     name: str
     entities: int
     """Visible devices (GPUs, MIG instances, links) the poll read a value of it for."""
@@ -157,6 +172,9 @@ class FieldServed:
 
 @dataclass(frozen=True, slots=True)
 class ExporterView:
+    """The exporter's own state at the poll: version, poll timing and errors, connections,
+    NVML's health and the fields served."""
+
     version: str
     backend: str
     scope: Literal["node", "pod"]
@@ -188,5 +206,7 @@ class ExporterView:
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
+    """Everything the node page shows of one poll: the exporter's state and the GPU cards."""
+
     exporter: ExporterView
     gpus: tuple[GpuView, ...]
