@@ -16,6 +16,7 @@ NAMED_AS_GIVEN = ("Text", "Choice", "Regex", "Hostengine", "DeviceSelection", "G
 PARSED: dict[tuple[str, str], object] = {
     ("Integer", "7"): 7, ("Integer", "11"): 11, ("Integer", "13"): 13,
     ("Number", "2.5"): 2.5, ("Number", "40"): 40.0, ("Number", "75"): 75.0,
+    ("Share", "0.25"): 0.25, ("Share", "0.5"): 0.5, ("Share", "1"): 1.0,
     ("Switch", "true"): True, ("Switch", "1"): True, ("Switch", "yes"): True,
     ("Switch", "false"): False,
     ("Duration", "250ms"): 0.25, ("Duration", "2s"): 2.0, ("Duration", "3m"): 180.0,
