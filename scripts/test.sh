@@ -60,7 +60,11 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check exporter tests benchmarks scripts tools
 .venv/bin/lint-imports
 .venv/bin/mypy exporter tests tools
-.venv/bin/python -m pytest -q -p no:cacheprovider ${TIER[@]+"${TIER[@]}"} "$@"
+# Two workers, one test file each at a time (module fixtures such as a Prometheus with its
+# recorded history are set up once): most of the suite waits on processes it started, so the
+# second core halves the wall time. PYTEST_WORKERS=0 runs everything in this process.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile \
+  ${TIER[@]+"${TIER[@]}"} "$@"
 # The Helm chart as an installable archive, dist/gpu-exporter-<version>.tgz (tests/chart
 # checks its name, version and contents).
 .venv/bin/python scripts/chart.py package dist
