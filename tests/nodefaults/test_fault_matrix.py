@@ -36,11 +36,13 @@ OTHER_NODES = ("gpu-node-2", "gpu-node-3", "gpu-node-4")
 
 
 def _catalog_xids() -> dict[int, tuple[str, str, str]]:
+    """Return NVIDIA's XID rows (the file has no header) by XID."""
     with fixture_file("nvsentinel", "xiderrorsmapping.csv").open(newline="") as f:
         return {int(row[0]): (row[1], row[2], row[3]) for row in csv.reader(f) if row}
 
 
 def _catalog_health() -> dict[str, str]:
+    """Return NVIDIA's action for each DCGM health failure code."""
     with fixture_file("nvsentinel", "dcgmerrorsmapping.csv").open(newline="") as f:
         return {row[0]: row[1] for row in csv.reader(f) if row}
 
@@ -68,7 +70,7 @@ def test_the_catalog_puts_each_case_in_the_class_it_stands_for() -> None:
 
 
 def _api(tainted_others: int = 0) -> FakeApiServer:
-    """A started fake API server holding this node and three other GPU nodes, the first
+    """Return a started fake API server holding this node and three other GPU nodes, the first
     `tainted_others` of them already tainted by another exporter."""
     api = FakeApiServer().start()
     api.state.store.add(node(NODE, GPU_NODE))
@@ -80,6 +82,7 @@ def _api(tainted_others: int = 0) -> FakeApiServer:
 
 
 def _taint(api: FakeApiServer) -> dict[str, str] | None:
+    """Return this node's taint of the exporter's key as stored now, or None."""
     for taint in api.state.store.nodes[NODE]["spec"].get("taints", []):
         if taint["key"] == KEY:
             return dict(taint)
@@ -87,7 +90,7 @@ def _taint(api: FakeApiServer) -> dict[str, str] | None:
 
 
 def _condition_writes(api: FakeApiServer) -> list[tuple[float, dict[str, Any]]]:
-    """(arrival time, condition) of every condition written to this node, oldest first."""
+    """Return (arrival time, condition) of every condition written to this node, oldest first."""
     found = []
     for at, method, path, body in list(api.state.history):
         if method == "PATCH" and path == f"/api/v1/nodes/{NODE}/status":
@@ -97,13 +100,15 @@ def _condition_writes(api: FakeApiServer) -> list[tuple[float, dict[str, Any]]]:
 
 
 def _taint_writes(api: FakeApiServer) -> list[tuple[float, list[dict[str, str]]]]:
-    """(arrival time, taints sent) of every write of this node's taints, oldest first."""
+    """Return (arrival time, taints sent) of every write of this node's taints, oldest first."""
     return [(at, body["spec"].get("taints") or []) for at, method, path, body
             in list(api.state.history)
             if method in ("PATCH", "PUT") and path == f"/api/v1/nodes/{NODE}"]
 
 
 def _first_false_with(api: FakeApiServer, part: str) -> tuple[float, dict[str, Any]] | None:
+    """Return (arrival time, condition) of the first False condition written whose message
+    holds `part`, or None."""
     for at, c in _condition_writes(api):
         if c["status"] == "False" and part in c["message"]:
             return at, c
@@ -111,6 +116,7 @@ def _first_false_with(api: FakeApiServer, part: str) -> tuple[float, dict[str, A
 
 
 def _first_taint(api: FakeApiServer) -> float | None:
+    """Return the arrival time of the first write that put the exporter's taint on, or None."""
     for at, taints in _taint_writes(api):
         if any(t["key"] == KEY and t["effect"] == "NoSchedule" for t in taints):
             return at
@@ -118,6 +124,7 @@ def _first_taint(api: FakeApiServer) -> float | None:
 
 
 def _events(api: FakeApiServer, part: str) -> list[dict[str, Any]]:
+    """Return the stored Events whose message holds `part`."""
     return [e for e in api.state.store.node_events() if part in e["message"]]
 
 
@@ -125,11 +132,12 @@ def _events(api: FakeApiServer, part: str) -> list[dict[str, Any]]:
 
 
 def _labels(line: str) -> dict[str, str]:
+    """Return the labels of one exposition line."""
     return dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"', line))
 
 
 def _value(metrics: str, name: str, **labels: str) -> float | None:
-    """The value of the first series `name` carrying every one of `labels`."""
+    """Return the value of the first series `name` carrying every one of `labels`."""
     for line in metrics.splitlines():
         if line.startswith(name + "{") or line.startswith(name + " "):
             have = _labels(line.split("}", 1)[0]) if "{" in line else {}
@@ -139,6 +147,7 @@ def _value(metrics: str, name: str, **labels: str) -> float | None:
 
 
 def _uuid(metrics: str, gpu: int) -> str:
+    """Return GPU `gpu`'s UUID as its series carry it."""
     for line in metrics.splitlines():
         if line.startswith("DCGM_FI_DEV_GPU_TEMP{"):
             labels = _labels(line)
@@ -148,13 +157,14 @@ def _uuid(metrics: str, gpu: int) -> str:
 
 
 def _xid_seen(proc: ExporterProcess, gpu: int, code: int) -> float:
-    """The Unix time of the XID event on `gpu`, as NVML stamped it."""
+    """Wait for, and return, the Unix time of the XID event on `gpu`, as NVML stamped it."""
     return wait_until(lambda: _value(proc.metrics(), "gpu_exporter_xid_last_seen_timestamp_seconds",
                                      gpu=str(gpu), xid=str(code)),
                       what=f"XID {code} on GPU {gpu} served")
 
 
 def _last_poll(proc: ExporterProcess) -> float:
+    """Return the Unix time of the exporter's last successful poll (0 before the first)."""
     return _value(proc.metrics(), "gpu_exporter_last_poll_success_timestamp_seconds") or 0.0
 
 
@@ -165,16 +175,19 @@ def _polls_past(proc: ExporterProcess, when: float, polls: int = 4) -> None:
 
 
 def _fault_series(proc: ExporterProcess, gpu: int, code: int) -> float | None:
+    """Return the value of the `gpu_exporter_gpu_fault` series of an XID, or None when absent."""
     return _value(proc.metrics(), "gpu_exporter_gpu_fault", gpu=str(gpu), source="xid",
                   code=str(code))
 
 
 def _headline(code: int, gpu: int, uuid: str) -> str:
+    """Return an XID fault's line as NVIDIA's catalog row and docs/faults.md spell it."""
     name, action, _ = CATALOG_XIDS[code]
     return f"[XID {code}] GPU {gpu} {uuid} {name} - RecommendedAction: {action}"
 
 
 def _health_headline(code: str, gpu: int, uuid: str) -> str:
+    """Return the start of a health code's fault line."""
     return f"[HEALTH {code}] GPU {gpu} {uuid}"
 
 
@@ -183,18 +196,19 @@ def _health_headline(code: str, gpu: int, uuid: str) -> str:
 
 def _started(start: Start, api: FakeApiServer, *args: str,
              profile: str = "h100-8") -> tuple[ExporterProcess, float]:
-    """An exporter started with `args`, and the Unix time it was first seen ready."""
+    """Return an exporter started with `args`, and the Unix time it was first seen ready."""
     proc = start(api, *args, profile=profile)
     return proc, time.time()
 
 
 def _first_write_s(written_at: float, fault_at: float, ready_at: float) -> float:
-    """Seconds from the fault, or from the exporter being ready when the fault came first,
-    to the write."""
+    """Return the seconds from the fault to the write, or from the exporter being ready
+    when the fault came first."""
     return written_at - max(fault_at, ready_at)
 
 
 def _true(api: FakeApiServer) -> dict[str, Any] | None:
+    """Return the node's condition when it is True, else None."""
     c = condition(api)
     return c if c and c["status"] == "True" else None
 
@@ -322,7 +336,7 @@ def test_reboot_faults_hold_through_a_reset_and_a_restart_until_the_boot_id_chan
 
 
 def _holders(metrics: str, gpu: int) -> set[tuple[str, str]]:
-    """(namespace, pod) of every pod the exporter attributes `gpu` to, from its allocation
+    """Return (namespace, pod) of every pod the exporter attributes `gpu` to, from its allocation
     series."""
     found = set()
     for line in metrics.splitlines():
@@ -333,7 +347,7 @@ def _holders(metrics: str, gpu: int) -> set[tuple[str, str]]:
 
 
 def _objects(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """(kind, Event namespace, name) of each Event's object, sorted."""
+    """Return (kind, Event namespace, name) of each Event's object, sorted."""
     return sorted((e["involvedObject"]["kind"], e["metadata"]["namespace"],
                    e["involvedObject"]["name"]) for e in events)
 
