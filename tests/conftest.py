@@ -72,6 +72,7 @@ SLOW_MODULES = (
     "tests/k8s/test_k8s_imports.py",
     "tests/k8s/test_k8s_processes.py",
     "tests/k8s/test_k8s_virtual_gpu_split.py",
+    "tests/nodefaults/test_fault_matrix.py",
     "tests/nodepage/test_node_page.py",
     "tests/nvmlsim/test_build.py",
     "tests/nvmlsim/test_call_table.py",

@@ -4,47 +4,16 @@ server: the condition read back after a restart, the API server away and back, d
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.nodefaults.conftest import NODE, Start
+from tests.nodefaults.conftest import condition as _condition
 from tests.support.apiserver import FakeApiServer
 from tests.support.apiserver_nodes import node
-from tests.support.exporter_process import ExporterProcess
 from tests.support.wait import wait_until
 
-NODE = "gpu-node-1"
 TAINT = {"key": "gpu-exporter/gpu-fault", "value": "RESTART_BM", "effect": "NoSchedule"}
-SIM = ["--backend", "sim", "--sim.profile", "h100-8", "-c", "500ms"]
 FELL_OFF = ["--sim.fault", "xid,code=79,gpu=1,at=1s"]
-
-Start = Callable[..., ExporterProcess]
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator[Start]:
-    started: list[ExporterProcess] = []
-
-    def _start(api: FakeApiServer, *args: str) -> ExporterProcess:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        proc = ExporterProcess([*SIM, *args], env={"KUBECONFIG": kubeconfig, "NODE_NAME": NODE,
-                                                   "KUBERNETES_SERVICE_HOST": ""})
-        started.append(proc)
-        proc.wait_ready()
-        return proc
-
-    yield _start
-    for proc in started:
-        proc.close()
-
-
-def _condition(api: FakeApiServer) -> dict[str, Any] | None:
-    for c in api.state.store.nodes[NODE]["status"]["conditions"]:
-        if c["type"] == "GPUHardwareReady":
-            return dict(c)
-    return None
 
 
 def _false(api: FakeApiServer) -> dict[str, Any] | None:

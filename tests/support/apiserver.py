@@ -6,8 +6,9 @@ SelfSubjectAccessReviews (`tests/support/apiserver_nodes.py`).
 
 `ApiState.refuse` makes it answer every request with that status (500, 403); `stop` and a
 new server on the same port with the same state (`FakeApiServer(port, state=...)`) make it
-stop listening and come back. `ApiState.log` lists every request as (method, path), and
-`writes()` those that are not reads.
+stop listening and come back. `ApiState.log` lists every request as (method, path),
+`writes()` those that are not reads, and `history` every write to the node store with its
+arrival time and body.
 
 Plain HTTP on loopback by default. For a client that uses in-cluster credentials (a pod's
 service-account token and the cluster's CA), it serves HTTPS with a given certificate and
@@ -19,6 +20,7 @@ import json
 import queue
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -104,6 +106,9 @@ class ApiState:
     """Answer every request with this status (500, 403) while set."""
     log: list[tuple[str, str]] = field(default_factory=list)
     """Every request let in, as (method, path)."""
+    history: list[tuple[float, str, str, Any]] = field(default_factory=list)
+    """Every write to a Node or an Event let in, as (time.time() at arrival, method, path,
+    JSON body): what was written when, after the store has moved on."""
 
     def writes(self) -> list[tuple[str, str]]:
         """The requests that would change something (access reviews are not writes)."""
@@ -208,6 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
                              "message": "the body is not JSON"})
             return True
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if method != "GET":
+            self.state.history.append((time.time(), method, url.path, body))
         try:
             answer = self.state.store.handle(method, url.path.strip("/").split("/"),
                                              parse_qs(url.query), body, content_type)
