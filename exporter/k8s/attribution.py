@@ -266,7 +266,9 @@ def attribute(
 
     visible = frozenset(holdings) if pod_scope is not None else None
     return AttributionResult(
-        Attribution(owners=owners, visible=visible, sharers=sharers),
+        Attribution(owners=owners, visible=visible, sharers=sharers,
+                    holders={key: tuple(sorted({(ns, pod) for ns, pod, _ in h.holders}))
+                             for key, h in holdings.items()}),
         tuple(sorted(rows)),
         tuple(unattributed),
         tuple(parse_errors),

@@ -44,6 +44,10 @@ class Attribution:
     (`exporter.k8s.virtual_gpus`). Such a field is shown once with the device's own value
     and no pod labels, then once per sharer with its part; a field not named here shows the
     device's value on every copy."""
+    holders: Mapping[EntityKey, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    """Every (namespace, pod) holding each entity, sorted, however it is shared: one owner, the
+    sharers of a virtual GPU, or the holders a time-sliced GPU lists only as allocation rows.
+    The node fault writer sends a fault's Event to each of them."""
     containers: Mapping[EntityKey, tuple[str, ...]] = field(default_factory=dict)
     """Outside Kubernetes (`--container-labels`): the runtime's containers holding each
     entity, by their `container` label. Each entity's series are kept as they are and

@@ -54,13 +54,16 @@ Restore = Callable[[tuple[GpuFault, ...]], None]
 
 def holders_by_gpu(snapshot: Snapshot) -> dict[int, tuple[tuple[str, str], ...]]:
     """Return, per GPU index, the (namespace, pod) of every pod holding it or one of its MIG
-    devices, from the snapshot's attribution."""
+    devices, from the snapshot's attribution: an owner, a virtual GPU's sharers, and the pods
+    taking turns on a time-sliced GPU alike."""
     found: dict[int, set[tuple[str, str]]] = {}
     attribution = snapshot.attribution
     for (gpu, _), ref in attribution.owners.items():
         found.setdefault(gpu, set()).add((ref.namespace, ref.pod))
     for (gpu, _), refs in attribution.sharers.items():
         found.setdefault(gpu, set()).update((r.namespace, r.pod) for r in refs)
+    for (gpu, _), pods in attribution.holders.items():
+        found.setdefault(gpu, set()).update(pods)
     return {gpu: tuple(sorted(pods)) for gpu, pods in found.items()}
 
 

@@ -395,10 +395,6 @@ def test_restart_app_is_events_only_until_the_holders_exit_and_ignore_writes_not
         api.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the writer's holders come from Attribution.owners and .sharers (virtual GPUs), which "
-    "leave out the pods sharing a time-sliced GPU (their gpu_exporter_pod_gpu_allocation "
-    "rows): a RESTART_APP fault there gets the Node's Event only"))
 def test_restart_app_events_go_on_each_pod_sharing_the_gpu(start: Start) -> None:
     """A RESTART_APP fault on a time-sliced GPU held by three pods: an Event on the Node and
     on each of them."""
