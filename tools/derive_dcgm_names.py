@@ -28,6 +28,7 @@ from exporter.fields.catalog import CATALOG
 from exporter.fields.dcgm_names import DATA_PATH, Reason, generated_help
 from exporter.fields.parts import format_part
 from tools.dcgm_recipes import recipe
+from tools.generated_file import write_or_check
 
 SOURCE = Path(__file__).resolve().parents[1] / "tests/fixtures/dcgm-fields/dcgm-fields.csv"
 HEADER = (
@@ -130,19 +131,9 @@ def derive(source_text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["--write"], ["--check"]):
-        sys.stderr.write("usage: python -m tools.derive_dcgm_names --write | --check\n")
-        return 2
-    text = derive(SOURCE.read_text(encoding="utf-8"))
-    if argv == ["--write"]:
-        DATA_PATH.write_text(text, encoding="utf-8")
-        return 0
-    if DATA_PATH.read_text(encoding="utf-8") != text:
-        sys.stderr.write(f"{DATA_PATH} drifted from {SOURCE}: run "
-                         "python -m tools.derive_dcgm_names --write\n")
-        return 1
-    return 0
-
+    """Write or check the shipped name table (see `tools.generated_file.write_or_check`)."""
+    return write_or_check(argv, "tools.derive_dcgm_names", DATA_PATH,
+                          lambda: derive(SOURCE.read_text(encoding="utf-8")), str(SOURCE))
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from exporter.fields.fault_catalog import ACTIONS, DATA_PATH, HEADER, UNKNOWN_XID_ACTION
+from tools.generated_file import write_or_check
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests/fixtures/nvsentinel"
 XID_SOURCE = FIXTURES / "xiderrorsmapping.csv"
@@ -106,19 +107,9 @@ def derived() -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["--write"], ["--check"]):
-        sys.stderr.write("usage: python -m tools.derive_fault_catalog --write | --check\n")
-        return 2
-    text = derived()
-    if argv == ["--write"]:
-        DATA_PATH.write_text(text, encoding="utf-8")
-        return 0
-    if DATA_PATH.read_text(encoding="utf-8") != text:
-        sys.stderr.write(f"{DATA_PATH} drifted from its sources: run "
-                         "python -m tools.derive_fault_catalog --write\n")
-        return 1
-    return 0
-
+    """Write or check the shipped catalog (see `tools.generated_file.write_or_check`)."""
+    return write_or_check(argv, "tools.derive_fault_catalog", DATA_PATH, derived,
+                          "its sources")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
