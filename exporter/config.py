@@ -14,6 +14,7 @@ from the file, else from the default, as in dcgm-exporter 4.8.3 and later.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.fields.csv import Collectors, CollectorsError, collectors_from_rows, require_servable
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import PodLabelSelection
+from exporter.nodefaults.config import NodeFaultsConfig
 from exporter.options import ConfigError, Option, Resolution, parse_command_line, parse_duration
 from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
@@ -33,7 +35,7 @@ from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, 
 from exporter.options.values import lenient_warning
 from exporter.options.yaml_strict import YamlError
 
-__all__ = ["ConfigError", "ServeConfig", "kubernetes_config", "parse_duration",
+__all__ = ["ConfigError", "ServeConfig", "faults_config", "kubernetes_config", "parse_duration",
            "parse_serve_args", "serve_config"]
 
 
@@ -102,6 +104,8 @@ class ServeConfig:
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
+    faults: NodeFaultsConfig = field(default_factory=NodeFaultsConfig)
+    """What the node fault writer writes on the API server (nothing by default)."""
     startup_warnings: tuple[str, ...] = ()
     """One line per compatibility-only option that was set; logged once at start-up."""
 
@@ -128,6 +132,38 @@ def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
         dra=r[dcgm.DRA],
         configmap=r[dcgm.CONFIGMAP_DATA],
     )
+
+
+_QUALIFIED_NAME = re.compile(
+    r"(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_CONDITION_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
+
+
+def faults_config(r: Resolution) -> NodeFaultsConfig:
+    """The node fault writer's settings (serve and doctor share them); a taint key or
+    condition type the API server would refuse, or no NODE_NAME, is a ConfigError."""
+    config = NodeFaultsConfig(
+        node_condition=r[opt.FAULTS_NODE_CONDITION],
+        condition_type=r[opt.FAULTS_CONDITION_TYPE],
+        events=r[opt.FAULTS_EVENTS],
+        taint=r[opt.FAULTS_TAINT],
+        taint_key=r[opt.FAULTS_TAINT_KEY],
+        taint_max_share=r[opt.FAULTS_TAINT_MAX_SHARE],
+        node_selector=r[opt.FAULTS_NODE_SELECTOR],
+        dry_run=r[opt.FAULTS_DRY_RUN],
+        node_name=r[opt.NODE_NAME],
+    )
+    if not _QUALIFIED_NAME.fullmatch(config.taint_key):
+        raise ConfigError(f"--faults.taint-key {config.taint_key!r}: expected a label key, "
+                          "[prefix/]name (e.g. gpu-exporter/gpu-fault)")
+    if not _CONDITION_TYPE.fullmatch(config.condition_type):
+        raise ConfigError(f"--faults.condition-type {config.condition_type!r}: expected a "
+                          "word of letters and digits (e.g. GPUHardwareReady)")
+    if config.enabled and not config.node_name:
+        raise ConfigError("--faults.node-condition/--faults.events/--faults.taint need "
+                          "$NODE_NAME (set it from the downward API: fieldRef spec.nodeName)")
+    return config
 
 
 def _timeout(r: Resolution, option: Option[float | None], warnings: list[str]) -> float:
@@ -289,6 +325,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         log_format=r[opt.LOG_FORMAT],
         log_level=r[opt.LOG_LEVEL],
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),
+        faults=faults_config(r),
         startup_warnings=tuple(warnings),
     )
 

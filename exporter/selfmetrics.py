@@ -318,6 +318,22 @@ DRA_UNRESOLVED_DEVICES = SelfMetric(
     note="With `KUBERNETES_ENABLE_DRA`. Their series stay unlabelled. `no_uuid` is a "
          "dynamic-MIG offer or a vfio device.")
 
+NODE_FAULT_WRITES = SelfMetric(
+    "gpu_exporter_node_fault_writes", "counter",
+    "Writes of the node's GPU fault state to the API server, by kind (condition, event, "
+    "taint) and result (success; failure: a read or write not answered or refused, "
+    "retried with backoff; "
+    "conflict: stale resourceVersion, read again and retried; dry_run: logged, not made; "
+    "held_back: the taint kept off by the circuit breaker).",
+    labels=("kind", "result"),
+    note="With `--faults.node-condition`, `--faults.events` or `--faults.taint`; every "
+         "kind enabled shows each of its results from the start, at 0.")
+NODE_FAULT_API_UP = SelfMetric(
+    "gpu_exporter_node_fault_api_up", "gauge",
+    "1 while the API server answered the node fault writer's last request, 0 after a "
+    "failure (until a retry succeeds).",
+    note="With `--faults.node-condition`, `--faults.events` or `--faults.taint`.")
+
 REGISTRY: tuple[SelfMetric, ...] = (
     BUILD_INFO, NVML_UP, COLLECT_INTERVAL, POLL_DURATION, LAST_POLL_SUCCESS, POLL_ERRORS,
     NVML_ERRORS, GPU_LOST, SCRAPES, CONFIG_RELOADS, CONFIG_LAST_RELOAD_SUCCESS,
@@ -329,6 +345,7 @@ REGISTRY: tuple[SelfMetric, ...] = (
     POD_LABELS_RENAMED,
     LABEL_LIMIT_TRIMMED_SERIES,
     DRA_SLICE_WATCH_UP, DRA_SLICE_WATCH_ERRORS, DRA_UNRESOLVED_DEVICES,
+    NODE_FAULT_WRITES, NODE_FAULT_API_UP,
 )
 """Every self-metric, in the order docs/metrics.md lists them."""
 

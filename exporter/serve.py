@@ -43,9 +43,14 @@ from exporter.web.server import WebServer
 if TYPE_CHECKING:
     from exporter.k8s.configmap import ConfigMapCollectors
     from exporter.k8s.source import PodMetadata
+    from exporter.nodefaults.writer import NodeFaultWriter
     from exporter.web.reload import LiveWebConfig
 
 log = logging.getLogger("exporter")
+
+RESTORE_BUDGET_S = 3.0
+"""Longest the start waits to read held faults back from the node's condition before the
+first poll; later, the writer's thread reads them back before it writes anything."""
 
 SHUTDOWN_BUDGET_S = 4.0
 """SIGTERM to exit stays under the 5 s a kubelet grace period commonly allows here."""
@@ -128,6 +133,31 @@ def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors |
     return ConfigMapCollectors.open(cfg.kubernetes.configmap, fallback)
 
 
+def _node_fault_writer(cfg: ServeConfig) -> NodeFaultWriter | None:
+    """The writer of the node's condition, Events and taint, when any is enabled."""
+    if not cfg.faults.enabled:
+        return None
+    from exporter.nodefaults.apihttp import ApiHttp, credentials
+    from exporter.nodefaults.writer import NodeFaultWriter
+
+    return NodeFaultWriter(cfg.faults, lambda: ApiHttp(credentials()))
+
+
+async def _restore_faults(writer: NodeFaultWriter) -> None:
+    """Read held faults back from the node before the first poll, for a bounded time; when
+    the API server does not answer in time the writer's thread does it later."""
+    from exporter.nodefaults.apihttp import ApiError
+
+    try:
+        await asyncio.wait_for(asyncio.to_thread(writer.restore_now), RESTORE_BUDGET_S)
+    except (ApiError, TimeoutError) as exc:
+        log.warning("node faults: could not read the node's condition at start (%s); "
+                    "held faults are read back once the API server answers", exc or "timeout")
+    except Exception as exc:  # credentials missing or unreadable
+        log.warning("node faults: no API server client (%s); run in a pod with a "
+                    "ServiceAccount token or set KUBECONFIG", exc)
+
+
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
                web_config: LiveWebConfig | None, tmp: Path | None) -> int:
     sim: _SimNode | None = None
@@ -167,11 +197,20 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
                                           LabelLimit(cfg.label_limit),
                                           openmetrics=cfg.enable_openmetrics,
                                           appendable=cfg.enable_exporter_metrics))
+    writer = _node_fault_writer(cfg)
+    if writer is not None:
+        from exporter.nodefaults.feed import FeedingPublisher
+
+        publish = FeedingPublisher(publish, writer)
     boot_id = cfg.sim_boot_id if cfg.backend == "sim" else None
     faults = FaultTracker(process_ids=gpu_process_ids(lib),
                           boot_id=read_boot_id if boot_id is None else lambda: boot_id)
     sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker,
                       faults=faults)
+    if writer is not None:
+        writer.restore_to(sampler.restore_faults)
+        await _restore_faults(writer)
+        writer.start()
     # One poll before listening, so the first scrape after a restart has data (bounded by
     # the poll deadline; on failure the exporter still serves its self-metrics).
     await sampler.poll_once()
@@ -204,6 +243,8 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
         except TimeoutError:
             log.warning("HTTP shutdown did not finish in time")
         await sampler.close(SHUTDOWN_BUDGET_S / 2)
+        if writer is not None:
+            writer.close()
         if sim is not None:
             sim.kubelet.stop()
     return 0

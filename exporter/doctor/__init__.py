@@ -2,8 +2,9 @@
 
 Each check prints one line — its verdict, what it found and, when something is wrong, the fix —
 in the order a problem would hide the next one: NVML, the GPUs it shows, the kubelet's
-pod-resources socket, the resource names and device ids the kubelet reports, and (when pod
-labels are asked for) the API server. The web config file, when one is given, comes
+pod-resources socket, the resource names and device ids the kubelet reports, (when pod
+labels are asked for) the API server, and (with `--faults.*`) the node's fault condition and
+each permission the node fault writer needs. The web config file, when one is given, comes
 first: serve would not start without it. Exit status 1 when any check failed, else 0.
 """
 
@@ -15,6 +16,7 @@ import sys
 from typing import TextIO
 
 from exporter.config import kubernetes_config
+from exporter.doctor.fault_checks import check_node_faults
 from exporter.doctor.kubelet_checks import check_enrichment, check_socket, kubelet_checks
 from exporter.doctor.nvml_checks import check_nvml
 from exporter.doctor.report import FAIL, INFO, WARN, Report
@@ -63,3 +65,4 @@ def _run_checks(settings: Resolution, report: Report) -> None:
     # Virtual GPUs name the containers of GPU processes through the same pod watch.
     if config.pod_labels or config.pod_label_presets or config.virtual_gpus:
         check_enrichment(config, settings[opt.KUBECONFIG], report)
+    check_node_faults(settings, settings[opt.KUBECONFIG], report)

@@ -3,7 +3,8 @@ kubeconfig.
 
 Every reader of the API server gets its client here: the pod metadata watch
 (`exporter.k8s.pod_metadata`), the ConfigMap and ResourceSlice watches (through
-`exporter.k8s.apiwatch`) and doctor's access check (`exporter.k8s.pod_access`). The
+`exporter.k8s.apiwatch`), doctor's access check (`exporter.k8s.pod_access`) and the node
+fault writer (`exporter.nodefaults.apihttp`, which takes the address and credentials). The
 `kubernetes` package is imported inside the function, so importing this module costs the
 serve path nothing; the watches call it from their own thread.
 """

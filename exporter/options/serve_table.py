@@ -13,6 +13,12 @@ from typing import Literal
 from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET, Scope
 from exporter.k8s.inference_labels import PodLabelSelection
+from exporter.nodefaults.config import (
+    DEFAULT_CONDITION_TYPE,
+    DEFAULT_NODE_SELECTOR,
+    DEFAULT_TAINT_KEY,
+    DEFAULT_TAINT_MAX_SHARE,
+)
 from exporter.options.option import Alias, Command, Option
 from exporter.options.values import (
     Choice,
@@ -26,6 +32,7 @@ from exporter.options.values import (
     PodLabels,
     Repeated,
     Separated,
+    Share,
     Switch,
     SwitchTo,
     Text,
@@ -52,6 +59,7 @@ DOCTOR: frozenset[Command] = frozenset({"doctor"})
 
 SIM_GROUP = "simulated node (--backend sim)"
 K8S_GROUP = "Kubernetes"
+FAULTS_GROUP = "GPU faults on the node (API server writes, all off by default)"
 
 BACKEND: Option[BackendName] = Option(
     "backend", Choice(BACKENDS), "auto", commands=SERVE_AND_DOCTOR,
@@ -240,6 +248,53 @@ POD_NAMESPACE: Option[str | None] = Option(
     "pod_namespace", Text(), None, commands=SERVE_AND_DOCTOR, env=("POD_NAMESPACE",),
     help="this pod's namespace, for `--scope pod` (downward API `metadata.namespace`)")
 
+FAULTS_NODE_CONDITION: Option[bool] = Option(
+    "faults_node_condition", Switch(), False, commands=SERVE_AND_DOCTOR, group=FAULTS_GROUP,
+    flags=("--faults.node-condition",), env=("GPU_EXPORTER_FAULTS_NODE_CONDITION",),
+    help="write a node condition (`--faults.condition-type`) on this node (`NODE_NAME`): "
+         "False while a fatal GPU fault is held, its message naming each fault; read back "
+         "at start, so held faults survive a restart (needs get and patch on `nodes/status`)")
+FAULTS_CONDITION_TYPE: Option[str] = Option(
+    "faults_condition_type", Text(), DEFAULT_CONDITION_TYPE, commands=SERVE_AND_DOCTOR,
+    group=FAULTS_GROUP, flags=("--faults.condition-type",),
+    env=("GPU_EXPORTER_FAULTS_CONDITION_TYPE",), metavar="TYPE",
+    help="the node condition's type, True while no fatal fault is held; "
+         "`AcceleratedHardwareReady` is the one EKS node auto-repair acts on")
+FAULTS_EVENTS: Option[bool] = Option(
+    "faults_events", Switch(), False, commands=SERVE_AND_DOCTOR, group=FAULTS_GROUP,
+    flags=("--faults.events",), env=("GPU_EXPORTER_FAULTS_EVENTS",),
+    help="an Event on the Node for each GPU fault first seen, and on each Pod holding the "
+         "GPU when the action is RESTART_APP; repeats counted as the kubelet does (needs "
+         "create and patch on `events`)")
+FAULTS_TAINT: Option[bool] = Option(
+    "faults_taint", Switch(), False, commands=SERVE_AND_DOCTOR, group=FAULTS_GROUP,
+    flags=("--faults.taint",), env=("GPU_EXPORTER_FAULTS_TAINT",),
+    help="taint this node NoSchedule (`--faults.taint-key`) while a fault that needs a GPU "
+         "reset or a reboot is held, and remove it when that clears (needs get, patch and "
+         "list on `nodes`)")
+FAULTS_TAINT_KEY: Option[str] = Option(
+    "faults_taint_key", Text(), DEFAULT_TAINT_KEY, commands=SERVE_AND_DOCTOR,
+    group=FAULTS_GROUP, flags=("--faults.taint-key",), env=("GPU_EXPORTER_FAULTS_TAINT_KEY",),
+    metavar="KEY", help="the taint's key (a label key: `[prefix/]name`)")
+FAULTS_TAINT_MAX_SHARE: Option[float] = Option(
+    "faults_taint_max_share", Share(), DEFAULT_TAINT_MAX_SHARE, commands=SERVE_AND_DOCTOR,
+    group=FAULTS_GROUP, flags=("--faults.taint-max-share",),
+    env=("GPU_EXPORTER_FAULTS_TAINT_MAX_SHARE",),
+    help="circuit breaker: the taint is never added once this share of the GPU nodes "
+         "(`--faults.node-selector`) carries it; held back, logged and counted, the "
+         "condition still written")
+FAULTS_NODE_SELECTOR: Option[str] = Option(
+    "faults_node_selector", Text(), DEFAULT_NODE_SELECTOR, commands=SERVE_AND_DOCTOR,
+    group=FAULTS_GROUP, flags=("--faults.node-selector",),
+    env=("GPU_EXPORTER_FAULTS_NODE_SELECTOR",), metavar="SELECTOR",
+    help="label selector of the GPU nodes the circuit breaker counts")
+FAULTS_DRY_RUN: Option[bool] = Option(
+    "faults_dry_run", Switch(), False, commands=SERVE_AND_DOCTOR, group=FAULTS_GROUP,
+    flags=("--faults.dry-run",), env=("GPU_EXPORTER_FAULTS_DRY_RUN",),
+    help="log each condition, Event and taint write the options above would make, one line "
+         "each, and make none (the reads still happen: get on `nodes/status` and `nodes`, "
+         "list on `nodes` for the breaker); see docs/faults.md")
+
 KUBECONFIG: Option[str | None] = Option(
     "kubeconfig", Text(), None, commands=DOCTOR, flags=("--kubeconfig",), metavar="FILE",
     default_text="in-cluster, else `KUBECONFIG`",
@@ -260,5 +315,7 @@ SERVE_OPTIONS: tuple[Option[object], ...] = (
     KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION,
     LABEL_LIMIT, SCOPE,
     POD_NAME, POD_NAMESPACE,
+    FAULTS_NODE_CONDITION, FAULTS_CONDITION_TYPE, FAULTS_EVENTS, FAULTS_TAINT,
+    FAULTS_TAINT_KEY, FAULTS_TAINT_MAX_SHARE, FAULTS_NODE_SELECTOR, FAULTS_DRY_RUN,
     KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,
 )

@@ -176,6 +176,22 @@ class Number(Value[float]):
         return ("2.5", "40", "75")
 
 
+@dataclass(frozen=True, slots=True)
+class Share(Value[float]):
+    """A share of a whole, from 0 to 1 (`0.5` is half)."""
+
+    metavar = "SHARE"
+
+    def parse(self, text: str, where: str) -> float:
+        value = Number().parse(text, where)
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{where}: {text!r} is not a share from 0 to 1 (0.5 is half)")
+        return value
+
+    def samples(self) -> tuple[str, ...]:
+        return ("0.25", "0.5", "1")
+
+
 def parse_duration(text: str, where: str, bare_unit: str | None = "ms") -> float:
     """Seconds from "15s", "500ms", "5m", "1h30m", "7d" (`exporter.durations`' grammar); a
     bare number is in `bare_unit` (dcgm's -c is milliseconds), refused when it is None. Zero

@@ -1,6 +1,7 @@
-"""The values files for the EKS node types (charts/gpu-exporter/examples): each passes the
-schema and `helm lint --strict` clean, renders objects valid on every supported Kubernetes
-version, says in its comments what it changes and why, and renders what those comments say."""
+"""The values files for the EKS node types, and the overlays that add a feature to one
+(charts/gpu-exporter/examples): each passes the schema and `helm lint --strict` clean,
+renders objects valid on every supported Kubernetes version, says in its comments what it
+changes and why, and renders what those comments say."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import yaml
 from ._chart import CHART, Obj, exporter, helm, objects, one, validation_problems
 
 EXAMPLES = CHART / "examples"
-NAMES = ("eks-auto-mode", "eks-karpenter-al2023", "eks-managed-node-groups", "eks-bottlerocket",
-         "eks-hybrid-nodes")
+NODE_TYPES = ("eks-auto-mode", "eks-karpenter-al2023", "eks-managed-node-groups",
+              "eks-bottlerocket", "eks-hybrid-nodes")
+OVERLAYS = ("eks-node-auto-repair",)
+"""Files that add one feature, given after a node type's file (`-f <type> -f <overlay>`)."""
+NAMES = NODE_TYPES + OVERLAYS
 
 
 def _values(name: str) -> Obj:
@@ -59,7 +63,7 @@ def test_the_example_says_how_to_install_it_and_why_it_differs(name: str) -> Non
         assert any(key in line for line in header), key
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NODE_TYPES)
 def test_the_example_keeps_to_gpu_nodes_and_their_taint(name: str) -> None:
     pod = _pod(name)
     assert pod.get("nodeSelector") or _required_terms(pod), "runs on every node"
@@ -97,3 +101,20 @@ def test_bottlerocket_adds_sys_admin_and_keeps_the_rest_dropped() -> None:
 def test_hybrid_nodes_need_the_hybrid_label_and_a_gpu() -> None:
     assert _pod("eks-hybrid-nodes")["nodeSelector"] == {
         "eks.amazonaws.com/compute-type": "hybrid", "nvidia.com/gpu.present": "true"}
+
+
+def test_node_auto_repair_writes_accelerated_hardware_ready_with_its_own_access_only() -> None:
+    values = {**_values("eks-auto-mode"), **_values("eks-node-auto-repair")}
+    objs = objects(values)
+    variables = {e["name"]: e.get("value") for e in exporter(objs)["env"]}
+    assert variables["GPU_EXPORTER_FAULTS_NODE_CONDITION"] == "true"
+    assert variables["GPU_EXPORTER_FAULTS_CONDITION_TYPE"] == "AcceleratedHardwareReady"
+    assert variables["GPU_EXPORTER_FAULTS_EVENTS"] == "true"
+    assert "GPU_EXPORTER_FAULTS_TAINT" not in variables
+    (role,) = [o for o in objs if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]
+    # The node type's placement is kept.
+    assert one(objs, "DaemonSet")["spec"]["template"]["spec"]["nodeSelector"] == {
+        "eks.amazonaws.com/compute-type": "auto"}

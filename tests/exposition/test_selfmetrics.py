@@ -172,6 +172,8 @@ def test_every_emitted_self_metric_is_declared_and_documented(
                            "--web.config.file", str(web_config),
                            "--kubernetes.pod-labels", "team",
                            "--kubernetes.process-attribution", "--label-limit", "25",
+                           # The node fault writer, refused the same way, reports it too.
+                           "--faults.node-condition", "--faults.events", "--faults.taint",
                            *_faults(profile)], env)
         for profile in profile_names()
     }

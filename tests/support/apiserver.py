@@ -1,6 +1,13 @@
 """A small HTTP server speaking the few Kubernetes API paths the exporter uses: list pods (all
 namespaces with a field selector, or one namespace) and watch them; list and watch
-ResourceSlices (`resource.k8s.io/v1`); get, list and watch ConfigMaps of a namespace.
+ResourceSlices (`resource.k8s.io/v1`); get, list and watch ConfigMaps of a namespace; and
+what the node fault writer uses, Nodes with their `status` subresource, Events and
+SelfSubjectAccessReviews (`tests/support/apiserver_nodes.py`).
+
+`ApiState.refuse` makes it answer every request with that status (500, 403); `stop` and a
+new server on the same port with the same state (`FakeApiServer(port, state=...)`) make it
+stop listening and come back. `ApiState.log` lists every request as (method, path), and
+`writes()` those that are not reads.
 
 Plain HTTP on loopback by default. For a client that uses in-cluster credentials (a pod's
 service-account token and the cluster's CA), it serves HTTPS with a given certificate and
@@ -17,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.support.apiserver_nodes import Answer, NodeStore
 
 
 def pod(
@@ -89,6 +98,17 @@ class ApiState:
     """The bearer token every request must carry; None: any request is let in."""
     unauthorized: int = 0
     """Requests answered 401."""
+    store: NodeStore = field(default_factory=NodeStore)
+    """Nodes, Events and access reviews."""
+    refuse: int | None = None
+    """Answer every request with this status (500, 403) while set."""
+    log: list[tuple[str, str]] = field(default_factory=list)
+    """Every request let in, as (method, path)."""
+
+    def writes(self) -> list[tuple[str, str]]:
+        """The requests that would change something (access reviews are not writes)."""
+        return [(m, p) for m, p in self.log if m not in ("GET", "HEAD")
+                and not p.endswith("/selfsubjectaccessreviews")]
 
     def push(self, kind: str, obj: dict[str, Any], resource: str = PODS) -> None:
         """An event on the watch of `resource`; slices and ConfigMaps also update the list
@@ -158,17 +178,70 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:
-        url = urlparse(self.path)
-        query = parse_qs(url.query)
+    def _let_in(self, method: str) -> bool:
+        """Whether the request is authorised and not refused (else it was answered)."""
         scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
         if self.state.token is not None and \
                 (scheme.lower() != "bearer" or token != self.state.token):  # any case
             self.state.unauthorized += 1
             self._json(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                              "reason": "Unauthorized", "code": 401, "message": "Unauthorized"})
+            return False
+        self.state.log.append((method, urlparse(self.path).path))
+        if self.state.refuse is not None:
+            code = self.state.refuse
+            self._json(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                              "code": code, "reason": "Forbidden" if code == 403
+                              else "InternalError", "message": f"refused ({code})"})
+            return False
+        return True
+
+    def _store(self, method: str) -> bool:
+        """Answer from the node store; False when the path is not one of its own."""
+        url = urlparse(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            self._json(400, {"kind": "Status", "code": 400, "reason": "BadRequest",
+                             "message": "the body is not JSON"})
+            return True
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        try:
+            answer = self.state.store.handle(method, url.path.strip("/").split("/"),
+                                             parse_qs(url.query), body, content_type)
+        except Answer as exc:
+            self._json(exc.code, exc.body)
+            return True
+        if answer is None:
+            return False
+        self._json(*answer)
+        return True
+
+    def _write_method(self, method: str) -> None:
+        if not self._let_in(method):
+            return
+        if not self._store(method):
+            self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+
+    def do_POST(self) -> None:
+        self._write_method("POST")
+
+    def do_PUT(self) -> None:
+        self._write_method("PUT")
+
+    def do_PATCH(self) -> None:
+        self._write_method("PATCH")
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        query = parse_qs(url.query)
+        if not self._let_in("GET"):
             return
         self.state.requests.append((url.path, query))
+        if self._store("GET"):
+            return
         route = _route(url.path)
         if route is None:
             self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
@@ -227,11 +300,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 class FakeApiServer:
     def __init__(self, port: int = 0, *, tls: tuple[Path, Path] | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None, state: ApiState | None = None) -> None:
         """`port` 0: any free one; a given port lets a test start it where a client already
         points. `tls`: (certificate, key) files to serve HTTPS with; `token`: the bearer
-        token required of every request."""
-        self.state = ApiState(token=token)
+        token required of every request. `state`: a stopped server's, to bring it back."""
+        self.state = state or ApiState(token=token)
+        self.state.stopping.clear()
         handler = type("Handler", (_Handler,), {"state": self.state})
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True

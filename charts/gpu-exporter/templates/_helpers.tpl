@@ -121,6 +121,14 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the node fault writer is on: a condition, Events or a taint (docs/faults.md). */}}
+{{- define "gpu-exporter.writesFaults" -}}
+{{- $f := .Values.faults | default dict -}}
+{{- if or $f.nodeCondition $f.events $f.taint -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/*
 Whether the pod (and the ServiceAccount) mount a service account token: an explicit
 serviceAccount.automountServiceAccountToken wins; unset, only what calls the API server gets
@@ -131,7 +139,7 @@ RBAC is then the user's own, and the exporter still needs the token to use it.
 {{- $explicit := .Values.serviceAccount.automountServiceAccountToken -}}
 {{- if kindIs "bool" $explicit -}}
 {{- if $explicit }}true{{ end -}}
-{{- else if or (include "gpu-exporter.readsPods" .) (include "gpu-exporter.configmapData" .) -}}
+{{- else if or (include "gpu-exporter.readsPods" .) (include "gpu-exporter.configmapData" .) (include "gpu-exporter.writesFaults" .) -}}
 true
 {{- end -}}
 {{- end -}}
