@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exporter.simulated.kubelet import SimKubeletHandle, allocatable_for, plan_allocations
-from tests.cli.test_doctor import SIM, lines_about, run_doctor, sim_inventory
+from tests.doctor.test_doctor import SIM, lines_about, run_doctor, sim_inventory
 from tests.nodefaults.writer_helpers import NODE
 from tests.support.apiserver import FakeApiServer
 from tests.support.apiserver_nodes import node
