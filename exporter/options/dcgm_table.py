@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.option import Alias, Option
+from exporter.options.option import Alias, Option, declared_options
 from exporter.options.serve_table import K8S_GROUP, SERVE, SERVE_AND_DOCTOR
 from exporter.options.values import (
     Choice,
@@ -67,6 +67,17 @@ HPC_JOB_MAPPING_DIR: Option[Path | None] = Option(
     help="directory of files named `<gpu>` or `<gpu>.<gpu instance>` listing a job id per "
          "line: each such device's series are repeated per job with an `hpc_job` label")
 
+CONTAINER_LABELS: Option[bool] = Option(
+    "container_labels", Switch(), False, commands=SERVE,
+    flags=("--container-labels",),
+    env=("GPU_EXPORTER_CONTAINER_LABELS", "DCGM_EXPORTER_CONTAINER_LABELS"),
+    help="outside Kubernetes, a `container` label from a Docker-compatible runtime API "
+         "(needs `--container-runtime-socket`; with `-k` it is ignored, with a warning)")
+CONTAINER_RUNTIME_SOCKET: Option[Path | None] = Option(
+    "container_runtime_socket", FilePath(), None, commands=SERVE,
+    flags=("--container-runtime-socket",),
+    env=("GPU_EXPORTER_CONTAINER_RUNTIME_SOCKET", "DCGM_CONTAINER_RUNTIME_SOCKET"),
+    metavar="PATH", help="the Unix socket of that runtime API")
 GPU_ID_TYPE: Option[GpuIdType] = Option(
     "kubernetes_gpu_id_type", Choice(GPU_ID_TYPES), "uid", commands=SERVE_AND_DOCTOR,
     group=K8S_GROUP, flags=("--kubernetes-gpu-id-type",),
@@ -113,18 +124,6 @@ CONFIGMAP_DATA: Option[ConfigMapName | None] = Option(
     default_text="`none`",
     help="read the collectors CSV from key `metrics` of this ConfigMap, falling back to the "
          "collectors file (needs API access)")
-
-CONTAINER_LABELS: Option[bool] = Option(
-    "container_labels", Switch(), False, commands=SERVE,
-    flags=("--container-labels",),
-    env=("GPU_EXPORTER_CONTAINER_LABELS", "DCGM_EXPORTER_CONTAINER_LABELS"),
-    help="outside Kubernetes, a `container` label from a Docker-compatible runtime API "
-         "(needs `--container-runtime-socket`; with `-k` it is ignored, with a warning)")
-CONTAINER_RUNTIME_SOCKET: Option[Path | None] = Option(
-    "container_runtime_socket", FilePath(), None, commands=SERVE,
-    flags=("--container-runtime-socket",),
-    env=("GPU_EXPORTER_CONTAINER_RUNTIME_SOCKET", "DCGM_CONTAINER_RUNTIME_SOCKET"),
-    metavar="PATH", help="the Unix socket of that runtime API")
 
 MAX_KEEP_SAMPLES = 2**31 - 1
 """DCGM keeps a watch's sample count in an int32."""
@@ -219,14 +218,5 @@ WATCH_MAX_KEEP_SAMPLES: Option[int] = Option(
     help="how many samples of a watched field DCGM keeps (`0`: no count limit, if there is "
          "an age limit)")
 
-DCGM_OPTIONS: tuple[Option[object], ...] = (
-    USE_OLD_NAMESPACE, REPLACE_BLANKS_IN_MODEL_NAME, CLOCK_EVENTS_COUNT_WINDOW,
-    HPC_JOB_MAPPING_DIR, CONTAINER_LABELS, CONTAINER_RUNTIME_SOCKET,
-    GPU_ID_TYPE, ENABLE_POD_LABELS, ENABLE_POD_UID, POD_LABEL_ALLOWLIST, VIRTUAL_GPUS, DRA,
-    CONFIGMAP_DATA,
-    REMOTE_HOSTENGINE_INFO, SWITCH_DEVICES, CPU_DEVICES, WEB_SYSTEMD_SOCKET,
-    ENABLE_PPROF, FAKE_GPUS, ENABLE_DCGM_LOG, DCGM_LOG_LEVEL, DUMP_ENABLED, DUMP_DIRECTORY,
-    DUMP_RETENTION, DUMP_COMPRESSION, DISABLE_STARTUP_VALIDATE, ENABLE_GPU_BIND_UNBIND_WATCH,
-    GPU_BIND_UNBIND_POLL_INTERVAL, WATCH_MAX_KEEP_AGE, WATCH_MAX_KEEP_SAMPLES,
-)
+DCGM_OPTIONS: tuple[Option[object], ...] = declared_options(globals())
 GROUP_DESCRIPTIONS = {IGNORED_GROUP: IGNORED_GROUP_DESCRIPTION}

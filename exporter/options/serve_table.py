@@ -19,7 +19,7 @@ from exporter.nodefaults.config import (
     DEFAULT_TAINT_KEY,
     DEFAULT_TAINT_MAX_SHARE,
 )
-from exporter.options.option import Alias, Command, Option
+from exporter.options.option import Alias, Command, Option, declared_options
 from exporter.options.values import (
     Choice,
     Devices,
@@ -306,16 +306,6 @@ SKIP_KUBERNETES: Option[bool] = Option(
     "skip_kubernetes", Switch(), False, commands=DOCTOR, flags=("--skip-kubernetes",),
     help="check only NVML and the GPUs")
 
-SERVE_OPTIONS: tuple[Option[object], ...] = (
-    BACKEND, SIM_PROFILE, SIM_MIG_CONFIG, SIM_SEED, SIM_FAULTS, SIM_BOOT_ID, SIM_KUBELET,
-    CONFIG_FILE, COLLECTORS, COLLECT_INTERVAL, LISTEN_ADDRESS, WEB_ENABLE_OPENMETRICS,
-    WEB_CONFIG_FILE, WEB_READ_TIMEOUT, WEB_WRITE_TIMEOUT, MAX_CONCURRENT_SCRAPES,
-    ENABLE_EXPORTER_METRICS, HEALTH_REQUIRE_GPUS, DEVICES, HOSTNAME_LABEL, NO_HOSTNAME,
-    NODE_NAME, XID_COUNT_WINDOW, NO_PROF_COUNTERPARTS, LOG_FORMAT, LOG_LEVEL,
-    KUBERNETES, POD_RESOURCES_SOCKET, RESOURCE_NAMES, POD_LABELS, PROCESS_ATTRIBUTION,
-    LABEL_LIMIT, SCOPE,
-    POD_NAME, POD_NAMESPACE,
-    FAULTS_NODE_CONDITION, FAULTS_CONDITION_TYPE, FAULTS_EVENTS, FAULTS_TAINT,
-    FAULTS_TAINT_KEY, FAULTS_TAINT_MAX_SHARE, FAULTS_NODE_SELECTOR, FAULTS_DRY_RUN,
-    KUBECONFIG, KUBELET_TIMEOUT, SKIP_KUBERNETES,
-)
+SERVE_OPTIONS: tuple[Option[object], ...] = declared_options(globals())
+"""Every option declared above, in the order declared: the order of --help and the flag
+tables. Declaring an option here is what lists it."""
