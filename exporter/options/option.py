@@ -69,7 +69,7 @@ class Option(Generic[T_co]):
     """Other spellings whose text is parsed their own way (see Alias)."""
     fills: str | None = None
     """The settings field this option's value fills, `<settings>.<field>`, e.g.
-    `web.health_require_gpus` (`exporter.config.SETTINGS` names each settings object): the
+    `web.openmetrics` (`exporter.config.SETTINGS` names each settings object): the
     serve configuration copies the value there with no further code. None: a value that
     code in `exporter/config.py` combines with others, or a command other than serve's."""
 
