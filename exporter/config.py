@@ -34,9 +34,9 @@ from exporter.options.go_duration import go_seconds
 from exporter.options.serve_table import BackendName, LogFormat, LogLevel
 from exporter.options.values import lenient_warning
 from exporter.options.yaml_strict import YamlError
-from exporter.sampling.settings import SamplerSettings
+from exporter.sampling.config import SamplerSettings
 from exporter.sampling.snapshot import HostLabel
-from exporter.web.settings import WebSettings
+from exporter.web.config import WebSettings
 
 __all__ = ["SETTINGS", "ConfigError", "ServeConfig", "SimSettings", "faults_config", "filled",
            "kubernetes_config", "parse_duration", "parse_serve_args", "serve_config"]

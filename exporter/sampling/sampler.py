@@ -21,8 +21,8 @@ from exporter.fields.catalog import FieldSpec
 from exporter.fields.csv import Collectors, CollectorsError, load_collectors
 from exporter.fields.faults import GpuFault
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
+from exporter.sampling.config import SamplerSettings
 from exporter.sampling.fault_tracker import FaultTracker, FaultUpdate
-from exporter.sampling.settings import SamplerSettings
 from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.sampling.worker import DaemonExecutor

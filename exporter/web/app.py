@@ -25,8 +25,8 @@ from exporter.exposition.render import (
 )
 from exporter.nodepage.page import NodePage
 from exporter.sampling.snapshot import Snapshot
+from exporter.web.config import DEFAULT_WEB_SETTINGS, WebSettings
 from exporter.web.scrapes import AdmittedResponse, ScrapeSlots
-from exporter.web.settings import DEFAULT_WEB_SETTINGS, WebSettings
 
 NO_GPU_BODY = "not ok: no GPU collector registered (no GPU is served)\n"
 

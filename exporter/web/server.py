@@ -19,11 +19,11 @@ from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS
 from exporter.series import Family
 from exporter.web.app import Source, make_handler
+from exporter.web.config import DEFAULT_WEB_SETTINGS, WebSettings
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
 from exporter.web.middleware import enforce_web_config
 from exporter.web.scrapes import ScrapeSlots
-from exporter.web.settings import DEFAULT_WEB_SETTINGS, WebSettings
 
 if TYPE_CHECKING:  # the web config's code loads only when a file is given
     from exporter.web.reload import LiveWebConfig

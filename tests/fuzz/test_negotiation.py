@@ -24,7 +24,7 @@ from exporter.exposition.render import (
 from exporter.sampling.snapshot import Snapshot
 from exporter.series import Family, Sample
 from exporter.web.app import make_handler
-from exporter.web.settings import WebSettings
+from exporter.web.config import WebSettings
 
 OM = "application/openmetrics-text"
 TEXT = "text/plain"

@@ -133,7 +133,7 @@ from exporter.fields.csv import parse_collectors
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.source import KubeletSource
 from exporter.sampling.sampler import Sampler
-from exporter.sampling.settings import SamplerSettings
+from exporter.sampling.config import SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
 

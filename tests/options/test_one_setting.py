@@ -101,6 +101,6 @@ def test_health_require_gpus_is_declared_once_and_used_once() -> None:
     assert files_naming("HEALTH_REQUIRE_GPUS") == {"options/serve_table.py"}
     assert files_naming("health_require_gpus") == {
         "options/serve_table.py",  # declared, naming the field it fills
-        "web/settings.py",  # the field
+        "web/config.py",  # the field
         "web/app.py",  # the use: /health's answer
     }

@@ -19,10 +19,10 @@ import pytest
 from exporter.exposition.render import Rendered, render
 from exporter.sampling.snapshot import Snapshot
 from exporter.series import Family, Sample
+from exporter.web.config import WebSettings
 from exporter.web.limits import WebLimits
 from exporter.web.reload import LiveWebConfig
 from exporter.web.server import WebServer
-from exporter.web.settings import WebSettings
 from tests.support.pki import Pki, make_pki
 
 REFUSED = "refused"

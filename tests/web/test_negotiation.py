@@ -11,7 +11,7 @@ from aiohttp.test_utils import RawTestServer, TestClient
 from exporter.exposition.render import Rendered
 from exporter.sampling.snapshot import Snapshot
 from exporter.web.app import _accepts_gzip, _wants_openmetrics, make_handler
-from exporter.web.settings import WebSettings
+from exporter.web.config import WebSettings
 
 # The Accept headers Prometheus sends with its default scrape_protocols.
 PROMETHEUS_2_48 = (  # before scrape_protocols existed (<= 2.48)
