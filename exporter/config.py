@@ -1,7 +1,9 @@
-"""Flags and environment -> one frozen ServeConfig.
+"""Flags and environment -> one frozen ServeConfig, holding one settings object per layer.
 
 The options themselves (flags, variables, parsers, defaults, precedence) are declared once in
-`exporter.options`; this module adds what spans several of them: `--sim.kubelet` and
+`exporter.options`, each naming the settings field it fills (`Option.fills`); `filled` copies
+every such value into its object, so an option that fills a field needs no code here. This
+module adds only what spans several options: `--sim.kubelet` and
 `--scope pod` turn Kubernetes attribution on, pod scope needs POD_NAME and POD_NAMESPACE, and
 the host label's value falls back to the host name. dcgm-exporter's pod labels, pod UID, DRA
 and ConfigMap options turn nothing else on, like `--kubernetes.pod-labels`.
