@@ -61,6 +61,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
+    """Return pynvml, or the simulated node's library with --backend sim."""
     if cfg.backend == "sim":
         from exporter.simulated.wiring import load_sim_nvml
 
@@ -157,6 +158,7 @@ async def _until_signalled(sampler: Sampler[Rendered]) -> None:
 
 async def _shut_down(cfg: ServeConfig, server: WebServer, sampler: Sampler[Rendered],
                      writer: NodeFaultWriter | None, sim: SimNode | None) -> None:
+    """Stop serving, polling, writing and simulating, within the shutdown budget."""
     log.info("shutting down")
     try:
         # Responses being written get up to the write timeout (which cuts them anyway).
