@@ -1,7 +1,9 @@
-"""Flags and environment -> one frozen ServeConfig.
+"""Flags and environment -> one frozen ServeConfig, holding one settings object per layer.
 
 The options themselves (flags, variables, parsers, defaults, precedence) are declared once in
-`exporter.options`; this module adds what spans several of them: `--sim.kubelet` and
+`exporter.options`, each naming the settings field it fills (`Option.fills`); `filled` copies
+every such value into its object, so an option that fills a field needs no code here. This
+module adds only what spans several options: `--sim.kubelet` and
 `--scope pod` turn Kubernetes attribution on, pod scope needs POD_NAME and POD_NAMESPACE, and
 the host label's value falls back to the host name. dcgm-exporter's pod labels, pod UID, DRA
 and ConfigMap options turn nothing else on, like `--kubernetes.pod-labels`.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -31,28 +33,47 @@ from exporter.options import dcgm_table as dcgm
 from exporter.options import serve_table as opt
 from exporter.options.config_file import ConfigFile, WatchGroup, read_config_file
 from exporter.options.go_duration import go_seconds
-from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, LogLevel
+from exporter.options.serve_table import BackendName, LogFormat, LogLevel
 from exporter.options.values import lenient_warning
+from exporter.sampling.config import SamplerSettings
+from exporter.sampling.snapshot import HostLabel
+from exporter.web.config import WebSettings
 from exporter.yamlfiles import YamlError
 
-__all__ = ["ConfigError", "ServeConfig", "faults_config", "kubernetes_config", "parse_duration",
-           "parse_serve_args", "serve_config"]
+__all__ = ["SETTINGS", "ConfigError", "ServeConfig", "SimSettings", "faults_config", "filled",
+           "kubernetes_config", "parse_duration", "parse_serve_args", "serve_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    """The simulated node's settings (`--backend sim`), filled from the options whose
+    `fills` names `sim.<field>`; exporter/simulated/wiring.py builds the node from them."""
+
+    profile: str = "h200-mig"
+    mig_config: str | None = None
+    """`FILE[:NAME]` of a mig-parted config the simulated node starts with applied."""
+    seed: int = 0
+    faults: tuple[str, ...] = ()
+    boot_id: str | None = None
+    kubelet: bool = False
+    """Serve simulated pod allocations on a pod-resources socket (simulated node only)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
+    """Everything `serve` runs with: one settings object per layer, and what serve itself
+    reads. Fields are filled from the options whose `fills` names `serve.<field>`."""
+
+    web: WebSettings = field(default_factory=WebSettings)
+    sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
+    faults: NodeFaultsConfig = field(default_factory=NodeFaultsConfig)
+    """What the node fault writer writes on the API server (nothing by default)."""
+    sim: SimSettings = field(default_factory=SimSettings)
     backend: BackendName = "auto"
     """"auto" (= nvml), "nvml", or "sim" for the built-in simulated node."""
-    sim_profile: str = "h200-mig"
-    sim_mig_config: str | None = None
-    """`FILE[:NAME]` of a mig-parted config the simulated node starts with applied."""
-    sim_seed: int = 0
-    sim_faults: tuple[str, ...] = ()
-    sim_boot_id: str | None = None
-    sim_kubelet: bool = False
-    """Serve simulated pod allocations on a pod-resources socket (simulated node only)."""
     config_file: Path | None = None
-    """dcgm-exporter's YAML config file, already applied to the fields below."""
+    """dcgm-exporter's YAML config file, already applied to the settings."""
     collectors: Path | None = None
     """The collectors CSV; None: the built-in default set (or `inline_collectors`)."""
     inline_collectors: Collectors | None = None
@@ -60,27 +81,7 @@ class ServeConfig:
     watch_groups: tuple[WatchGroup, ...] = ()
     """The config file's watch groups: they set nothing here, but serve checks them against
     the collectors at start-up, as dcgm-exporter does."""
-    collect_interval_s: float = 15.0
-    listen_host: str | None = None
-    """None: every interface."""
-    listen_port: int = 9400
-    enable_openmetrics: bool = False
-    """Negotiate OpenMetrics by Accept; off: text 0.0.4 whatever the scraper asks for."""
-    web_config_file: Path | None = None
-    """exporter-toolkit's web config (TLS, basic auth); None: plain HTTP."""
-    web_read_timeout_s: float = 10.0
-    """Longest time to read a request."""
-    web_write_timeout_s: float = 30.0
-    """Longest time to write a response, and to finish serving at shutdown."""
-    max_concurrent_scrapes: int = 16
-    """Scrapes served at once; more are answered 503. Always > 0."""
-    enable_exporter_metrics: bool = False
-    """Also serve metrics about the exporter's own process and HTTP handler."""
-    health_require_gpus: bool = False
-    """`/health` answers 503 while no GPU is exported."""
     devices: DeviceFilter = ALL_DEVICES
-    hostname_label: HostnameLabel | None = "hostname"
-    hostname: str = ""
     xid_count_window_s: float = 300.0
     clock_events_count_window_s: float = 300.0
     prof_counterparts: bool = True
@@ -103,35 +104,47 @@ class ServeConfig:
     are left off. 0: no limit."""
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
-    kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
-    faults: NodeFaultsConfig = field(default_factory=NodeFaultsConfig)
-    """What the node fault writer writes on the API server (nothing by default)."""
     startup_warnings: tuple[str, ...] = ()
     """One line per compatibility-only option that was set; logged once at start-up."""
+
+
+SETTINGS: dict[str, type] = {
+    "serve": ServeConfig,
+    "web": WebSettings,
+    "sampler": SamplerSettings,
+    "kubernetes": KubernetesConfig,
+    "faults": NodeFaultsConfig,
+    "sim": SimSettings,
+}
+"""The settings objects an option's `fills` can name, by the name it uses."""
+
+S = TypeVar("S")
+
+
+def filled(target: str, make: Callable[..., S], r: Resolution,
+           from_file: Mapping[str, object] | None = None, **computed: object) -> S:
+    """Return `make(...)` given the value of every option of `r` whose `fills` names
+    `<target>.<field>`, and `computed` for the fields code here combines from several.
+
+    `from_file`: the config file's values by option name; one is used where no flag or
+    variable set the option (default < config file < flag or variable)."""
+    values: dict[str, object] = {}
+    for setting in r.settings.values():
+        owner, _, name = (setting.option.fills or "").partition(".")
+        if owner != target:
+            continue
+        file_value = (from_file or {}).get(setting.option.name)
+        use_file = file_value is not None and setting.source is None
+        values[name] = file_value if use_file else setting.value
+    return make(**values, **computed)
 
 
 def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
     """The Kubernetes settings serve and doctor share (doctor resolves only these options)."""
     pod_labels = r[opt.POD_LABELS] or PodLabelSelection()
-    return KubernetesConfig(
-        enabled=enabled,
-        pod_resources_socket=r[opt.POD_RESOURCES_SOCKET],
-        resource_names=r[opt.RESOURCE_NAMES],
-        scope=r[opt.SCOPE],
-        pod_name=r[opt.POD_NAME],
-        pod_namespace=r[opt.POD_NAMESPACE],
-        node_name=r[opt.NODE_NAME],
-        pod_labels=pod_labels.regex,
-        pod_label_presets=pod_labels.presets,
-        process_attribution=r.get(opt.PROCESS_ATTRIBUTION, False),
-        gpu_id_type=r[dcgm.GPU_ID_TYPE],
-        enable_pod_labels=r[dcgm.ENABLE_POD_LABELS],
-        enable_pod_uid=r[dcgm.ENABLE_POD_UID],
-        pod_label_allowlist=r[dcgm.POD_LABEL_ALLOWLIST],
-        virtual_gpus=r[dcgm.VIRTUAL_GPUS],
-        dra=r[dcgm.DRA],
-        configmap=r[dcgm.CONFIGMAP_DATA],
-    )
+    return filled("kubernetes", KubernetesConfig, r, enabled=enabled,
+                  node_name=r[opt.NODE_NAME], pod_labels=pod_labels.regex,
+                  pod_label_presets=pod_labels.presets)
 
 
 _QUALIFIED_NAME = re.compile(
@@ -143,17 +156,7 @@ _CONDITION_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 def faults_config(r: Resolution) -> NodeFaultsConfig:
     """The node fault writer's settings (serve and doctor share them); a taint key or
     condition type the API server would refuse, or no NODE_NAME, is a ConfigError."""
-    config = NodeFaultsConfig(
-        node_condition=r[opt.FAULTS_NODE_CONDITION],
-        condition_type=r[opt.FAULTS_CONDITION_TYPE],
-        events=r[opt.FAULTS_EVENTS],
-        taint=r[opt.FAULTS_TAINT],
-        taint_key=r[opt.FAULTS_TAINT_KEY],
-        taint_max_share=r[opt.FAULTS_TAINT_MAX_SHARE],
-        node_selector=r[opt.FAULTS_NODE_SELECTOR],
-        dry_run=r[opt.FAULTS_DRY_RUN],
-        node_name=r[opt.NODE_NAME],
-    )
+    config = filled("faults", NodeFaultsConfig, r, node_name=r[opt.NODE_NAME])
     if not _QUALIFIED_NAME.fullmatch(config.taint_key):
         raise ConfigError(f"--faults.taint-key {config.taint_key!r}: expected a label key, "
                           "[prefix/]name (e.g. gpu-exporter/gpu-fault)")
@@ -267,6 +270,8 @@ def _check_bind_unbind(r: Resolution, file: ConfigFile | None, warnings: list[st
 
 
 def serve_config(r: Resolution) -> ServeConfig:
+    """Return serve's settings: each option's value where its `fills` says, the config
+    file's under a flag or variable that was set, and what spans several options."""
     k8s_enabled = r[opt.KUBERNETES] or r[opt.SIM_KUBELET]
     if r[opt.SCOPE] == "pod":
         if not (r[opt.POD_NAME] and r[opt.POD_NAMESPACE]):
@@ -274,7 +279,6 @@ def serve_config(r: Resolution) -> ServeConfig:
                 "--scope pod needs $POD_NAME and $POD_NAMESPACE (set them from the downward "
                 "API: fieldRef metadata.name / metadata.namespace)")
         k8s_enabled = True
-    host, port = r[opt.LISTEN_ADDRESS]
     warnings = r.warnings()
     file = _config_file(r)
     if file is not None:
@@ -282,50 +286,35 @@ def serve_config(r: Resolution) -> ServeConfig:
     watch_age, watch_samples = _watch_retention(r, file)
     _check_bind_unbind(r, file, warnings)
     inline = _inline_collectors(r, file)
-    return ServeConfig(
-        backend=r[opt.BACKEND],
-        sim_profile=r[opt.SIM_PROFILE],
-        sim_mig_config=r[opt.SIM_MIG_CONFIG],
-        sim_seed=r[opt.SIM_SEED],
-        sim_faults=r[opt.SIM_FAULTS],
-        sim_boot_id=r[opt.SIM_BOOT_ID],
-        sim_kubelet=r[opt.SIM_KUBELET],
-        config_file=r[opt.CONFIG_FILE],
-        collectors=None if inline is not None else _layered(
-            r, opt.COLLECTORS, file.collectors_file if file else None),
-        inline_collectors=inline,
-        watch_groups=file.watch_groups if file is not None else (),
-        collect_interval_s=_layered(r, opt.COLLECT_INTERVAL,
-                                    file.collect_interval_s if file else None),
-        listen_host=host,
-        listen_port=port,
-        enable_openmetrics=r[opt.WEB_ENABLE_OPENMETRICS],
-        web_config_file=r[opt.WEB_CONFIG_FILE],
-        web_read_timeout_s=_timeout(r, opt.WEB_READ_TIMEOUT, warnings),
-        web_write_timeout_s=_timeout(r, opt.WEB_WRITE_TIMEOUT, warnings),
-        max_concurrent_scrapes=_layered(r, opt.MAX_CONCURRENT_SCRAPES,
-                                        file.max_concurrent_scrapes if file else None),
-        enable_exporter_metrics=_layered(r, opt.ENABLE_EXPORTER_METRICS,
-                                         file.enable_exporter_metrics if file else None),
-        health_require_gpus=r[opt.HEALTH_REQUIRE_GPUS],
-        devices=r[opt.DEVICES],
-        hostname_label=None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
-        hostname=r[opt.NODE_NAME] or socket.gethostname(),
-        xid_count_window_s=r[opt.XID_COUNT_WINDOW],
-        clock_events_count_window_s=r[dcgm.CLOCK_EVENTS_COUNT_WINDOW],
-        prof_counterparts=not r[opt.NO_PROF_COUNTERPARTS],
-        use_old_namespace=r[dcgm.USE_OLD_NAMESPACE],
-        replace_blanks_in_model_name=r[dcgm.REPLACE_BLANKS_IN_MODEL_NAME],
-        hpc_job_mapping_dir=r[dcgm.HPC_JOB_MAPPING_DIR],
-        container_labels=_container_labels(r, kubernetes=k8s_enabled, warnings=warnings),
-        container_runtime_socket=r[dcgm.CONTAINER_RUNTIME_SOCKET],
-        watch_max_keep_age_s=watch_age,
-        watch_max_keep_samples=watch_samples,
-        label_limit=r[opt.LABEL_LIMIT],
-        log_format=r[opt.LOG_FORMAT],
-        log_level=r[opt.LOG_LEVEL],
+    collectors = None if inline is not None else _layered(
+        r, opt.COLLECTORS, file.collectors_file if file else None)
+    from_file: dict[str, object] = {} if file is None else {
+        opt.COLLECT_INTERVAL.name: file.collect_interval_s,
+        opt.MAX_CONCURRENT_SCRAPES.name: file.max_concurrent_scrapes,
+        opt.ENABLE_EXPORTER_METRICS.name: file.enable_exporter_metrics,
+    }
+    host, port = r[opt.LISTEN_ADDRESS]
+    web = filled("web", WebSettings, r, from_file, listen_host=host, listen_port=port,
+                 read_timeout_s=_timeout(r, opt.WEB_READ_TIMEOUT, warnings),
+                 write_timeout_s=_timeout(r, opt.WEB_WRITE_TIMEOUT, warnings))
+    host_label = HostLabel(None if r[opt.NO_HOSTNAME] else r[opt.HOSTNAME_LABEL],
+                           r[opt.NODE_NAME] or socket.gethostname())
+    sampler = filled("sampler", SamplerSettings, r, from_file, host=host_label,
+                     collectors_path=collectors)
+    return filled(
+        "serve", ServeConfig, r, from_file,
+        web=web,
+        sampler=sampler,
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),
         faults=faults_config(r),
+        sim=filled("sim", SimSettings, r),
+        collectors=collectors,
+        inline_collectors=inline,
+        watch_groups=file.watch_groups if file is not None else (),
+        prof_counterparts=not r[opt.NO_PROF_COUNTERPARTS],
+        container_labels=_container_labels(r, kubernetes=k8s_enabled, warnings=warnings),
+        watch_max_keep_age_s=watch_age,
+        watch_max_keep_samples=watch_samples,
         startup_warnings=tuple(warnings),
     )
 

@@ -9,9 +9,9 @@ import signal
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from exporter.config import ConfigError, ServeConfig, parse_serve_args
 from exporter.devices.errors import BackendUnavailable
@@ -21,6 +21,7 @@ from exporter.devices.process_reads import ProcessReader, gpu_process_ids
 from exporter.exposition.label_limit import LabelLimit
 from exporter.exposition.labels import LabelStyle
 from exporter.exposition.publisher import Publisher
+from exporter.exposition.render import Rendered
 from exporter.fields.csv import (
     Collectors,
     CollectorsError,
@@ -28,22 +29,20 @@ from exporter.fields.csv import (
     load_collectors,
     require_servable,
 )
-from exporter.k8s.config import DEFAULT_POD_RESOURCES_SOCKET
 from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
 from exporter.sampling.fault_tracker import FaultTracker, read_boot_id
-from exporter.sampling.sampler import Sampler, SamplerSettings
-from exporter.sampling.snapshot import HostLabel
+from exporter.sampling.sampler import Publisher as SamplerPublisher
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor
-from exporter.web.limits import WebLimits
 from exporter.web.server import WebServer
 
 if TYPE_CHECKING:
     from exporter.k8s.configmap import ConfigMapCollectors
-    from exporter.k8s.source import PodMetadata
     from exporter.nodefaults.writer import NodeFaultWriter
+    from exporter.simulated.wiring import SimNode
     from exporter.web.reload import LiveWebConfig
 
 log = logging.getLogger("exporter")
@@ -62,66 +61,12 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
+    """Return pynvml, or the simulated node's library with --backend sim."""
     if cfg.backend == "sim":
-        from exporter.simulated.node import SimNvml, parse_fault
+        from exporter.simulated.wiring import load_sim_nvml
 
-        faults = []
-        for spec in cfg.sim_faults:
-            try:
-                faults.append(parse_fault(spec))
-            except ValueError as exc:
-                raise ConfigError(f"--sim.fault {spec!r}: {exc}") from None
-        from exporter.partitions.migparted import MigPartedError
-
-        try:
-            return SimNvml(cfg.sim_profile, seed=cfg.sim_seed, faults=faults,
-                           mig_config=cfg.sim_mig_config)
-        except MigPartedError as exc:
-            raise ConfigError(f"--sim.mig-config: {exc}") from None
-        except ValueError as exc:
-            raise ConfigError(f"simulated node (--sim.profile/--sim.fault): {exc}") from None
+        return load_sim_nvml(cfg.sim)
     return load_pynvml()
-
-
-@dataclass(frozen=True, slots=True)
-class _SimNode:
-    """What `--sim.kubelet` adds around the simulated GPUs."""
-
-    kubelet: Any
-    metadata: PodMetadata | None
-    """The simulated API server's pod metadata, when pod labels or process reads ask for it."""
-    proc_root: str
-    """Where the simulated GPU processes' cgroup files are (`/proc` of a real node)."""
-
-
-def _start_sim_kubelet(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, tmp: Path
-                       ) -> tuple[ServeConfig, _SimNode]:
-    """(the settings pointing at the simulated kubelet, the simulated node around it)."""
-    from exporter.simulated.kubelet import plan_allocations, start_sim_kubelet
-    from exporter.simulated.node import SimNvml
-
-    backend.poll()  # enumerate, so the simulated kubelet knows the devices to hand out
-    socket_path = cfg.kubernetes.pod_resources_socket
-    if socket_path == DEFAULT_POD_RESOURCES_SOCKET:
-        socket_path = str(tmp / "kubelet.sock")
-    # The simulated node says which GPUs pods share by time-slicing, and by how many.
-    shared_by = lib.shared_by if isinstance(lib, SimNvml) else {}
-    server = start_sim_kubelet(socket_path, backend.inventory, shared_by=shared_by)
-    log.info("simulated kubelet serving pod allocations on %s", socket_path)
-    k8s = replace(cfg.kubernetes, enabled=True, pod_resources_socket=socket_path)
-    metadata: PodMetadata | None = None
-    proc_root = tmp / "proc"
-    if k8s.wants_pod_metadata or k8s.wants_process_reads:
-        from exporter.simulated.pods import SimPodMetadata, write_demo_proc
-
-        allocations = plan_allocations(backend.inventory, shared_by=shared_by)
-        metadata = SimPodMetadata.for_node(allocations, k8s)
-        log.info("simulated API server: labels of the %d simulated pods", len(allocations))
-        if k8s.wants_process_reads and isinstance(lib, SimNvml):
-            written = write_demo_proc(proc_root, allocations, lib.tenant_pids)
-            log.info("simulated /proc: cgroup files of %d GPU processes in %s", written,
-                     proc_root)
-    return replace(cfg, kubernetes=k8s), _SimNode(server, metadata, str(proc_root))
 
 
 def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors | None:
@@ -158,55 +103,93 @@ async def _restore_faults(writer: NodeFaultWriter) -> None:
                     "ServiceAccount token or set KUBECONFIG", exc)
 
 
-async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
-               web_config: LiveWebConfig | None, tmp: Path | None) -> int:
-    sim: _SimNode | None = None
-    if cfg.sim_kubelet:
-        assert tmp is not None
-        cfg, sim = _start_sim_kubelet(cfg, lib, backend, tmp)
-    # The one thread that calls NVML while serving: the backend's polls and the per-process
-    # reads of process attribution take turns on it.
-    poll_worker = DaemonExecutor("poll")
-    source: AttributionSource | None = None
+def _attribution(cfg: ServeConfig, lib: NvmlLib, poll_worker: DaemonExecutor,
+                 sim: SimNode | None) -> AttributionSource | None:
+    """Who owns each GPU: the kubelet's pods (`-k`), a container runtime's containers
+    (`--container-labels`), or nobody."""
     if cfg.kubernetes.enabled:
         from exporter.k8s.source import build_source
 
-        source = build_source(cfg.kubernetes,
-                              process_reads=ProcessReader(lib).on_thread(poll_worker),
-                              metadata=None if sim is None else sim.metadata,
-                              proc_root="/proc" if sim is None else sim.proc_root)
-    elif cfg.container_labels:
+        return build_source(cfg.kubernetes,
+                            process_reads=ProcessReader(lib).on_thread(poll_worker),
+                            metadata=None if sim is None else sim.metadata,
+                            proc_root="/proc" if sim is None else sim.proc_root)
+    if cfg.container_labels:
         assert cfg.container_runtime_socket is not None  # the config's checks say so
         from exporter.k8s.container_runtime import ContainerRuntimeSource
 
-        source = ContainerRuntimeSource(cfg.container_runtime_socket, cfg.collect_interval_s)
-    settings = SamplerSettings(
-        interval_s=cfg.collect_interval_s,
-        host=HostLabel(cfg.hostname_label, cfg.hostname),
-        collectors_path=cfg.collectors,
-    )
+        return ContainerRuntimeSource(cfg.container_runtime_socket, cfg.sampler.interval_s)
+    return None
+
+
+def _publisher(cfg: ServeConfig, server: WebServer,
+               writer: NodeFaultWriter | None) -> SamplerPublisher[Rendered]:
+    """What renders each poll: the exposition, with the web's self-metrics, feeding the
+    node fault writer when there is one."""
     style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
-    server = WebServer(web_config, WebLimits(header_timeout_s=cfg.web_read_timeout_s,
-                                             write_timeout_s=cfg.web_write_timeout_s),
-                       openmetrics=cfg.enable_openmetrics,
-                       max_concurrent_scrapes=cfg.max_concurrent_scrapes,
-                       exporter_metrics=cfg.enable_exporter_metrics,
-                       health_require_gpus=cfg.health_require_gpus)
     publish = server.publishing(Publisher(cfg.backend, style, jobs,
                                           LabelLimit(cfg.label_limit),
-                                          openmetrics=cfg.enable_openmetrics,
-                                          appendable=cfg.enable_exporter_metrics))
-    writer = _node_fault_writer(cfg)
-    if writer is not None:
-        from exporter.nodefaults.feed import FeedingPublisher
+                                          openmetrics=cfg.web.openmetrics,
+                                          appendable=cfg.web.exporter_metrics))
+    if writer is None:
+        return publish
+    from exporter.nodefaults.feed import FeedingPublisher
 
-        publish = FeedingPublisher(publish, writer)
-    boot_id = cfg.sim_boot_id if cfg.backend == "sim" else None
-    faults = FaultTracker(process_ids=gpu_process_ids(lib),
-                          boot_id=read_boot_id if boot_id is None else lambda: boot_id)
-    sampler = Sampler(backend, collectors, settings, publish, source, poll_worker=poll_worker,
-                      faults=faults)
+    return FeedingPublisher(publish, writer)
+
+
+def _fault_tracker(cfg: ServeConfig, lib: NvmlLib) -> FaultTracker:
+    """The held faults, stamped with this boot (the simulated node's, with --backend sim)."""
+    boot_id = cfg.sim.boot_id if cfg.backend == "sim" else None
+    return FaultTracker(process_ids=gpu_process_ids(lib),
+                        boot_id=read_boot_id if boot_id is None else lambda: boot_id)
+
+
+async def _until_signalled(sampler: Sampler[Rendered]) -> None:
+    """Poll until SIGTERM or SIGINT; SIGHUP re-reads the collectors."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, sampler.request_reload)
+    await sampler.run(stop)
+
+
+async def _shut_down(cfg: ServeConfig, server: WebServer, sampler: Sampler[Rendered],
+                     writer: NodeFaultWriter | None, sim: SimNode | None) -> None:
+    """Stop serving, polling, writing and simulating, within the shutdown budget."""
+    log.info("shutting down")
+    try:
+        # Responses being written get up to the write timeout (which cuts them anyway).
+        await asyncio.wait_for(server.stop(),
+                               max(SHUTDOWN_BUDGET_S / 2, cfg.web.write_timeout_s + 0.5))
+    except TimeoutError:
+        log.warning("HTTP shutdown did not finish in time")
+    await sampler.close(SHUTDOWN_BUDGET_S / 2)
+    if writer is not None:
+        writer.close()
+    if sim is not None:
+        sim.stop()
+
+
+async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
+               web_config: LiveWebConfig | None, tmp: Path | None) -> int:
+    sim: SimNode | None = None
+    if cfg.sim.kubelet:
+        from exporter.simulated.wiring import start_sim_node
+
+        assert tmp is not None
+        k8s, sim = start_sim_node(cfg.kubernetes, lib, backend, tmp)
+        cfg = replace(cfg, kubernetes=k8s)
+    # The one thread that calls NVML while serving: the backend's polls and the per-process
+    # reads of process attribution take turns on it.
+    poll_worker = DaemonExecutor("poll")
+    server = WebServer(cfg.web, web_config)
+    writer = _node_fault_writer(cfg)
+    sampler = Sampler(backend, collectors, cfg.sampler, _publisher(cfg, server, writer),
+                      _attribution(cfg, lib, poll_worker, sim), poll_worker=poll_worker,
+                      faults=_fault_tracker(cfg, lib))
     if writer is not None:
         writer.restore_to(sampler.restore_faults)
         await _restore_faults(writer)
@@ -219,34 +202,19 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
     gc.freeze()
     # The poll and render threads hand the interpreter lock back to the event loop sooner.
     sys.setswitchinterval(LOOP_SWITCH_INTERVAL_S)
+    host, port = cfg.web.listen_host, cfg.web.listen_port
     try:
-        await server.start(sampler, cfg.listen_host, cfg.listen_port)
+        await server.start(sampler)
     except OSError as exc:
-        return _fail(f"--web.listen-address: cannot listen on "
-                     f"{cfg.listen_host or ''}:{cfg.listen_port}: {exc.strerror}", 1)
+        return _fail(f"--web.listen-address: cannot listen on {host or ''}:{port}: "
+                     f"{exc.strerror}", 1)
     log.info("serving on %s://%s:%d/metrics (backend %s, %d fields, every %.3gs)",
-             server.scheme, cfg.listen_host or "*", cfg.listen_port, cfg.backend,
-             len(collectors.fields), cfg.collect_interval_s)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, sampler.request_reload)
+             server.scheme, host or "*", port, cfg.backend, len(collectors.fields),
+             cfg.sampler.interval_s)
     try:
-        await sampler.run(stop)
+        await _until_signalled(sampler)
     finally:
-        log.info("shutting down")
-        try:
-            # Responses being written get up to the write timeout (which cuts them anyway).
-            await asyncio.wait_for(server.stop(),
-                                   max(SHUTDOWN_BUDGET_S / 2, cfg.web_write_timeout_s + 0.5))
-        except TimeoutError:
-            log.warning("HTTP shutdown did not finish in time")
-        await sampler.close(SHUTDOWN_BUDGET_S / 2)
-        if writer is not None:
-            writer.close()
-        if sim is not None:
-            sim.kubelet.stop()
+        await _shut_down(cfg, server, sampler, writer, sim)
     return 0
 
 
@@ -255,13 +223,13 @@ def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
     """The web config, the ConfigMap follower and the collectors, before NVML: a file that
     cannot be used stops the start, naming the file and key (ConfigError)."""
     web_config = None
-    if cfg.web_config_file is not None:
+    if cfg.web.config_file is not None:
         # TLS and basic auth code loads only when a web config is given.
         from exporter.web.reload import LiveWebConfig
         from exporter.web.webconfig import WebConfigError
 
         try:
-            web_config = LiveWebConfig.load(cfg.web_config_file)
+            web_config = LiveWebConfig.load(cfg.web.config_file)
         except WebConfigError as exc:
             raise ConfigError(f"--web.config.file: {exc}") from None
     collectors_path = cfg.collectors or default_collectors_path()
@@ -307,7 +275,7 @@ def main(argv: Sequence[str]) -> int:
     setup_logging(cfg.log_format, cfg.log_level)
     for warning in cfg.startup_warnings:
         log.warning("%s", warning)
-    if cfg.kubernetes.enabled and not cfg.sim_kubelet:
+    if cfg.kubernetes.enabled and not cfg.sim.kubelet:
         problem = unusable_socket(cfg.kubernetes.pod_resources_socket)
         if problem is not None:
             return _fail(problem)
@@ -325,10 +293,11 @@ def main(argv: Sequence[str]) -> int:
 def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
            configmap: ConfigMapCollectors | None, collectors: Collectors) -> int:
     if configmap is not None:  # the sampler follows the ConfigMap through this path
-        cfg = replace(cfg, collectors=configmap.path)
+        cfg = replace(cfg, collectors=configmap.path,
+                      sampler=replace(cfg.sampler, collectors_path=configmap.path))
     for warning in collectors.warnings:
         log.warning("%s", warning)
-    if cfg.sim_kubelet and cfg.backend != "sim":
+    if cfg.sim.kubelet and cfg.backend != "sim":
         return _fail("--sim.kubelet works only with --backend sim")
     try:
         lib = _load_nvml_lib(cfg)
@@ -344,7 +313,7 @@ def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
     except BackendUnavailable as exc:
         return _fail(str(exc), 1)
     try:
-        if not cfg.sim_kubelet:
+        if not cfg.sim.kubelet:
             return asyncio.run(_run(cfg, lib, backend, collectors, web_config, None))
         with tempfile.TemporaryDirectory(prefix="gpu-exporter-") as tmp:
             return asyncio.run(_run(cfg, lib, backend, collectors, web_config, Path(tmp)))

@@ -3,7 +3,9 @@ each command, the resolution flag -> environment -> default (with where each val
 from), and the flag tables of the docs.
 
 Declaring an option: add an `Option` to `serve_table.py` (or the table of its command) with
-its flags, variables in precedence order, value type, default, help and commands. A flag of
+its flags, variables in precedence order, value type, default, help, commands and the
+settings field it fills (`fills`, see docs/architecture.md "Where to change what"); the table
+lists it because the module declares it. A flag of
 dcgm-exporter that has no meaning here gets `ignored="<reason>"`: it is accepted, and when set
 yields a start-up warning (`Resolution.warnings()`).
 """

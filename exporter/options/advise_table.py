@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.option import Command, Option
+from exporter.options.option import Command, Option, declared_options
 from exporter.options.report_table import RANGE_GROUP, Span
 from exporter.options.values import Choice, FilePath, Integer, Number, Switch
 
@@ -66,7 +66,4 @@ OUTPUT: Option[Path | None] = Option(
     "advise_output", FilePath(), None, commands=ADVISE, flags=("-o", "--output"),
     default_text="standard output", help="file to write; written whole or not at all")
 
-ADVISE_OPTIONS: tuple[Option[object], ...] = (
-    LAST, STEP, MEMORY_QUANTILE, COMPUTE_QUANTILE, HEADROOM, MIN_SAMPLES, MIN_HOURS,
-    MAX_REPLICAS, TIME_LIMIT, SKIP_UNKNOWN, ALL, FORMAT, OUTPUT,
-)
+ADVISE_OPTIONS: tuple[Option[object], ...] = declared_options(globals())

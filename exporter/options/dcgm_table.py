@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.option import Alias, Option
+from exporter.options.option import Alias, Option, declared_options
 from exporter.options.serve_table import K8S_GROUP, SERVE, SERVE_AND_DOCTOR
 from exporter.options.values import (
     Choice,
@@ -43,14 +43,16 @@ USE_OLD_NAMESPACE: Option[bool] = Option(
     flags=("-o", "--use-old-namespace"),
     env=("GPU_EXPORTER_USE_OLD_NAMESPACE", "DCGM_EXPORTER_USE_OLD_NAMESPACE"),
     help="dcgm-exporter 1.x label names: `uuid` for `UUID`, and `container_name`, "
-         "`pod_name`, `pod_namespace` for `container`, `pod`, `namespace`")
+         "`pod_name`, `pod_namespace` for `container`, `pod`, `namespace`",
+    fills="serve.use_old_namespace")
 REPLACE_BLANKS_IN_MODEL_NAME: Option[bool] = Option(
     "replace_blanks_in_model_name", Switch(), False, commands=SERVE,
     flags=("-rbmn", "--replace-blanks-in-model-name"),
     env=("GPU_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME",
          "DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME"),
     help="`modelName` with dashes for blanks, `NVIDIA-H200-NVL`, as device-plugin node labels "
-         "spell it")
+         "spell it",
+    fills="serve.replace_blanks_in_model_name")
 CLOCK_EVENTS_COUNT_WINDOW: Option[float] = Option(
     "clock_events_count_window", Duration("s"), 300.0, commands=SERVE,
     flags=("--clock-events-count-window",), env=("GPU_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW",),
@@ -59,60 +61,15 @@ CLOCK_EVENTS_COUNT_WINDOW: Option[float] = Option(
          "number is seconds",
     aliases=(Alias(Duration("ms"), "dcgm-exporter's spelling, a bare number is milliseconds",
                    flags=("--clock-events-count-window-size",),
-                   env=("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",)),))
+                   env=("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",)),),
+    fills="serve.clock_events_count_window_s")
 HPC_JOB_MAPPING_DIR: Option[Path | None] = Option(
     "hpc_job_mapping_dir", FilePath(), None, commands=SERVE,
     flags=("--hpc-job-mapping-dir",),
     env=("GPU_EXPORTER_HPC_JOB_MAPPING_DIR", "DCGM_HPC_JOB_MAPPING_DIR"), metavar="DIR",
     help="directory of files named `<gpu>` or `<gpu>.<gpu instance>` listing a job id per "
-         "line: each such device's series are repeated per job with an `hpc_job` label")
-
-GPU_ID_TYPE: Option[GpuIdType] = Option(
-    "kubernetes_gpu_id_type", Choice(GPU_ID_TYPES), "uid", commands=SERVE_AND_DOCTOR,
-    group=K8S_GROUP, flags=("--kubernetes-gpu-id-type",),
-    env=("GPU_EXPORTER_KUBERNETES_GPU_ID_TYPE", "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE"),
-    help="how kubelet device ids name GPUs: `uid` (UUIDs) or `device-name` (`nvidia0`, "
-         "GKE's device plugin)")
-ENABLE_POD_LABELS: Option[bool] = Option(
-    "kubernetes_enable_pod_labels", Switch(), False, commands=SERVE_AND_DOCTOR,
-    group=K8S_GROUP, flags=("--kubernetes-enable-pod-labels",),
-    env=("GPU_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",
-         "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"),
-    help="copy the pod's labels onto its series, keys with `_` for other characters "
-         "(needs API access)")
-ENABLE_POD_UID: Option[bool] = Option(
-    "kubernetes_enable_pod_uid", Switch(), False, commands=SERVE_AND_DOCTOR,
-    group=K8S_GROUP, flags=("--kubernetes-enable-pod-uid",),
-    env=("GPU_EXPORTER_KUBERNETES_ENABLE_POD_UID", "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"),
-    help="add a `pod_uid` label (needs API access)")
-POD_LABEL_ALLOWLIST: Option[tuple[str, ...]] = Option(
-    "kubernetes_pod_label_allowlist", RegexList(), (), commands=SERVE_AND_DOCTOR,
-    group=K8S_GROUP, flags=("--kubernetes-pod-label-allowlist-regex",),
-    env=("GPU_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
-         "DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX"),
-    default_text="every label",
-    help="with `--kubernetes-enable-pod-labels`: only label keys matching one of these "
-         "comma-separated regexes")
-VIRTUAL_GPUS: Option[bool] = Option(
-    "kubernetes_virtual_gpus", Switch(), False, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
-    flags=("--kubernetes-virtual-gpus",),
-    env=("GPU_EXPORTER_KUBERNETES_VIRTUAL_GPUS", "KUBERNETES_VIRTUAL_GPUS"),
-    help="shared GPUs (time-slicing, MPS): one copy of each series per sharing pod, with a "
-         "`vgpu` label; `FB_USED` and `GPU_UTIL` from that pod's processes (needs `hostPID` "
-         "and API access)")
-DRA: Option[bool] = Option(
-    "kubernetes_enable_dra", Switch(), False, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
-    flags=("--kubernetes-enable-dra",),
-    env=("GPU_EXPORTER_KUBERNETES_ENABLE_DRA", "KUBERNETES_ENABLE_DRA"),
-    help="attribute GPUs allocated through Dynamic Resource Allocation (driver "
-         "`gpu.nvidia.com`; needs API access)")
-CONFIGMAP_DATA: Option[ConfigMapName | None] = Option(
-    "configmap_data", ConfigMapRef(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
-    flags=("-m", "--configmap-data"),
-    env=("GPU_EXPORTER_CONFIGMAP_DATA", "DCGM_EXPORTER_CONFIGMAP_DATA"),
-    default_text="`none`",
-    help="read the collectors CSV from key `metrics` of this ConfigMap, falling back to the "
-         "collectors file (needs API access)")
+         "line: each such device's series are repeated per job with an `hpc_job` label",
+    fills="serve.hpc_job_mapping_dir")
 
 CONTAINER_LABELS: Option[bool] = Option(
     "container_labels", Switch(), False, commands=SERVE,
@@ -124,7 +81,61 @@ CONTAINER_RUNTIME_SOCKET: Option[Path | None] = Option(
     "container_runtime_socket", FilePath(), None, commands=SERVE,
     flags=("--container-runtime-socket",),
     env=("GPU_EXPORTER_CONTAINER_RUNTIME_SOCKET", "DCGM_CONTAINER_RUNTIME_SOCKET"),
-    metavar="PATH", help="the Unix socket of that runtime API")
+    metavar="PATH", help="the Unix socket of that runtime API",
+    fills="serve.container_runtime_socket")
+GPU_ID_TYPE: Option[GpuIdType] = Option(
+    "kubernetes_gpu_id_type", Choice(GPU_ID_TYPES), "uid", commands=SERVE_AND_DOCTOR,
+    group=K8S_GROUP, flags=("--kubernetes-gpu-id-type",),
+    env=("GPU_EXPORTER_KUBERNETES_GPU_ID_TYPE", "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE"),
+    help="how kubelet device ids name GPUs: `uid` (UUIDs) or `device-name` (`nvidia0`, "
+         "GKE's device plugin)",
+    fills="kubernetes.gpu_id_type")
+ENABLE_POD_LABELS: Option[bool] = Option(
+    "kubernetes_enable_pod_labels", Switch(), False, commands=SERVE_AND_DOCTOR,
+    group=K8S_GROUP, flags=("--kubernetes-enable-pod-labels",),
+    env=("GPU_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",
+         "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"),
+    help="copy the pod's labels onto its series, keys with `_` for other characters "
+         "(needs API access)",
+    fills="kubernetes.enable_pod_labels")
+ENABLE_POD_UID: Option[bool] = Option(
+    "kubernetes_enable_pod_uid", Switch(), False, commands=SERVE_AND_DOCTOR,
+    group=K8S_GROUP, flags=("--kubernetes-enable-pod-uid",),
+    env=("GPU_EXPORTER_KUBERNETES_ENABLE_POD_UID", "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"),
+    help="add a `pod_uid` label (needs API access)",
+    fills="kubernetes.enable_pod_uid")
+POD_LABEL_ALLOWLIST: Option[tuple[str, ...]] = Option(
+    "kubernetes_pod_label_allowlist", RegexList(), (), commands=SERVE_AND_DOCTOR,
+    group=K8S_GROUP, flags=("--kubernetes-pod-label-allowlist-regex",),
+    env=("GPU_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
+         "DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX"),
+    default_text="every label",
+    help="with `--kubernetes-enable-pod-labels`: only label keys matching one of these "
+         "comma-separated regexes",
+    fills="kubernetes.pod_label_allowlist")
+VIRTUAL_GPUS: Option[bool] = Option(
+    "kubernetes_virtual_gpus", Switch(), False, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("--kubernetes-virtual-gpus",),
+    env=("GPU_EXPORTER_KUBERNETES_VIRTUAL_GPUS", "KUBERNETES_VIRTUAL_GPUS"),
+    help="shared GPUs (time-slicing, MPS): one copy of each series per sharing pod, with a "
+         "`vgpu` label; `FB_USED` and `GPU_UTIL` from that pod's processes (needs `hostPID` "
+         "and API access)",
+    fills="kubernetes.virtual_gpus")
+DRA: Option[bool] = Option(
+    "kubernetes_enable_dra", Switch(), False, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("--kubernetes-enable-dra",),
+    env=("GPU_EXPORTER_KUBERNETES_ENABLE_DRA", "KUBERNETES_ENABLE_DRA"),
+    help="attribute GPUs allocated through Dynamic Resource Allocation (driver "
+         "`gpu.nvidia.com`; needs API access)",
+    fills="kubernetes.dra")
+CONFIGMAP_DATA: Option[ConfigMapName | None] = Option(
+    "configmap_data", ConfigMapRef(), None, commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
+    flags=("-m", "--configmap-data"),
+    env=("GPU_EXPORTER_CONFIGMAP_DATA", "DCGM_EXPORTER_CONFIGMAP_DATA"),
+    default_text="`none`",
+    help="read the collectors CSV from key `metrics` of this ConfigMap, falling back to the "
+         "collectors file (needs API access)",
+    fills="kubernetes.configmap")
 
 MAX_KEEP_SAMPLES = 2**31 - 1
 """DCGM keeps a watch's sample count in an int32."""
@@ -219,14 +230,5 @@ WATCH_MAX_KEEP_SAMPLES: Option[int] = Option(
     help="how many samples of a watched field DCGM keeps (`0`: no count limit, if there is "
          "an age limit)")
 
-DCGM_OPTIONS: tuple[Option[object], ...] = (
-    USE_OLD_NAMESPACE, REPLACE_BLANKS_IN_MODEL_NAME, CLOCK_EVENTS_COUNT_WINDOW,
-    HPC_JOB_MAPPING_DIR, CONTAINER_LABELS, CONTAINER_RUNTIME_SOCKET,
-    GPU_ID_TYPE, ENABLE_POD_LABELS, ENABLE_POD_UID, POD_LABEL_ALLOWLIST, VIRTUAL_GPUS, DRA,
-    CONFIGMAP_DATA,
-    REMOTE_HOSTENGINE_INFO, SWITCH_DEVICES, CPU_DEVICES, WEB_SYSTEMD_SOCKET,
-    ENABLE_PPROF, FAKE_GPUS, ENABLE_DCGM_LOG, DCGM_LOG_LEVEL, DUMP_ENABLED, DUMP_DIRECTORY,
-    DUMP_RETENTION, DUMP_COMPRESSION, DISABLE_STARTUP_VALIDATE, ENABLE_GPU_BIND_UNBIND_WATCH,
-    GPU_BIND_UNBIND_POLL_INTERVAL, WATCH_MAX_KEEP_AGE, WATCH_MAX_KEEP_SAMPLES,
-)
+DCGM_OPTIONS: tuple[Option[object], ...] = declared_options(globals())
 GROUP_DESCRIPTIONS = {IGNORED_GROUP: IGNORED_GROUP_DESCRIPTION}

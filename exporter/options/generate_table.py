@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from exporter.options.option import Command, Option
+from exporter.options.option import Command, Option, declared_options
 from exporter.options.report_table import GroupBy
 from exporter.options.values import Choice, FilePath, Integer, Number, Repeated, Text, Value
 
@@ -92,7 +92,4 @@ QUEUE_TARGET: Option[float | None] = Option(
     "queue_target", Number(), None, commands=GENERATE, group=KEDA_GROUP,
     flags=("--queue-target",), help="also scale on vLLM's waiting requests, N per replica")
 
-GENERATE_OPTIONS: tuple[Option[object], ...] = (
-    OUT, XID_TIERS, JOB_REGEX, GROUP_BY, NAMESPACE, DEPLOYMENT, METRIC, TARGET, ROLE, MIN_REPLICAS,
-    MAX_REPLICAS, PROMETHEUS, QUEUE_TARGET,
-)
+GENERATE_OPTIONS: tuple[Option[object], ...] = declared_options(globals())

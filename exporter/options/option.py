@@ -67,6 +67,11 @@ class Option(Generic[T_co]):
     has no effect here. Setting it yields a start-up warning instead of an error."""
     aliases: tuple[Alias[T_co], ...] = ()
     """Other spellings whose text is parsed their own way (see Alias)."""
+    fills: str | None = None
+    """The settings field this option's value fills, `<settings>.<field>`, e.g.
+    `web.openmetrics` (`exporter.config.SETTINGS` names each settings object): the
+    serve configuration copies the value there with no further code. None: a value that
+    code in `exporter/config.py` combines with others, or a command other than serve's."""
 
     @property
     def flag(self) -> str | None:
@@ -96,6 +101,16 @@ class Option(Generic[T_co]):
         if self.default is None or self.default == ():
             return ""
         return f"`{self.default}`"
+
+
+def declared_options(namespace: Mapping[str, object]) -> tuple[Option[object], ...]:
+    """Return the options a table module declares, in the order it declares them: pass the
+    module's `globals()`, so that declaring an option is what lists it (no second list)."""
+    found: dict[int, Option[object]] = {}
+    for value in namespace.values():
+        if isinstance(value, Option):
+            found.setdefault(id(value), value)
+    return tuple(found.values())
 
 
 @dataclass(frozen=True, slots=True)

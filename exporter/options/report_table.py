@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from exporter.durations import shown
-from exporter.options.option import Command, Option
+from exporter.options.option import Command, Option, declared_options
 from exporter.options.values import (
     Choice,
     ConfigError,
@@ -229,10 +229,4 @@ PROGRESS_OPTION: Option[Progress] = Option(
     "progress", Choice(PROGRESS), "auto", commands=READS, flags=("--progress",),
     help="progress on standard error; `auto`: when it is a terminal")
 
-REPORT_OPTIONS: tuple[Option[object], ...] = (
-    PROMETHEUS, BEARER_TOKEN, BEARER_TOKEN_FILE, BASIC_AUTH_USER, BASIC_AUTH_PASSWORD,
-    BASIC_AUTH_PASSWORD_FILE, CA_FILE, CERT_FILE, KEY_FILE, INSECURE, HEADERS, TIMEOUT,
-    START, END, LAST, GROUP_BY, STEP, RESOLUTION, SOURCE, MAX_CHUNK,
-    IDLE_BELOW, IDLE_WINDOW, PRICE, PRICE_FILE, GRID_INTENSITY, TOP,
-    FORMAT, OUTPUT, PROGRESS_OPTION,
-)
+REPORT_OPTIONS: tuple[Option[object], ...] = declared_options(globals())

@@ -21,8 +21,9 @@ from exporter.fields.catalog import FieldSpec
 from exporter.fields.csv import Collectors, CollectorsError, load_collectors
 from exporter.fields.faults import GpuFault
 from exporter.k8s.types import NO_ATTRIBUTION, Attribution, AttributionSource
+from exporter.sampling.config import SamplerSettings
 from exporter.sampling.fault_tracker import FaultTracker, FaultUpdate
-from exporter.sampling.snapshot import HostLabel, Snapshot
+from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.sampling.worker import DaemonExecutor
 from exporter.selfmetrics import NVML_UP
@@ -68,16 +69,6 @@ class _DeviceResult:
     up: bool
     error: str | None
     faults: FaultUpdate
-
-
-@dataclass(slots=True)
-class SamplerSettings:
-    interval_s: float
-    host: HostLabel
-    deadline_s: float | None = None
-    """Longest a device poll may take before it counts as failed (default: the interval)."""
-    collectors_path: Path | None = None
-    """Watched for changes and re-read on reload; None: fixed collectors."""
 
 
 class Sampler(Generic[Published]):

@@ -25,9 +25,9 @@ from exporter.exposition.render import (
 )
 from exporter.nodepage.page import NodePage
 from exporter.sampling.snapshot import Snapshot
+from exporter.web.config import DEFAULT_WEB_SETTINGS, WebSettings
 from exporter.web.scrapes import AdmittedResponse, ScrapeSlots
 
-DEFAULT_MAX_CONCURRENT_SCRAPES = 16
 NO_GPU_BODY = "not ok: no GPU collector registered (no GPU is served)\n"
 
 
@@ -162,27 +162,27 @@ def _health_endpoint(source: Source, require_gpus: bool) -> Endpoint:
     return health_of_gpus if require_gpus else health
 
 
-def make_handler(source: Source, *, openmetrics: bool = False,
+def make_handler(source: Source, settings: WebSettings = DEFAULT_WEB_SETTINGS, *,
                  guard: Guard | None = None, node_page: NodePage | None = None,
-                 slots: ScrapeSlots | None = None, exporter_metrics: bool = False,
-                 health_require_gpus: bool = False) -> Endpoint:
+                 slots: ScrapeSlots | None = None) -> Endpoint:
     """The five endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
     404, other methods 405. aiohttp's low-level server calls the result for each request:
     no application router, no middleware chain, so a scrape costs what this code does.
     `guard` wraps every request, 404s included (the web config's rules).
 
-    `openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
+    `settings.openmetrics`: negotiate OpenMetrics by Accept. Off, every scrape gets text 0.0.4, as
     from dcgm-exporter: Prometheus prefers OpenMetrics when offered, and there the DCGM
     counters (named without `_total`) can only be typed `unknown`, so Prometheus would
     record them as untyped.
 
     `slots`: the scrapes admitted at once (`--max-concurrent-scrapes`, default 16); more
-    are answered 503. `exporter_metrics`: promhttp's families of this scrape after the
-    poll's (the poll renders the process's own). `health_require_gpus`: /health answers 503
-    while no GPU is served, except during a reload."""
-    admitted = slots if slots is not None else ScrapeSlots(DEFAULT_MAX_CONCURRENT_SCRAPES)
-    metrics = _metrics_endpoint(source, openmetrics, admitted, exporter_metrics)
-    health = _health_endpoint(source, health_require_gpus)
+    are answered 503. `settings.exporter_metrics`: promhttp's families of this scrape after
+    the poll's (the poll renders the process's own). `settings.health_require_gpus`:
+    /health answers 503 while no GPU is served, except during a reload."""
+    admitted = slots if slots is not None else ScrapeSlots(settings.max_concurrent_scrapes)
+    metrics = _metrics_endpoint(source, settings.openmetrics, admitted,
+                                settings.exporter_metrics)
+    health = _health_endpoint(source, settings.health_require_gpus)
 
     async def ready(_request: web.BaseRequest) -> web.StreamResponse:
         ok, reason = source.readiness()

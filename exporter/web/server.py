@@ -18,7 +18,8 @@ from exporter.sampling.snapshot import Snapshot
 from exporter.sampling.stats import PollStats
 from exporter.selfmetrics import HTTP_CONNECTIONS_REFUSED, WEB_CONFIG_RELOADS
 from exporter.series import Family
-from exporter.web.app import DEFAULT_MAX_CONCURRENT_SCRAPES, Source, make_handler
+from exporter.web.app import Source, make_handler
+from exporter.web.config import DEFAULT_WEB_SETTINGS, WebSettings
 from exporter.web.limits import OneLinePerInterval, WebLimits
 from exporter.web.listener import REFUSAL_REASONS, Listener
 from exporter.web.middleware import enforce_web_config
@@ -54,19 +55,18 @@ class _WithWebFamilies:
 
 
 class WebServer:
-    def __init__(self, web_config: LiveWebConfig | None = None,
-                 limits: WebLimits | None = None, *, openmetrics: bool = False,
-                 max_concurrent_scrapes: int = DEFAULT_MAX_CONCURRENT_SCRAPES,
-                 exporter_metrics: bool = False, health_require_gpus: bool = False) -> None:
-        """`exporter_metrics`: the publisher must render appendable bodies
-        (`Publisher.appendable`)."""
+    def __init__(self, settings: WebSettings = DEFAULT_WEB_SETTINGS,
+                 web_config: LiveWebConfig | None = None,
+                 limits: WebLimits | None = None) -> None:
+        """Serve as `settings` say, with the web config's rules when one is given. With
+        `settings.exporter_metrics` the publisher must render appendable bodies
+        (`Publisher.appendable`). `limits`: the settings' timeouts when left out."""
+        self.settings = settings
         self.web_config = web_config
-        self.openmetrics = openmetrics
-        self.limits = limits or WebLimits()
-        self.scrapes = ScrapeSlots(max_concurrent_scrapes)
+        self.limits = limits or WebLimits(header_timeout_s=settings.read_timeout_s,
+                                          write_timeout_s=settings.write_timeout_s)
+        self.scrapes = ScrapeSlots(settings.max_concurrent_scrapes)
         """Kept for the server's life: promhttp's counters survive reloads."""
-        self.exporter_metrics = exporter_metrics
-        self.health_require_gpus = health_require_gpus
         self._runner: web.ServerRunner | None = None
         self._quiet_malformed = OneLinePerInterval()
         current_tls = (lambda: web_config.current().tls) if web_config is not None else None
@@ -97,22 +97,20 @@ class WebServer:
         poll recorded for the node page (which names the exposition's backend)."""
         self.node_page.backend = publish.backend
         process_families = None
-        if self.exporter_metrics:
+        if self.settings.exporter_metrics:
             from exporter.web.exporter_metrics import ProcessFamilies  # the option's only
 
             process_families = ProcessFamilies()
         return _WithWebFamilies(publish, self.families, self.node_page, process_families)
 
-    async def start(self, source: Source, host: str | None, port: int) -> None:
-        """Serves `source` on host:port; OSError when the address cannot be bound."""
+    async def start(self, source: Source) -> None:
+        """Serve `source` on the settings' address; OSError when it cannot be bound."""
         guard = None if self.web_config is None else enforce_web_config(self.web_config)
         _AIOHTTP_SERVER_LOG.addFilter(self._quiet_malformed)
         # aiohttp's low-level server: our handler dispatches the five paths itself.
         server = web.Server(
-            make_handler(source, openmetrics=self.openmetrics, guard=guard,
-                         node_page=self.node_page, slots=self.scrapes,
-                         exporter_metrics=self.exporter_metrics,
-                         health_require_gpus=self.health_require_gpus),
+            make_handler(source, self.settings, guard=guard, node_page=self.node_page,
+                         slots=self.scrapes),
             access_log=None, keepalive_timeout=self.limits.idle_timeout_s,
             max_line_size=self.limits.max_line_size, max_field_size=self.limits.max_field_size,
             max_headers=self.limits.max_headers)
@@ -121,7 +119,7 @@ class WebServer:
         self._runner = web.ServerRunner(server, shutdown_timeout=self.limits.write_timeout_s)
         await self._runner.setup()
         try:
-            await self.listener.start(host, port)
+            await self.listener.start(self.settings.listen_host, self.settings.listen_port)
         except OSError:
             await self._runner.cleanup()
             self._runner = None

@@ -15,9 +15,9 @@ from exporter.options.serve_table import BackendName, HostnameLabel, LogFormat, 
 def test_defaults() -> None:
     cfg = parse_serve_args([], env={})
     assert cfg.backend == "auto"
-    assert cfg.collect_interval_s == 15.0
-    assert (cfg.listen_host, cfg.listen_port) == (None, 9400)
-    assert cfg.hostname_label == "hostname"
+    assert cfg.sampler.interval_s == 15.0
+    assert (cfg.web.listen_host, cfg.web.listen_port) == (None, 9400)
+    assert cfg.sampler.host.name == "hostname"
     assert cfg.xid_count_window_s == 300.0
     assert not cfg.kubernetes.enabled
 
@@ -40,23 +40,23 @@ def test_dcgm_environment_is_honoured() -> None:
         "DCGM_EXPORTER_NO_HOSTNAME": "1",
         "NODE_NAME": "node-a",
     })
-    assert cfg.collect_interval_s == 30.0
-    assert cfg.listen_port == 9500
+    assert cfg.sampler.interval_s == 30.0
+    assert cfg.web.listen_port == 9500
     assert cfg.kubernetes.enabled
     assert cfg.kubernetes.pod_resources_socket == "/run/k0s/kubelet.sock"
     assert cfg.kubernetes.resource_names == ("example.com/gpu", "other.io/gpu")
     assert str(cfg.collectors) == "/etc/dcgm-exporter/default-counters.csv"
     assert cfg.devices.gpu_ids == frozenset({0, 1})
     assert not cfg.devices.instances
-    assert cfg.hostname_label is None
-    assert cfg.hostname == "node-a"
+    assert cfg.sampler.host.name is None
+    assert cfg.sampler.host.value == "node-a"
 
 
 def test_flags_beat_our_env_which_beats_dcgm_env() -> None:
     env = {"GPU_EXPORTER_COLLECT_INTERVAL": "5s", "DCGM_EXPORTER_INTERVAL": "30000"}
-    assert parse_serve_args([], env=env).collect_interval_s == 5.0
-    assert parse_serve_args(["-c", "250ms"], env=env).collect_interval_s == 0.25
-    assert parse_serve_args(["--collect-interval", "1000"], env=env).collect_interval_s == 1.0
+    assert parse_serve_args([], env=env).sampler.interval_s == 5.0
+    assert parse_serve_args(["-c", "250ms"], env=env).sampler.interval_s == 0.25
+    assert parse_serve_args(["--collect-interval", "1000"], env=env).sampler.interval_s == 1.0
 
 
 @pytest.mark.parametrize(("argv", "env", "message"), [
@@ -86,8 +86,8 @@ def test_pod_scope_enables_kubernetes() -> None:
 
 
 def test_listen_address_forms() -> None:
-    assert parse_serve_args(["-a", "127.0.0.1:1234"], env={}).listen_host == "127.0.0.1"
-    assert parse_serve_args(["-a", "[::1]:1234"], env={}).listen_host == "::1"
+    assert parse_serve_args(["-a", "127.0.0.1:1234"], env={}).web.listen_host == "127.0.0.1"
+    assert parse_serve_args(["-a", "[::1]:1234"], env={}).web.listen_host == "::1"
 
 
 def test_sim_kubelet_implies_kubernetes() -> None:
@@ -97,19 +97,21 @@ def test_sim_kubelet_implies_kubernetes() -> None:
 
 def test_the_host_label_is_hostname_unless_4_8_2s_is_asked_for() -> None:
     """dcgm-exporter 4.8.3 and later write `hostname`; `Hostname` keeps 4.8.2's name."""
-    assert parse_serve_args([], env={}).hostname_label == "hostname"
-    assert parse_serve_args(["--hostname-label", "Hostname"], env={}).hostname_label == "Hostname"
-    assert parse_serve_args(["-hostname-label=Hostname"], env={}).hostname_label == "Hostname"
+    assert parse_serve_args([], env={}).sampler.host.name == "hostname"
+    assert parse_serve_args(["--hostname-label", "Hostname"],
+                            env={}).sampler.host.name == "Hostname"
+    assert parse_serve_args(["-hostname-label=Hostname"], env={}).sampler.host.name == "Hostname"
     from_env = {"GPU_EXPORTER_HOSTNAME_LABEL": "Hostname"}
-    assert parse_serve_args([], env=from_env).hostname_label == "Hostname"
+    assert parse_serve_args([], env=from_env).sampler.host.name == "Hostname"
     assert parse_serve_args(["--hostname-label", "hostname"],
-                            env=from_env).hostname_label == "hostname"
-    assert parse_serve_args(["-n", "--hostname-label", "Hostname"], env={}).hostname_label is None
+                            env=from_env).sampler.host.name == "hostname"
+    assert parse_serve_args(["-n", "--hostname-label", "Hostname"],
+                            env={}).sampler.host.name is None
 
 
 def test_node_name_is_the_host_label_value() -> None:
-    assert parse_serve_args([], env={"NODE_NAME": "gpu-7"}).hostname == "gpu-7"
-    assert parse_serve_args([], env={"NODE_NAME": ""}).hostname == socket.gethostname()
+    assert parse_serve_args([], env={"NODE_NAME": "gpu-7"}).sampler.host.value == "gpu-7"
+    assert parse_serve_args([], env={"NODE_NAME": ""}).sampler.host.value == socket.gethostname()
 
 
 def test_log_level_from_the_environment_in_any_case() -> None:
@@ -118,16 +120,16 @@ def test_log_level_from_the_environment_in_any_case() -> None:
 
 def test_an_empty_flag_value_stands_for_the_default() -> None:
     cfg = parse_serve_args(["-c", "", "-a", ""], env={"GPU_EXPORTER_COLLECT_INTERVAL": "5s"})
-    assert (cfg.collect_interval_s, cfg.listen_port) == (15.0, 9400)
+    assert (cfg.sampler.interval_s, cfg.web.listen_port) == (15.0, 9400)
 
 
 def test_faults_and_resource_names_split() -> None:
     cfg = parse_serve_args(["--sim.fault", "idle,gpu=3,at=0s", "--sim.fault", "thermal,gpu=0,at=5s",
                             "--kubernetes.resource-names", "a.io/gpu,,b.io/gpu "], env={})
-    assert cfg.sim_faults == ("idle,gpu=3,at=0s", "thermal,gpu=0,at=5s")
+    assert cfg.sim.faults == ("idle,gpu=3,at=0s", "thermal,gpu=0,at=5s")
     assert cfg.kubernetes.resource_names == ("a.io/gpu", "b.io/gpu")
     env = {"GPU_EXPORTER_SIM_FAULTS": "idle,gpu=3,at=0s; ;lost,gpu=1,at=20s"}
-    assert parse_serve_args([], env=env).sim_faults == ("idle,gpu=3,at=0s", "lost,gpu=1,at=20s")
+    assert parse_serve_args([], env=env).sim.faults == ("idle,gpu=3,at=0s", "lost,gpu=1,at=20s")
 
 
 @pytest.mark.parametrize(("literal", "choice"), [

@@ -65,8 +65,8 @@ def test_the_charts_default_config_data(tmp_path: Path) -> None:
     assert text.startswith("version: 2\n")
     cfg = served(tmp_path, text)
     assert cfg.collectors == Path("/etc/dcgm-exporter/default-counters.csv")
-    assert cfg.collect_interval_s == 30.0  # the ["*"] collection's every
-    assert cfg.enable_exporter_metrics is False
+    assert cfg.sampler.interval_s == 30.0  # the ["*"] collection's every
+    assert cfg.web.exporter_metrics is False
     assert cfg.startup_warnings == ()  # bind/unbind detection is off: nothing to say
 
 
@@ -80,11 +80,11 @@ def test_the_docs_examples_are_upstreams_and_load(tmp_path: Path) -> None:
 
 def test_the_readme_examples(tmp_path: Path) -> None:
     v1 = served(tmp_path, README_V1)
-    assert (v1.collectors, v1.collect_interval_s) == (
+    assert (v1.collectors, v1.sampler.interval_s) == (
         Path("/etc/dcgm-exporter/default-counters.csv"), 30.0)
     v2 = served(tmp_path, README_V2, ("--max-concurrent-scrapes", "3"))
-    assert v2.max_concurrent_scrapes == 3
-    assert served(tmp_path, README_V2.replace("16", "5")).max_concurrent_scrapes == 5
+    assert v2.web.max_concurrent_scrapes == 3
+    assert served(tmp_path, README_V2.replace("16", "5")).web.max_concurrent_scrapes == 5
 
 
 def test_the_file_beats_defaults_and_set_flags_and_variables_beat_the_file(
@@ -93,36 +93,36 @@ def test_the_file_beats_defaults_and_set_flags_and_variables_beat_the_file(
             "server:\n  maxConcurrentScrapes: 4\ncollections:\n  - name: all\n    every: 2s\n"
             "    metrics:\n      include: ['*']\n")
     from_file = served(tmp_path, text)
-    assert (from_file.collectors, from_file.collect_interval_s,
-            from_file.max_concurrent_scrapes, from_file.enable_exporter_metrics) == (
+    assert (from_file.collectors, from_file.sampler.interval_s,
+            from_file.web.max_concurrent_scrapes, from_file.web.exporter_metrics) == (
         Path("/from/yaml.csv"), 2.0, 4, True)
     flags = served(tmp_path, text, ("-f", "/flag.csv", "-c", "7000",
                                     "--max-concurrent-scrapes", "9",
                                     "--enable-exporter-metrics=false"))
-    assert (flags.collectors, flags.collect_interval_s, flags.max_concurrent_scrapes,
-            flags.enable_exporter_metrics) == (Path("/flag.csv"), 7.0, 9, False)
+    assert (flags.collectors, flags.sampler.interval_s, flags.web.max_concurrent_scrapes,
+            flags.web.exporter_metrics) == (Path("/flag.csv"), 7.0, 9, False)
     go_spelled = served(tmp_path, text, ("-collectors=/flag.csv", "--c=7000",
                                          "-max-concurrent-scrapes", "9",
                                          "-enable-exporter-metrics=0"))
-    assert (go_spelled.collectors, go_spelled.collect_interval_s,
-            go_spelled.max_concurrent_scrapes, go_spelled.enable_exporter_metrics) == (
+    assert (go_spelled.collectors, go_spelled.sampler.interval_s,
+            go_spelled.web.max_concurrent_scrapes, go_spelled.web.exporter_metrics) == (
         Path("/flag.csv"), 7.0, 9, False)
     env = served(tmp_path, text, env={"DCGM_EXPORTER_COLLECTORS": "/env.csv",
                                       "DCGM_EXPORTER_INTERVAL": "3000",
                                       "GPU_EXPORTER_MAX_CONCURRENT_SCRAPES": "8"})
-    assert (env.collectors, env.collect_interval_s, env.max_concurrent_scrapes) == (
+    assert (env.collectors, env.sampler.interval_s, env.web.max_concurrent_scrapes) == (
         Path("/env.csv"), 3.0, 8)
     by_variable = parse_serve_args([], env={"DCGM_EXPORTER_CONFIG_FILE":
                                             str(tmp_path / "config.yaml")})
     assert by_variable.config_file == tmp_path / "config.yaml"
-    assert by_variable.collect_interval_s == 2.0
+    assert by_variable.sampler.interval_s == 2.0
 
 
 def test_v1_collection_interval_and_no_file_keep_the_defaults(tmp_path: Path) -> None:
     cfg = served(tmp_path, "version: 1\ncollection:\n  interval: 1500ms\n")
-    assert cfg.collect_interval_s == 1.5
+    assert cfg.sampler.interval_s == 1.5
     assert cfg.collectors is None  # no metrics block: the default collectors
-    assert served(tmp_path, "version: 2\n").collect_interval_s == 15.0
+    assert served(tmp_path, "version: 2\n").sampler.interval_s == 15.0
 
 
 def test_inline_fields_are_csv_rows_with_the_csvs_checks(tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_watch_settings_are_checked_then_warned_as_meaning_nothing_here(
     cfg = served(tmp_path, text)
     path = tmp_path / "config.yaml"
     assert (cfg.watch_max_keep_age_s, cfg.watch_max_keep_samples) == (600.0, 50)
-    assert cfg.collect_interval_s == 15.0  # no ["*"] collection
+    assert cfg.sampler.interval_s == 15.0  # no ["*"] collection
     assert [w.split(": accepted")[0] for w in cfg.startup_warnings] == [
         f"{path}:6: sources.dcgm.detectBindUnbind", f"{path}:4: sources.dcgm.watch",
         f"{path}:9: collections[0]"]

@@ -138,7 +138,7 @@ def every_variable() -> dict[str, str]:
 
 def test_every_upstream_variable_at_once_configures_serve() -> None:
     cfg = serve_config(parse_command_line("serve", [], every_variable()))
-    assert cfg.collect_interval_s == 30.0
+    assert cfg.sampler.interval_s == 30.0
     assert cfg.xid_count_window_s == 300.0
     assert cfg.clock_events_count_window_s == 300.0
     assert cfg.kubernetes.enabled
@@ -149,7 +149,7 @@ def test_every_upstream_variable_at_once_configures_serve() -> None:
     assert cfg.use_old_namespace
     assert cfg.replace_blanks_in_model_name
     assert cfg.log_level == "debug"
-    assert cfg.hostname_label is None
+    assert cfg.sampler.host.name is None
 
 
 def test_a_flag_of_neither_exporter_is_an_error_naming_it(

@@ -87,7 +87,7 @@ def test_the_serve_config_carries_the_warnings_for_start_up() -> None:
     assert cfg.startup_warnings == (
         "--dump-directory=/d: accepted for compatibility; ignored because this exporter "
         "writes no debug dumps",)
-    assert cfg.hostname == "n"
+    assert cfg.sampler.host.value == "n"
 
 
 def test_an_ignored_option_still_refuses_a_malformed_value() -> None:

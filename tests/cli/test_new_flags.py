@@ -3,6 +3,7 @@ taken, from its flag and from both its variables, with upstream's default and ch
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,10 @@ from exporter.options.go_duration import go_text, parse_go_duration
 def test_defaults_are_upstreams() -> None:
     cfg = parse_serve_args([], env={})
     assert cfg.config_file is None
-    assert (cfg.web_read_timeout_s, cfg.web_write_timeout_s) == (10.0, 30.0)
-    assert cfg.max_concurrent_scrapes == 16
-    assert not cfg.enable_exporter_metrics
-    assert not cfg.health_require_gpus
+    assert (cfg.web.read_timeout_s, cfg.web.write_timeout_s) == (10.0, 30.0)
+    assert cfg.web.max_concurrent_scrapes == 16
+    assert not cfg.web.exporter_metrics
+    assert not cfg.web.health_require_gpus
     assert not cfg.container_labels
     assert cfg.container_runtime_socket is None
     assert (cfg.watch_max_keep_age_s, cfg.watch_max_keep_samples) == (600.0, 0)
@@ -26,50 +27,50 @@ def test_defaults_are_upstreams() -> None:
 
 @pytest.mark.parametrize(("flag", "variables", "text", "attribute", "value"), [
     ("--web-read-timeout", ("GPU_EXPORTER_WEB_READ_TIMEOUT", "DCGM_EXPORTER_WEB_READ_TIMEOUT"),
-     "1m30s", "web_read_timeout_s", 90.0),
+     "1m30s", "web.read_timeout_s", 90.0),
     ("--web-write-timeout",
      ("GPU_EXPORTER_WEB_WRITE_TIMEOUT", "DCGM_EXPORTER_WEB_WRITE_TIMEOUT"),
-     "250ms", "web_write_timeout_s", 0.25),
+     "250ms", "web.write_timeout_s", 0.25),
     ("--max-concurrent-scrapes",
      ("GPU_EXPORTER_MAX_CONCURRENT_SCRAPES", "DCGM_EXPORTER_MAX_CONCURRENT_SCRAPES"),
-     "3", "max_concurrent_scrapes", 3),
+     "3", "web.max_concurrent_scrapes", 3),
     ("--container-runtime-socket",
      ("GPU_EXPORTER_CONTAINER_RUNTIME_SOCKET", "DCGM_CONTAINER_RUNTIME_SOCKET"),
      "/run/docker.sock", "container_runtime_socket", Path("/run/docker.sock")),
 ])
 def test_valued_flags_and_their_variables(flag: str, variables: tuple[str, ...], text: str,
                                           attribute: str, value: object) -> None:
-    assert getattr(parse_serve_args([flag, text], env={}), attribute) == value
+    assert attrgetter(attribute)(parse_serve_args([flag, text], env={})) == value
     for variable in variables:
-        assert getattr(parse_serve_args([], env={variable: text}), attribute) == value
+        assert attrgetter(attribute)(parse_serve_args([], env={variable: text})) == value
 
 
 @pytest.mark.parametrize(("flag", "variables", "attribute"), [
     ("--enable-exporter-metrics",
      ("GPU_EXPORTER_ENABLE_EXPORTER_METRICS", "DCGM_EXPORTER_ENABLE_EXPORTER_METRICS"),
-     "enable_exporter_metrics"),
+     "web.exporter_metrics"),
     ("--health-require-gpus",
      ("GPU_EXPORTER_HEALTH_REQUIRE_GPUS", "DCGM_EXPORTER_HEALTH_REQUIRE_GPUS"),
-     "health_require_gpus"),
+     "web.health_require_gpus"),
 ])
 def test_switches_and_their_variables(flag: str, variables: tuple[str, ...],
                                       attribute: str) -> None:
-    assert getattr(parse_serve_args([flag], env={}), attribute) is True
-    assert getattr(parse_serve_args([f"{flag}=false"], env={}), attribute) is False
+    assert attrgetter(attribute)(parse_serve_args([flag], env={})) is True
+    assert attrgetter(attribute)(parse_serve_args([f"{flag}=false"], env={})) is False
     for variable in variables:
-        assert getattr(parse_serve_args([], env={variable: "true"}), attribute) is True
+        assert attrgetter(attribute)(parse_serve_args([], env={variable: "true"})) is True
 
 
 @pytest.mark.parametrize("text", ["10", "soon", "-5s", "0s", "0", "1d"])
 def test_a_timeout_that_is_not_a_positive_go_duration_warns_and_is_the_default(
         text: str) -> None:
     cfg = parse_serve_args([f"--web-read-timeout={text}"], env={})
-    assert cfg.web_read_timeout_s == 10.0
+    assert cfg.web.read_timeout_s == 10.0
     assert cfg.startup_warnings == (
         f"--web-read-timeout={text}: not a Go duration above zero (such as 10s or 1m30s); "
         "using the default 10s",)
     cfg = parse_serve_args([], env={"DCGM_EXPORTER_WEB_WRITE_TIMEOUT": text})
-    assert cfg.web_write_timeout_s == 30.0
+    assert cfg.web.write_timeout_s == 30.0
     assert cfg.startup_warnings[0].startswith(f"$DCGM_EXPORTER_WEB_WRITE_TIMEOUT={text}: ")
 
 
@@ -197,4 +198,4 @@ def test_a_dcgm_log_level_dcgm_exporter_refuses_is_refused() -> None:
 def test_switches_take_gos_bool_spellings(text: str, value: bool) -> None:
     # urfave/cli reads a bool flag's variable with strconv.ParseBool.
     cfg = parse_serve_args([], env={"DCGM_EXPORTER_ENABLE_EXPORTER_METRICS": text})
-    assert cfg.enable_exporter_metrics is value
+    assert cfg.web.exporter_metrics is value

@@ -33,7 +33,7 @@ def exposition(profile: str) -> str:
         for _ in range(3):  # GPM rates need two samples; let values move a little
             readings = backend.poll()
             clock.advance(15.0)
-        host = HostLabel(ServeConfig().hostname_label, "node-a")  # serve's default label
+        host = HostLabel(ServeConfig().sampler.host.name, "node-a")  # serve's default label
         snapshot = Snapshot(backend.inventory, readings, collectors, host)
         return render(device_families(snapshot)).text.decode()
     finally:

@@ -20,7 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.config import SamplerSettings
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel
 from exporter.selfmetrics import (
     EXPOSED_NAMES,

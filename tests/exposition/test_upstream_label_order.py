@@ -66,8 +66,8 @@ def _rendered(host: HostLabel) -> dict[str, list[tuple[str, str]]]:
                                             (["--hostname-label", "Hostname"], "Hostname")])
 def test_the_serve_default_renders_upstreams_labels(argv: list[str], name: str) -> None:
     cfg = parse_serve_args(argv, env={})
-    assert cfg.hostname_label == name
-    rendered = _rendered(HostLabel(cfg.hostname_label, dict(PARENT)["hostname"]))
+    assert cfg.sampler.host.name == name
+    rendered = _rendered(HostLabel(cfg.sampler.host.name, dict(PARENT)["hostname"]))
     expected = {"": PARENT, dict(MIG)["GPU_I_ID"]: MIG}
     for key, pairs in expected.items():
         renamed = [(name if k == "hostname" else k, v) for k, v in pairs]

@@ -24,6 +24,7 @@ from exporter.exposition.render import (
 from exporter.sampling.snapshot import Snapshot
 from exporter.series import Family, Sample
 from exporter.web.app import make_handler
+from exporter.web.config import WebSettings
 
 OM = "application/openmetrics-text"
 TEXT = "text/plain"
@@ -53,7 +54,7 @@ def port() -> Iterator[int]:
     """The endpoints served by aiohttp from a thread of its own for the module's examples."""
     loop = asyncio.new_event_loop()
     # OpenMetrics on, so that negotiation is what is tested (off, text is always served).
-    runner = web.ServerRunner(web.Server(make_handler(FixedSource(), openmetrics=True),
+    runner = web.ServerRunner(web.Server(make_handler(FixedSource(), WebSettings(openmetrics=True)),
                                          loop=loop, access_log=None))
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)

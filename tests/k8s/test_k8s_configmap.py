@@ -14,7 +14,8 @@ from exporter.exposition.render import Rendered
 from exporter.fields.csv import load_collectors
 from exporter.k8s.config import parse_configmap_ref
 from exporter.k8s.configmap import CONFIGMAP, FILE, ConfigMapCollectors
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.config import SamplerSettings
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel
 from exporter.simulated.node import SimNvml
 from tests.support.apiserver import CONFIGMAPS, FakeApiServer, config_map

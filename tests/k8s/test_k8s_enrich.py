@@ -17,7 +17,8 @@ from exporter.k8s.pod_labels import PodLabelRules
 from exporter.k8s.pod_metadata import PodMetadataWatcher
 from exporter.k8s.source import KubeletSource
 from exporter.k8s.types import PodRef
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.config import SamplerSettings
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel
 from exporter.simulated.kubelet import (
     SimKubeletHandle,

@@ -132,7 +132,8 @@ from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import parse_collectors
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.source import KubeletSource
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.sampler import Sampler
+from exporter.sampling.config import SamplerSettings
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
 

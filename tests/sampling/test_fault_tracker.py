@@ -16,8 +16,9 @@ from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.fields.faults import ClearedBy, GpuFault
+from exporter.sampling.config import SamplerSettings
 from exporter.sampling.fault_tracker import FaultTracker
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.simulated.node import SimNvml, parse_fault
 from tests.support.clock import FakeClock

@@ -17,7 +17,8 @@ from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.config import SamplerSettings
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel
 from exporter.sampling.worker import DaemonExecutor
 from exporter.simulated.node import SimNvml

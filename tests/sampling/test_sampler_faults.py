@@ -13,7 +13,8 @@ from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
 from exporter.fields.csv import default_collectors_path, load_collectors
 from exporter.k8s.types import Attribution, PodRef
-from exporter.sampling.sampler import Sampler, SamplerSettings
+from exporter.sampling.config import SamplerSettings
+from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel
 from exporter.series import Family
 from exporter.simulated.node import SimNvml

@@ -175,11 +175,11 @@ def test_the_simulated_kubelet_hands_each_instance_to_a_pod(pool: Path) -> None:
 
 
 def test_the_flag_and_its_variable(pool: Path) -> None:
-    assert parse_serve_args(["--sim.mig-config", f"{pool}:pool"]).sim_mig_config == \
+    assert parse_serve_args(["--sim.mig-config", f"{pool}:pool"]).sim.mig_config == \
         f"{pool}:pool"
     env = {"GPU_EXPORTER_SIM_MIG_CONFIG": str(pool)}
-    assert parse_serve_args([], env=env).sim_mig_config == str(pool)
-    assert parse_serve_args([], env={}).sim_mig_config is None
+    assert parse_serve_args([], env=env).sim.mig_config == str(pool)
+    assert parse_serve_args([], env={}).sim.mig_config is None
     assert split_mig_config_arg(str(pool)) == (pool, None)
     assert split_mig_config_arg(f"{pool}:pool") == (pool, "pool")
 

@@ -19,6 +19,7 @@ import pytest
 from exporter.exposition.render import Rendered, render
 from exporter.sampling.snapshot import Snapshot
 from exporter.series import Family, Sample
+from exporter.web.config import WebSettings
 from exporter.web.limits import WebLimits
 from exporter.web.reload import LiveWebConfig
 from exporter.web.server import WebServer
@@ -50,13 +51,14 @@ class ServedInThread:
 
     def __init__(self, web_config: LiveWebConfig | None,
                  limits: WebLimits | None = None, **options: Any) -> None:
-        """`options`: WebServer's keyword arguments."""
-        self.server = WebServer(web_config, limits, **options)
+        """`options`: WebSettings' fields (the address is always 127.0.0.1, any port)."""
+        settings = WebSettings(listen_host="127.0.0.1", listen_port=0, **options)
+        self.server = WebServer(settings, web_config, limits)
         self.source = FixedSource()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.call(self.server.start(self.source, "127.0.0.1", 0))
+        self.call(self.server.start(self.source))
         self.port = self.server.listener.ports[0]
 
     def call(self, coro: object) -> object:
@@ -142,7 +144,7 @@ def pki(tmp_path: Path) -> Pki:
 
 @pytest.fixture
 def serve() -> Iterator[type[ServedInThread]]:
-    """Factory: `serve(web_config, limits, **WebServer options)`, stopped after the test."""
+    """Factory: `serve(web_config, limits, **WebSettings fields)`, stopped after the test."""
     started: list[ServedInThread] = []
 
     class _Tracked(ServedInThread):

@@ -11,6 +11,7 @@ from aiohttp.test_utils import RawTestServer, TestClient
 from exporter.exposition.render import Rendered
 from exporter.sampling.snapshot import Snapshot
 from exporter.web.app import _accepts_gzip, _wants_openmetrics, make_handler
+from exporter.web.config import WebSettings
 
 # The Accept headers Prometheus sends with its default scrape_protocols.
 PROMETHEUS_2_48 = (  # before scrape_protocols existed (<= 2.48)
@@ -67,7 +68,8 @@ class _Published:
 async def _scrape(openmetrics: bool, accept: str, encoding: str = "",
                   published: _Published | None = None) -> tuple[str, bytes]:
     """(Content-Type, body as received) of one GET /metrics."""
-    server = RawTestServer(make_handler(published or _Published(), openmetrics=openmetrics))
+    server = RawTestServer(make_handler(published or _Published(),
+                                       WebSettings(openmetrics=openmetrics)))
     client: TestClient[web.BaseRequest, None] = TestClient(server, auto_decompress=False)
     await client.start_server()
     try:
