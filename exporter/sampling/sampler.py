@@ -36,15 +36,35 @@ class DeviceBackend(Protocol):
     """What the sampler needs of a backend; every method runs in the worker thread."""
 
     @property
-    def up(self) -> bool: ...
+    def up(self) -> bool:
+        """Return whether NVML is initialised and the devices can be read."""
+        ...
+
     @property
-    def inventory(self) -> Inventory: ...
+    def inventory(self) -> Inventory:
+        """Return the devices found by the latest enumeration (empty before the first one)."""
+        ...
+
     @property
-    def last_init_error(self) -> str | None: ...
-    def poll(self) -> Readings: ...
-    def families(self) -> list[Family]: ...
-    def set_fields(self, fields: tuple[FieldSpec, ...]) -> None: ...
-    def close(self) -> None: ...
+    def last_init_error(self) -> str | None:
+        """Return why NVML could not be initialised, or None while it is up; /ready shows it."""
+        ...
+
+    def poll(self) -> Readings:
+        """Read every enabled field of every device once, without raising for NVML errors."""
+        ...
+
+    def families(self) -> list[Family]:
+        """Return the backend's own metric families (NVML up, failed calls, GPUs lost)."""
+        ...
+
+    def set_fields(self, fields: tuple[FieldSpec, ...]) -> None:
+        """Switch to the reloaded field set `fields`, read from the next poll on."""
+        ...
+
+    def close(self) -> None:
+        """Release the devices and shut NVML down, at exit."""
+        ...
 
 
 Published = TypeVar("Published")
@@ -58,7 +78,10 @@ class Publisher(Protocol[_Published_co]):
     worker thread. `snapshot` is None before the first poll."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
-                 extra: list[Family]) -> _Published_co: ...
+                 extra: list[Family]) -> _Published_co:
+        """Return what scrapes get for `snapshot`, with the poll's `stats` and the `extra`
+        families (the backend's and the attribution's own metrics)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +95,13 @@ class _DeviceResult:
 
 
 class Sampler(Generic[Published]):
+    """Poll the devices every interval, attribute them to pods and publish the result.
+
+    Each poll's body is rendered off the event loop and swapped into `current` whole, so a
+    scrape is always answered at once from the last complete poll. It also reloads the
+    collectors file when it changes or on SIGHUP, and tells /ready whether data is fresh.
+    """
+
     def __init__(
         self,
         backend: DeviceBackend,
@@ -115,6 +145,8 @@ class Sampler(Generic[Published]):
     # --- status for /ready ----------------------------------------------------------
 
     def readiness(self) -> tuple[bool, str]:
+        """Return whether /ready should answer ok, with the line it shows: not ready before
+        the first successful poll, stale when that poll is older than three intervals."""
         last = self._fresh_at
         if last is None:
             reason = self.nvml_error or "no successful poll yet"
@@ -127,6 +159,7 @@ class Sampler(Generic[Published]):
         return True, f"ok: last successful poll {age:.1f}s ago"
 
     def scrape_served(self) -> None:
+        """Count one scrape served, for the exporter's own scrape counter."""
         self.stats.scrapes += 1
 
     # --- reload ---------------------------------------------------------------------
@@ -196,6 +229,11 @@ class Sampler(Generic[Published]):
                              self._backend.last_init_error, faults)
 
     async def poll_once(self) -> None:
+        """Run one poll: read the devices within the deadline, attribute, render, publish.
+
+        When the devices do not answer in time, or the previous poll is still stuck in the
+        driver, the last readings are published again with the failure counted, so scrapes
+        keep getting an answer and /ready turns stale."""
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         if self._inflight is not None and not self._inflight.done():
@@ -278,6 +316,8 @@ class Sampler(Generic[Published]):
             self._renderer, self._publish, self.snapshot, self.stats, self._extra)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Poll once per interval until `stop` is set; a reload request wakes it early. A
+        failed poll is logged and counted, never ends the loop."""
         while not stop.is_set():
             started = time.monotonic()
             try:

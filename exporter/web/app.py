@@ -35,13 +35,29 @@ class Source(Protocol):
     """The sampler, as the web layer sees it."""
 
     @property
-    def current(self) -> Rendered: ...
+    def current(self) -> Rendered:
+        """Return the bodies rendered by the last poll, which /metrics hands out as they are."""
+        ...
+
     @property
-    def snapshot(self) -> Snapshot | None: ...
+    def snapshot(self) -> Snapshot | None:
+        """Return the last poll's readings (None before the first poll), for /health's GPU
+        count."""
+        ...
+
     @property
-    def reloading(self) -> bool: ...
-    def readiness(self) -> tuple[bool, str]: ...
-    def scrape_served(self) -> None: ...
+    def reloading(self) -> bool:
+        """Return whether a reload of the collectors is under way (/health stays ok through
+        it)."""
+        ...
+
+    def readiness(self) -> tuple[bool, str]:
+        """Return whether /ready answers ok, and the line it shows."""
+        ...
+
+    def scrape_served(self) -> None:
+        """Count one scrape served."""
+        ...
 
 
 def _q(params: str) -> float:
@@ -56,7 +72,7 @@ def _q(params: str) -> float:
 
 
 def _accepted(header: str, wanted: str) -> float:
-    """The q-value a client gives to `wanted` (a media type or coding); 0 if absent."""
+    """Return the q-value a client gives to `wanted` (a media type or coding); 0 if absent."""
     for part in header.split(","):
         name, _, params = part.strip().partition(";")
         if name.strip().lower() == wanted:
@@ -109,7 +125,7 @@ def _gpus_served(snapshot: Snapshot | None) -> int:
 
 
 def _with_tail(rendered: Rendered, om: bool, gz: bool, tail: bytes) -> bytes:
-    """The poll's body with `tail` (families of this scrape) after its other families."""
+    """Return the poll's body with `tail` (families of this scrape) after its other families."""
     if om:
         assert rendered.openmetrics is not None
         if gz:
@@ -165,7 +181,7 @@ def _health_endpoint(source: Source, require_gpus: bool) -> Endpoint:
 def make_handler(source: Source, settings: WebSettings = DEFAULT_WEB_SETTINGS, *,
                  guard: Guard | None = None, node_page: NodePage | None = None,
                  slots: ScrapeSlots | None = None) -> Endpoint:
-    """The five endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
+    """Return the five endpoints (`PATHS`, GET and HEAD), and nothing else: other paths answer
     404, other methods 405. aiohttp's low-level server calls the result for each request:
     no application router, no middleware chain, so a scrape costs what this code does.
     `guard` wraps every request, 404s included (the web config's rules).

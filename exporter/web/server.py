@@ -55,6 +55,12 @@ class _WithWebFamilies:
 
 
 class WebServer:
+    """The exporter's HTTP server: the five endpoints, started and stopped by `serve`.
+
+    It owns the listener (connection limits and TLS), the scrape slots and the node page, and
+    provides the publisher that adds its own self-metrics to each exposition.
+    """
+
     def __init__(self, settings: WebSettings = DEFAULT_WEB_SETTINGS,
                  web_config: LiveWebConfig | None = None,
                  limits: WebLimits | None = None) -> None:
@@ -76,11 +82,12 @@ class WebServer:
 
     @property
     def scheme(self) -> str:
+        """Return "https" when the web config turns TLS on, else "http" (for the logs)."""
         tls = self.web_config is not None and self.web_config.applied.tls is not None
         return "https" if tls else "http"
 
     def families(self) -> list[Family]:
-        """The endpoint's self-metrics (read from the render thread: counters only)."""
+        """Return the endpoint's self-metrics (read from the render thread: counters only)."""
         refused = self.listener.stats.refused
         families = [HTTP_CONNECTIONS_REFUSED.family(
             HTTP_CONNECTIONS_REFUSED.sample(float(refused[r]), reason=r)
@@ -126,6 +133,8 @@ class WebServer:
             raise
 
     async def stop(self) -> None:
+        """Stop accepting connections and close the server, waiting at most the write timeout
+        for responses being written."""
         await self.listener.close()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -98,13 +98,15 @@ class TlsSettings:
     what is checked when the context is built."""
 
     def files(self) -> tuple[Path, ...]:
-        """The files this part reads: a change to any of them is a reason to reload."""
+        """Return the files this part reads: a change to any of them is a reason to reload."""
         return tuple(p for p in (self.cert_file, self.key_file, self.client_ca_file)
                      if p is not None)
 
 
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
+    """`http_server_config`: the HTTP/2 setting and the headers added to every response."""
+
     http2: bool | None = None
     """As the file gives it (None: absent). Accepted for compatibility and warned about: this
     server speaks HTTP/1.1 only (see docs/security.md)."""
@@ -122,6 +124,8 @@ class RateLimit:
 
 @dataclass(frozen=True, slots=True)
 class WebConfig:
+    """The web config file as read and checked: TLS, headers, users and rate limit."""
+
     path: Path
     tls: TlsSettings | None = None
     """None: no TLS key in the file, plain HTTP (as upstream)."""
@@ -135,7 +139,7 @@ class WebConfig:
         return (self.path, *(self.tls.files() if self.tls is not None else ()))
 
     def warnings(self) -> tuple[str, ...]:
-        """Settings accepted as upstream's but not acted on, one line each."""
+        """Return the settings accepted as upstream's but not acted on, one line each."""
         if self.http.http2 is None:
             return ()
         return ("http_server_config.http2 is accepted and has no effect: this server speaks "
@@ -143,8 +147,8 @@ class WebConfig:
 
 
 def load_web_config(path: Path) -> WebConfig:
-    """Reads and checks the file; WebConfigError names the file, the line and the key at
-    fault."""
+    """Return the web config read from `path` and checked; WebConfigError names the file,
+    the line and the key at fault."""
     try:
         text = read_yaml_text(path)
     except YamlError as exc:
