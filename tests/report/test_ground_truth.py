@@ -62,10 +62,6 @@ FLOAT_SLACK_S = 1e-3
 ARTIFACTS = ROOT / "test-artifacts"
 
 
-RULER_LOOKBACK = "10s"
-"""How far behind now vmalert evaluates the rules: both rulers alike, so both record the same
-windows."""
-
 ENGINES_AGREE = 0.01
 """Prometheus and VictoriaMetrics, reading the same samples, agree within 1 %."""
 
@@ -138,12 +134,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                                    {"url": f"{mirror.url}/api/v1/write", **mirrored}]}
         rules = _rules(tmp)
         prometheus = PrometheusProcess(tmp / "prometheus", config, rules).wait_ready()
-        # Each ruler reads its store RULER_LOOKBACK back: on a busy machine a sample can reach
-        # a store seconds after it was scraped (remote write, then ingestion), and a window
-        # read before its samples arrived would be recorded short on one store only.
         rulers = [VmalertProcess(tmp / f"vmalert-{n}", [tmp / "usage-rules.yml"], server.url,
-                                 remote_write=server.url,
-                                 args=(f"-datasource.lookback={RULER_LOOKBACK}",))
+                                 remote_write=server.url)
                   for n, server in (("victoria", victoria), ("mirror", mirror))]
         for ruler in rulers:
             ruler.wait_ready()
