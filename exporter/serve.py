@@ -140,10 +140,14 @@ def _publisher(cfg: ServeConfig, server: WebServer,
 
 
 def _fault_tracker(cfg: ServeConfig, lib: NvmlLib) -> FaultTracker:
-    """The held faults, stamped with this boot (the simulated node's, with --backend sim)."""
-    boot_id = cfg.sim.boot_id if cfg.backend == "sim" else None
-    return FaultTracker(process_ids=gpu_process_ids(lib),
-                        boot_id=read_boot_id if boot_id is None else lambda: boot_id)
+    """The held faults, stamped with this boot (the simulated node's, with --backend sim).
+
+    The boot id is read once: it cannot change while this process runs (a reboot ends it),
+    so the poll loop need not read /proc for it each time.
+    """
+    sim_boot_id = cfg.sim.boot_id if cfg.backend == "sim" else None
+    boot_id = read_boot_id() if sim_boot_id is None else sim_boot_id
+    return FaultTracker(process_ids=gpu_process_ids(lib), boot_id=lambda: boot_id)
 
 
 async def _until_signalled(sampler: Sampler[Rendered]) -> None:
