@@ -35,6 +35,7 @@ from exporter.promql.holdings import (
     LABELLED,
     Sampling,
     labelled_activity,
+    short_range,
 )
 from exporter.report.connection import ReportError
 from exporter.report.prometheus_api import PrometheusClient, Series
@@ -62,18 +63,13 @@ class HistoryRequest:
     compute_quantile: float = 0.95
 
 
-def _short(seconds: float) -> str:
-    """A range one millisecond short, so a sample on its start is not counted twice."""
-    return f"[{round(seconds * 1000) - 1}ms]"
-
-
 def _steps(request: HistoryRequest) -> str:
-    return f"[{round((request.end - request.start) * 1000) - 1}ms:{duration(request.step_s)}]"
+    return short_range(request.end - request.start, request.step_s)
 
 
 def holding_maxima(step_s: float) -> str:
     """Per labelled holding, at one step: the most framebuffer it held in the step."""
-    return f"max by ({KEY_LABELS}) (max_over_time({FRAMEBUFFER}{LABELLED}{_short(step_s)}))"
+    return f"max by ({KEY_LABELS}) (max_over_time({FRAMEBUFFER}{LABELLED}{short_range(step_s)}))"
 
 
 def pods_per_device(step_s: float) -> str:
@@ -116,16 +112,17 @@ def source_query(request: HistoryRequest) -> str:
 
 
 def samples_query(range_s: float) -> str:
-    return f"sum by ({KEY_LABELS}) (\ncount_over_time({FRAMEBUFFER}{LABELLED}{_short(range_s)})\n)"
+    samples = f"count_over_time({FRAMEBUFFER}{LABELLED}{short_range(range_s)})"
+    return f"sum by ({KEY_LABELS}) (\n{samples}\n)"
 
 
 def gpus_per_node_query(range_s: float) -> str:
     return (f"count by ({NODE_LABELS}) (\ncount by (UUID, {NODE_LABELS}) (\n"
-            f"last_over_time({FRAMEBUFFER}{_short(range_s)})\n))")
+            f"last_over_time({FRAMEBUFFER}{short_range(range_s)})\n))")
 
 
 def any_framebuffer_query(range_s: float) -> str:
-    return f"count(last_over_time({FRAMEBUFFER}{_short(range_s)}))"
+    return f"count(last_over_time({FRAMEBUFFER}{short_range(range_s)}))"
 
 
 def _key(labels: dict[str, str]) -> Key:

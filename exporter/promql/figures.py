@@ -145,6 +145,6 @@ def idle_pods(window_s: float, resolution_s: float, below: float) -> str:
 def idle_pods_from_rules(window_s: float, below: float) -> str:
     """Return what `idle_pods` returns, over the recording rules (the window a multiple of
     theirs)."""
-    span = f"[{round(window_s * 1000) - 1}ms]"
+    span = h.short_range(window_s)
     return (f"sum_over_time({ALLOCATED.rule}{span})\nand\n"
             f"(max_over_time({ACTIVITY_MAX.rule}{span}) < {below!r})")

@@ -101,6 +101,14 @@ def duration(seconds: float) -> str:
     return f"{ms}ms"
 
 
+def short_range(span_s: float, step_s: float | None = None) -> str:
+    """Return the range selector over `span_s` less one millisecond, so that its start is
+    left out (see `Sampling.steps`), or, given `step_s`, the subquery range over that span's
+    steps: `[86399999ms]`, `[86399999ms:5m]`."""
+    span = f"{round(span_s * 1000) - 1}ms"
+    return f"[{span}]" if step_s is None else f"[{span}:{duration(step_s)}]"
+
+
 @dataclass(frozen=True, slots=True)
 class Sampling:
     """A window and the resolution its holdings are sampled at (subquery steps, aligned to
@@ -122,7 +130,7 @@ class Sampling:
 
     def span(self) -> str:
         """Return the window as a plain range, its start left out."""
-        return f"[{round(self.window_s * 1000) - 1}ms]"
+        return short_range(self.window_s)
 
     @property
     def step(self) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from exporter.promql import RULE_MARKER, Figure, duration, pod_figure
 from exporter.promql.figures import IDLE, idle_pods, idle_pods_from_rules
+from exporter.promql.holdings import short_range
 from exporter.promql.rules import GROUP_BY, GROUP_LAG_WINDOWS, GROUP_MARKER, IDLE_MARKER
 
 
@@ -45,11 +46,6 @@ class Source:
         return f"raw series (resolution {duration(self.unit_s)})"
 
 
-def _short(window_s: float) -> str:
-    """Return a range selector one millisecond short of the window (see exporter.promql.figures)."""
-    return f"[{round(window_s * 1000) - 1}ms]"
-
-
 def _grouped(rule: str, grouping: str) -> str:
     return f'{rule}{{{GROUP_BY}="{grouping}"}}'
 
@@ -59,9 +55,9 @@ def per_window(figure: Figure, by: str, window_s: float, source: Source) -> str:
     series per `by`."""
     over = "max_over_time" if figure.combine == "max" else "sum_over_time"
     if source.grouping is not None:
-        inner = f"{over}({_grouped(figure.group_rule, source.grouping)}{_short(window_s)})"
+        inner = f"{over}({_grouped(figure.group_rule, source.grouping)}{short_range(window_s)})"
     elif source.rules:
-        inner = f"{over}({figure.rule}{_short(window_s)})"
+        inner = f"{over}({figure.rule}{short_range(window_s)})"
     else:
         inner = pod_figure(figure, window_s, source.unit_s)
     return f"{figure.combine} by ({by}) (\n{inner}\n)"
@@ -74,9 +70,9 @@ def idle(by: str, span_s: float, window_s: float, below: float, source: Source) 
     if source.idle_recorded(window_s, below):
         assert source.grouping is not None
         return (f"sum by ({by}) (\nsum_over_time("
-                f"{_grouped(IDLE.group_rule, source.grouping)}{_short(span_s)})\n)")
+                f"{_grouped(IDLE.group_rule, source.grouping)}{short_range(span_s)})\n)")
     return f"sum by ({by}) (\nsum_over_time((\n{_idle_pods(window_s, below, source)}\n)" \
-           f"[{round(span_s * 1000) - 1}ms:{duration(window_s)}])\n)"
+           f"{short_range(span_s, window_s)})\n)"
 
 
 def top_idle_pods(top: int, span_s: float, window_s: float, below: float,
@@ -85,10 +81,10 @@ def top_idle_pods(top: int, span_s: float, window_s: float, below: float,
     time; from the per-pod idle rule where the grouping's rules hold idle time as asked
     (evaluated a lag later)."""
     if source.idle_recorded(window_s, below):
-        inner = f"sum_over_time({IDLE.rule}{_short(span_s)})"
+        inner = f"sum_over_time({IDLE.rule}{short_range(span_s)})"
     else:
         inner = (f"sum_over_time((\n{_idle_pods(window_s, below, source)}\n)"
-                 f"[{round(span_s * 1000) - 1}ms:{duration(window_s)}])")
+                 f"{short_range(span_s, window_s)})")
     return f"topk({top}, sum by (namespace, pod) (\n{inner}\n) > 0)"
 
 
@@ -102,10 +98,10 @@ def rule_coverage(range_s: float, grouping: str | None = None) -> tuple[str, str
     """Return the queries of the samples of the rules' marker in the range and of the rules' window:
     the per-pod rules', or a grouping's."""
     marker = RULE_MARKER if grouping is None else _grouped(GROUP_MARKER, grouping)
-    return (f"count_over_time({marker}{_short(range_s)})",
-            f"max_over_time({marker}{_short(range_s)})")
+    return (f"count_over_time({marker}{short_range(range_s)})",
+            f"max_over_time({marker}{short_range(range_s)})")
 
 
 def idle_threshold(range_s: float) -> str:
     """Return the idle threshold the idle rules were recorded at over the range."""
-    return f"max_over_time({IDLE_MARKER}{_short(range_s)})"
+    return f"max_over_time({IDLE_MARKER}{short_range(range_s)})"
