@@ -93,10 +93,6 @@ class EventCalls(SimCore):
         """Free the event set; an unknown one answers INVALID_ARGUMENT."""
         with self._lock:
             self._begin("nvmlEventSetFree")
-            address = address_of(event_set)
-            if address not in self._event_sets:
-                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-            del self._event_sets[address]
-            self._release(address)
+            self._free(self._event_sets, event_set)
             self._cond.notify_all()
 

@@ -50,11 +50,7 @@ class GpmCalls(SimCore):
         """Free the GPM sample buffer; an unknown one answers INVALID_ARGUMENT."""
         with self._lock:
             self._begin("nvmlGpmSampleFree")
-            address = address_of(sample)
-            if address not in self._samples:
-                fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-            del self._samples[address]
-            self._release(address)
+            self._free(self._samples, sample)
 
     def _take_sample(self, gpu: GpuEntry, scope: Scope, sample: Any, t: float) -> Any:
         if not gpu.spec.board.gpm:

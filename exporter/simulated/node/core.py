@@ -265,6 +265,16 @@ class SimCore:
     def _release(self, address: int) -> None:
         self._memory.pop(address, None)
 
+    def _free(self, table: dict[int, Any], handle: Any) -> None:
+        """Drop the entry `table` holds for the buffer `handle` points at, and release the
+        buffer; a handle `table` does not hold (never allocated, or freed already) answers
+        INVALID_ARGUMENT."""
+        address = address_of(handle)
+        if address is None or address not in table:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        del table[address]
+        self._release(address)
+
     def _initialised(self, t: float) -> bool:
         # An nvml-down window that opened since the last successful init unloads the library.
         if self._refcount and any(self._last_init < w.start <= t for w in self._down):
