@@ -339,10 +339,7 @@ class DeviceSelection(Value[str]):
     metavar = "SELECTION"
 
     def parse(self, text: str, where: str) -> str:
-        try:
-            parse_device_filter(text, where)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        Devices().parse(text, where)
         return text
 
     def samples(self) -> tuple[str, ...]:
@@ -437,7 +434,7 @@ class RegexList(Value[tuple[str, ...]]):
     metavar = "REGEXES"
 
     def parse(self, text: str, where: str) -> tuple[str, ...]:
-        patterns = tuple(item.strip() for item in text.split(",") if item.strip())
+        patterns = Separated(",").parse(text, where)
         for pattern in patterns:
             Regex().parse(pattern, where)
         return patterns
