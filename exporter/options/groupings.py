@@ -1,7 +1,7 @@
 """What each `--group-by` name groups by: the labels aggregated by in PromQL, and how a
-group's name follows from them. The report groups its figures this way, and `generate
-rules --group-by` records the usage rules per group the same way, so the report can read
-them.
+group's name follows from them. The report groups its figures this way, and
+`generate rules --group-by` records the usage rules per group the same way, so the report can
+read them.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ class Grouping:
     any value. Dynamo's component type names a role only when it says prefill or decode."""
 
     def key(self, labels: dict[str, str]) -> str:
+        """Return the name of the group that a series with `labels` belongs to: its values of
+        `labels` joined by `/` for a joined grouping, else the first value present that its
+        `accepted` pattern allows ("" when none does)."""
         values = [labels.get(name, "") for name in self.labels]
         if self.joined:
             return "/".join(values)
@@ -42,11 +45,12 @@ class Grouping:
 
     @property
     def by(self) -> str:
+        """Return the labels to aggregate by, as a PromQL `by (...)` clause lists them."""
         return ", ".join(self.labels)
 
 
 def grouping(name: str) -> Grouping:
-    """The grouping a `--group-by` value names; ConfigError for an unknown one."""
+    """Return the grouping a `--group-by` value names; ConfigError for an unknown one."""
     if name == "namespace":
         return Grouping(name, ("namespace",))
     if name == "pod":
