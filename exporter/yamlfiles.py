@@ -238,8 +238,8 @@ def _decode_mapping(path: FilePath, node: MappingNode, schema: Mapping[str, Sche
 
 
 def _any(node: Node, key: str, lines: dict[str, int], built: dict[int, object]) -> object:
-    """The node as PyYAML's safe loader builds it (mapping keys keep their type), noting the
-    line of every key path; an alias is the value built at its anchor."""
+    """Return the node as PyYAML's safe loader builds it (mapping keys keep their type),
+    noting the line of every key path in `lines`; an alias is the value built at its anchor."""
     from yaml.nodes import MappingNode, SequenceNode
 
     if id(node) in built:
@@ -324,9 +324,12 @@ class Section:
     lines: Mapping[str, int]
 
     def __contains__(self, name: str) -> bool:
+        """Return whether the mapping sets the key `name` (outside a `MapOf`, a null value
+        counts as absent)."""
         return name in self.values
 
     def __iter__(self) -> Iterator[str]:
+        """Return an iterator over the keys the mapping sets, in the file's order."""
         return iter(self.values)
 
     def key_of(self, name: str) -> str:
