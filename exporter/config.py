@@ -72,11 +72,12 @@ class ServeConfig:
     """What the node fault writer writes on the API server (nothing by default)."""
     sim: SimSettings = field(default_factory=SimSettings)
     backend: BackendName = "auto"
-    """"auto" (= nvml), "nvml", or "sim" for the built-in simulated node."""
+    """Which NVML to read: "auto" (which is "nvml"), "nvml", or "sim" for the built-in
+    simulated node."""
     config_file: Path | None = None
     """dcgm-exporter's YAML config file, already applied to the settings."""
     collectors: Path | None = None
-    """The collectors CSV; None: the built-in default set (or `inline_collectors`)."""
+    """The collectors CSV, or None for the built-in default set (or `inline_collectors`)."""
     inline_collectors: Collectors | None = None
     """The config file's `metrics.fields`, checked as CSV rows; served instead of a file."""
     watch_groups: tuple[WatchGroup, ...] = ()
@@ -88,10 +89,11 @@ class ServeConfig:
     prof_counterparts: bool = True
     """Serve NVML's counterparts of DCGM_FI_PROF_* fields on GPUs without GPM."""
     use_old_namespace: bool = False
-    """dcgm-exporter 1.x label names (`-o`)."""
+    """Whether series use dcgm-exporter 1.x label names (`-o`)."""
     replace_blanks_in_model_name: bool = False
     hpc_job_mapping_dir: Path | None = None
-    """Files naming the HPC jobs on each GPU; None: no `hpc_job` label."""
+    """The directory of files naming the HPC jobs on each GPU, or None for no `hpc_job`
+    label."""
     container_labels: bool = False
     """A `container` label from a container runtime's API (only outside Kubernetes: with
     Kubernetes on, this is False and a start-up warning says so)."""
@@ -102,7 +104,7 @@ class ServeConfig:
     """dcgm-exporter's DCGM watch retention: checked as it checks them, used for nothing."""
     label_limit: int = 0
     """At most this many labels per series, the name counted; copied pod labels beyond it
-    are left off. 0: no limit."""
+    are left off; 0 sets no limit."""
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     startup_warnings: tuple[str, ...] = ()

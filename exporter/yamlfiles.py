@@ -60,7 +60,8 @@ _KINDS = {"int": "an integer", "bool": "true or false", "number": "a number",
 
 
 class YamlError(ValueError):
-    """One line naming the file, the line and the key at fault."""
+    """A YAML file that cannot be used; its message is one line naming the file, the line
+    and the key at fault."""
 
 
 @dataclass(slots=True)
@@ -69,7 +70,7 @@ class Decoded:
 
     value: object
     lines: dict[str, int] = field(default_factory=dict)
-    """Key path (`collections[0].every`) -> its line, 1-based."""
+    """The 1-based line of each key path (`collections[0].every`)."""
 
 
 def _line(node: Node) -> int:

@@ -95,18 +95,18 @@ class WatchGroup:
 
     name: str
     where: str
-    """`FILE:LINE: KEY` of the group, for messages."""
+    """Where the group is written, `FILE:LINE: KEY`, for error messages."""
     interval_ms: int
     patterns: tuple[str, ...]
     """Go path.Match patterns (`exporter.options.go_glob`), each valid."""
     retention: Retention
     pattern_at: tuple[tuple[int, str], ...] = ()
-    """(line, key) of each pattern, for messages."""
+    """The line and key path of each pattern, for error messages."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigFile:
-    """What the file sets; None: not set by the file."""
+    """What the config file sets; a field is None where the file does not set it."""
 
     path: Path
     version: int

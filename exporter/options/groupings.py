@@ -24,13 +24,15 @@ class Grouping:
 
     name: str
     labels: tuple[str, ...]
-    """Grouped by in PromQL; the group is the first non-empty, or all joined by `/`."""
+    """The labels aggregated by in PromQL; the group's name is the first of their values
+    present, or all of them joined by `/`."""
     joined: bool = False
-    """True: the group's name is every label joined (namespace/pod); False: the first one
-    present (Hostname, else hostname, else instance)."""
+    """Whether the group's name is every label's value joined (namespace/pod), rather than
+    the first one present (Hostname, else hostname, else instance)."""
     accepted: tuple[str, ...] = ()
-    """Per label, the regex (matched in full) its value must match to name the group; empty:
-    any value. Dynamo's component type names a role only when it says prefill or decode."""
+    """Per label, the regex (matched in full) its value must match to name the group; empty
+    where any value does. Dynamo's component type names a role only when it says prefill or
+    decode."""
 
     def key(self, labels: dict[str, str]) -> str:
         """Return the name of the group that a series with `labels` belongs to: its values of

@@ -48,22 +48,25 @@ class Option(Generic[T_co]):
     """
 
     name: str
-    """Identifier (argparse dest); with spaces for underscores it is the label doctor shows."""
+    """The option's identifier, which is also its argparse destination; with spaces for
+    underscores, it is the label doctor shows."""
     value: Value[T_co]
     default: T_co
     help: str
-    """One line; `code` in backticks (kept in the docs' flag tables, dropped in --help)."""
+    """What the option does, in one line of markdown: `code` in backticks, kept in the docs'
+    flag tables and dropped in --help."""
     commands: frozenset[Command]
     flags: tuple[str, ...] = ()
     """Spellings on the command line; none for a setting read only from the environment."""
     env: tuple[str, ...] = ()
-    """Variables in precedence order."""
+    """The environment variables read, in precedence order."""
     default_text: str | None = None
-    """The default as the flag tables show it (markdown); None: derived from `default`."""
+    """The default as the flag tables show it (markdown), or None to show `default` itself."""
     metavar: str | None = None
-    """Placeholder after the flag in --help and the flag tables; None: the value type's."""
+    """The placeholder after the flag in --help and the flag tables, or None for the value
+    type's."""
     group: str | None = None
-    """Heading this option is listed under in --help."""
+    """The heading this option is listed under in --help."""
     ignored: str | None = None
     """Set for a flag accepted only so that dcgm-exporter's command lines keep working: why it
     has no effect here. Setting it yields a start-up warning instead of an error."""
@@ -125,8 +128,8 @@ class Setting(Generic[T_co]):
     option: Option[T_co]
     value: T_co
     source: str | None
-    """The flag (`--scope`) or variable (`$GPU_EXPORTER_SCOPE`) it was read from; None: the
-    default."""
+    """The flag (`--scope`) or variable (`$GPU_EXPORTER_SCOPE`) it was read from, or None
+    where the value is the default."""
     text: str = ""
     """The text as given (flags without argument: "on")."""
 

@@ -56,7 +56,7 @@ def parse_span(text: str, where: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Span(Value[float]):
-    """Seconds, written as Prometheus writes durations (with days and weeks)."""
+    """A duration in seconds, written as Prometheus writes durations (with days and weeks)."""
 
     metavar = "DURATION"
 
@@ -110,7 +110,8 @@ class Instant(Value[float]):
 
 @dataclass(frozen=True, slots=True)
 class GroupBy(Value[str]):
-    """namespace, pod, node, model (of GPU), role, queue, served-model, or label:<key>."""
+    """A report grouping: namespace, pod, node, model (of GPU), role, queue, served-model, or
+    label:<pod label key>."""
 
     metavar = "namespace|pod|node|model|role|queue|served-model|label:KEY"
 

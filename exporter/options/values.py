@@ -43,7 +43,7 @@ class Value(Generic[T_co]):
     __slots__ = ()
     action: ClassVar[ArgAction] = "store"
     metavar: ClassVar[str | None] = None
-    """Placeholder in `--help` unless the option names its own."""
+    """The placeholder shown in `--help`, unless the option names its own."""
     def parse(self, text: str, where: str) -> T_co:
         """Return the value `text` stands for; ConfigError, naming `where` and what is
         expected, when it stands for none."""
@@ -488,9 +488,9 @@ class Regex(Value[str]):
 
 @dataclass(frozen=True, slots=True)
 class PodLabels(Value[PodLabelSelection]):
-    """`--kubernetes.pod-labels`: one or more preset names separated by commas (`inference`,
-    `llm-d,kai`), else a regex of label keys. A key named like a preset is still reachable
-    as a regex: `^(llm-d)$`."""
+    """The pod labels to copy (`--kubernetes.pod-labels`): one or more preset names separated
+    by commas (`inference`, `llm-d,kai`), else a regex of label keys. A key named like a
+    preset is still reachable as a regex: `^(llm-d)$`."""
 
     metavar = "REGEX|PRESET"
 
@@ -536,7 +536,7 @@ ConfigMapName = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class ConfigMapRef(Value[ConfigMapName | None]):
-    """`<namespace>:<name>` of a ConfigMap, or `none` for none (dcgm-exporter's `-m`)."""
+    """A ConfigMap named `<namespace>:<name>`, or `none` for none (dcgm-exporter's `-m`)."""
 
     metavar = "NAMESPACE:NAME"
 

@@ -51,10 +51,10 @@ class ClaimGrant:
 
 GET_ENABLED = "enabled"
 GET_DISABLED = "disabled"
-"""Like kubelets < 1.34 with the feature gate off: UNKNOWN "PodResources API Get method
-disabled"."""
+"""Get fails as on kubelets before 1.34 with its feature gate off: UNKNOWN "PodResources API
+Get method disabled"."""
 GET_UNIMPLEMENTED = "unimplemented"
-"""Like kubelets that predate Get."""
+"""Get is missing, as on kubelets that predate it."""
 
 
 def _claim_resource(device: ClaimedDevice) -> Any:
