@@ -204,8 +204,8 @@ def _check_resource_names(
             report.line(INFO, f"resource {name}", f"not a GPU resource; ignored ({count})")
     if gpu_like == 0:
         report.line(WARN, "resources", "the kubelet reports no GPU resources",
-                    "is the NVIDIA device plugin running on this node (nvidia.com/gpu.deploy."
-                    "device-plugin label, GPU Operator)?")
+                    "is the NVIDIA device plugin running on this node "
+                    "(nvidia.com/gpu.deploy.device-plugin label, GPU Operator)?")
 
 
 def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: Report) -> None:

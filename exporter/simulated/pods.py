@@ -160,8 +160,8 @@ def write_demo_proc(root: Path, pods: Sequence[PodResources],
                     directory = root / str(pids[int(replica)])
                     directory.mkdir(parents=True, exist_ok=True)
                     (directory / "cgroup").write_text(
-                        f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
-                        f"pod{uid}.slice/cri-containerd-{cid}.scope\n")
+                        f"0::/kubepods.slice/kubepods-besteffort.slice/"
+                        f"kubepods-besteffort-pod{uid}.slice/cri-containerd-{cid}.scope\n")
                     written += 1
     return written
 
