@@ -1,4 +1,6 @@
-"""`python -m exporter.options [--command report] --markdown | --write-readme PAGE.md`."""
+"""Print a command's flag table, or write it into a docs page:
+`python -m exporter.options [--command report] --markdown | --write-readme PAGE.md`.
+"""
 
 from __future__ import annotations
 
