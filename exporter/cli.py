@@ -1,6 +1,6 @@
 """Command-line entry: `gpu-exporter [serve|generate|doctor|report|advise] ...` (serve is the
-default, so dcgm-exporter's command lines work as they are: `gpu-exporter -f counters.csv -c
-5000`).
+default, so dcgm-exporter's command lines work as they are:
+`gpu-exporter -f counters.csv -c 5000`).
 
 Each subcommand's module is imported only when it runs, so serving never loads the
 dashboard generator's or the report's dependencies. The container image installs only the
@@ -38,6 +38,7 @@ DISTRIBUTION = "gpu-exporter"
 
 
 def _entry(command: str) -> Callable[[list[str]], int]:
+    """Return the function that runs `command`, importing its module only now."""
     module, _, function = COMMANDS[command].partition(":")
     entry: Callable[[list[str]], int] = getattr(importlib.import_module(module), function)
     return entry
@@ -68,12 +69,16 @@ def absent_dependencies(distribution: str = DISTRIBUTION) -> list[str]:
 
 
 def tool_absent_message(command: str, absent: Sequence[str]) -> str:
+    """Return the line that says `command` is not in this installation (its libraries
+    `absent` are missing, as in the container image) and where to get it."""
     return (f"gpu-exporter: `{command}` is not in this installation ({', '.join(absent)} not "
             f"installed): the container image carries only {' and '.join(sorted(NODE_COMMANDS))}; "
             f"run `{command}` from `pip install gpu-exporter`, which installs every command")
 
 
 def _run(command: str, rest: list[str]) -> int:
+    """Run `command` with the arguments `rest` and return its exit status; 2 for an unknown
+    command, 1 for a tool whose libraries this installation lacks."""
     if command in COMMANDS:
         if command not in NODE_COMMANDS:
             # Checked before anything runs: the libraries are imported lazily, so without
@@ -91,6 +96,8 @@ def _run(command: str, rest: list[str]) -> int:
 
 
 def missing_module_message(exc: ModuleNotFoundError) -> str:
+    """Return the line, shown instead of a traceback, that names the module `exc` found
+    missing and says how to reinstall the exporter."""
     missing = exc.name or str(exc)
     return (f"gpu-exporter: the Python module {missing!r} is missing from this installation; "
             "reinstall gpu-exporter (e.g. `pip install --force-reinstall gpu-exporter`): "
@@ -98,6 +105,8 @@ def missing_module_message(exc: ModuleNotFoundError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command the first argument names, with the arguments after it, and return its
+    exit status; serve runs when there is no argument or the first is a flag."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args[0] if args and not args[0].startswith("-") else "serve"
     rest = args[1:] if args and args[0] == command else args

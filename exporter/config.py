@@ -1,11 +1,12 @@
-"""Flags and environment -> one frozen ServeConfig, holding one settings object per layer.
+"""Turn serve's flags and environment into one frozen ServeConfig, which holds one settings
+object per layer.
 
 The options themselves (flags, variables, parsers, defaults, precedence) are declared once in
 `exporter.options`, each naming the settings field it fills (`Option.fills`); `filled` copies
 every such value into its object, so an option that fills a field needs no code here. This
-module adds only what spans several options: `--sim.kubelet` and
-`--scope pod` turn Kubernetes attribution on, pod scope needs POD_NAME and POD_NAMESPACE, and
-the host label's value falls back to the host name. dcgm-exporter's pod labels, pod UID, DRA
+module adds only what spans several options: `--sim.kubelet` and `--scope pod` turn
+Kubernetes attribution on, pod scope needs POD_NAME and POD_NAMESPACE, and the host label's
+value falls back to the host name. dcgm-exporter's pod labels, pod UID, DRA
 and ConfigMap options turn nothing else on, like `--kubernetes.pod-labels`.
 
 dcgm-exporter's YAML config file (`--config-file`, `exporter.options.config_file`) sits
@@ -71,11 +72,12 @@ class ServeConfig:
     """What the node fault writer writes on the API server (nothing by default)."""
     sim: SimSettings = field(default_factory=SimSettings)
     backend: BackendName = "auto"
-    """"auto" (= nvml), "nvml", or "sim" for the built-in simulated node."""
+    """Which NVML to read: "auto" (which is "nvml"), "nvml", or "sim" for the built-in
+    simulated node."""
     config_file: Path | None = None
     """dcgm-exporter's YAML config file, already applied to the settings."""
     collectors: Path | None = None
-    """The collectors CSV; None: the built-in default set (or `inline_collectors`)."""
+    """The collectors CSV, or None for the built-in default set (or `inline_collectors`)."""
     inline_collectors: Collectors | None = None
     """The config file's `metrics.fields`, checked as CSV rows; served instead of a file."""
     watch_groups: tuple[WatchGroup, ...] = ()
@@ -87,10 +89,11 @@ class ServeConfig:
     prof_counterparts: bool = True
     """Serve NVML's counterparts of DCGM_FI_PROF_* fields on GPUs without GPM."""
     use_old_namespace: bool = False
-    """dcgm-exporter 1.x label names (`-o`)."""
+    """Whether series use dcgm-exporter 1.x label names (`-o`)."""
     replace_blanks_in_model_name: bool = False
     hpc_job_mapping_dir: Path | None = None
-    """Files naming the HPC jobs on each GPU; None: no `hpc_job` label."""
+    """The directory of files naming the HPC jobs on each GPU, or None for no `hpc_job`
+    label."""
     container_labels: bool = False
     """A `container` label from a container runtime's API (only outside Kubernetes: with
     Kubernetes on, this is False and a start-up warning says so)."""
@@ -101,7 +104,7 @@ class ServeConfig:
     """dcgm-exporter's DCGM watch retention: checked as it checks them, used for nothing."""
     label_limit: int = 0
     """At most this many labels per series, the name counted; copied pod labels beyond it
-    are left off. 0: no limit."""
+    are left off; 0 sets no limit."""
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     startup_warnings: tuple[str, ...] = ()
@@ -140,7 +143,8 @@ def filled(target: str, make: Callable[..., S], r: Resolution,
 
 
 def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
-    """The Kubernetes settings serve and doctor share (doctor resolves only these options)."""
+    """Return the Kubernetes settings that serve and doctor share (doctor resolves only these
+    options), with attribution on or off as `enabled` says."""
     pod_labels = r[opt.POD_LABELS] or PodLabelSelection()
     return filled("kubernetes", KubernetesConfig, r, enabled=enabled,
                   node_name=r[opt.NODE_NAME], pod_labels=pod_labels.regex,
@@ -154,8 +158,9 @@ _CONDITION_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 
 
 def faults_config(r: Resolution) -> NodeFaultsConfig:
-    """The node fault writer's settings (serve and doctor share them); a taint key or
-    condition type the API server would refuse, or no NODE_NAME, is a ConfigError."""
+    """Return the node fault writer's settings, which serve and doctor share; a taint key or
+    condition type the API server would refuse, or a fault option on without NODE_NAME, is a
+    ConfigError."""
     config = filled("faults", NodeFaultsConfig, r, node_name=r[opt.NODE_NAME])
     if not _QUALIFIED_NAME.fullmatch(config.taint_key):
         raise ConfigError(f"--faults.taint-key {config.taint_key!r}: expected a label key, "
@@ -170,7 +175,8 @@ def faults_config(r: Resolution) -> NodeFaultsConfig:
 
 
 def _timeout(r: Resolution, option: Option[float | None], warnings: list[str]) -> float:
-    """The timeout's seconds; a value that stood for the default adds a warning."""
+    """Return the seconds of the web timeout `option`: its value, or its default where the
+    text given did not parse, which also adds a start-up warning to `warnings`."""
     setting = r.setting(option)
     default = option.default
     assert default is not None  # the table gives every timeout a default
@@ -182,16 +188,18 @@ def _timeout(r: Resolution, option: Option[float | None], warnings: list[str]) -
 
 
 def check_watch_retention(age_s: float, samples: int, where: str) -> None:
-    """dcgm-exporter's WatchRetention.Validate: no limit at all is refused (the ranges of
-    each are checked where it is read)."""
+    """Refuse, with a ConfigError naming `where`, a DCGM watch retention that sets no limit at
+    all, as dcgm-exporter's WatchRetention.Validate does; the range of each limit is checked
+    where it is read."""
     if age_s == 0 and samples == 0:
         raise ConfigError(f"{where}: max keep age and max keep samples cannot both be 0 (one "
                           "of them must limit what a DCGM watch keeps)")
 
 
 def _container_labels(r: Resolution, *, kubernetes: bool, warnings: list[str]) -> bool:
-    """dcgm-exporter's checks: ignored (with a warning) in Kubernetes mode, else a socket is
-    required."""
+    """Return whether serve adds container runtime labels, checked as dcgm-exporter checks
+    `--container-labels`: with Kubernetes mode on it is ignored, with a warning; otherwise it
+    needs a runtime socket (ConfigError without one)."""
     if not r[dcgm.CONTAINER_LABELS]:
         return False
     if kubernetes:
@@ -208,13 +216,16 @@ T = TypeVar("T")
 
 
 def _layered(r: Resolution, option: Option[T], from_file: T | None) -> T:
-    """A flag or variable that was set, else the config file's value, else the default."""
+    """Return the option's value from a flag or variable that was set, else the config file's
+    value `from_file`, else the option's default."""
     if from_file is None or r.setting(option).source is not None:
         return r[option]
     return from_file
 
 
 def _config_file(r: Resolution) -> ConfigFile | None:
+    """Return the config file that `--config-file` names, read and checked, or None without
+    one; ConfigError names the file's mistake."""
     path = r[opt.CONFIG_FILE]
     if path is None:
         return None
@@ -225,7 +236,8 @@ def _config_file(r: Resolution) -> ConfigFile | None:
 
 
 def _inline_collectors(r: Resolution, file: ConfigFile | None) -> Collectors | None:
-    """The file's inline rows, unless `-f` or `-m` was set (which beat the file)."""
+    """Return the config file's inline collectors rows, checked as a collectors CSV is, unless
+    `-f` or `-m` was set (either beats the file); None where the file has no rows."""
     if file is None or file.inline_rows is None:
         return None
     if r.setting(opt.COLLECTORS).source or r.setting(dcgm.CONFIGMAP_DATA).source:
@@ -237,8 +249,9 @@ def _inline_collectors(r: Resolution, file: ConfigFile | None) -> Collectors | N
 
 
 def _watch_retention(r: Resolution, file: ConfigFile | None) -> tuple[float, int]:
-    """dcgm-exporter's order: default, the file's, then a flag or variable set; the result
-    and each watch group's (laid over it) must keep some limit."""
+    """Return the DCGM watch retention (max keep age, max keep samples), layered in
+    dcgm-exporter's order: the default, then the file's, then a flag or variable that was
+    set. The result, and each watch group's override laid over it, must keep some limit."""
     retention = file.retention if file is not None else None
     age = _layered(r, dcgm.WATCH_MAX_KEEP_AGE, retention.max_age_s if retention else None)
     samples = _layered(r, dcgm.WATCH_MAX_KEEP_SAMPLES, retention.max_samples if retention else None)
@@ -252,8 +265,9 @@ def _watch_retention(r: Resolution, file: ConfigFile | None) -> tuple[float, int
 
 
 def _check_bind_unbind(r: Resolution, file: ConfigFile | None, warnings: list[str]) -> None:
-    """dcgm-exporter's check of its bind/unbind watch (which means nothing here): when on, its
-    poll interval must be above zero. An interval that does not parse is its default, 1s."""
+    """Check the bind/unbind watch's poll interval as dcgm-exporter does, though the watch
+    means nothing here: with the watch on, an interval given must be above zero (ConfigError).
+    An interval that does not parse stands for the default, 1s, and adds a warning."""
     enabled = _layered(r, dcgm.ENABLE_GPU_BIND_UNBIND_WATCH,
                        file.bind_unbind_watch if file else None)
     setting = r.setting(dcgm.GPU_BIND_UNBIND_POLL_INTERVAL)
@@ -320,4 +334,6 @@ def serve_config(r: Resolution) -> ServeConfig:
 
 
 def parse_serve_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> ServeConfig:
+    """Return serve's settings from its command line `argv` and the environment `env` (the
+    process's when None); ConfigError names the first bad value."""
     return serve_config(parse_command_line("serve", argv, os.environ if env is None else env))

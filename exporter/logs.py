@@ -9,6 +9,9 @@ import time
 
 
 class _JsonFormatter(logging.Formatter):
+    """A formatter writing each record as one JSON object: its UTC time, level, logger,
+    message and any traceback."""
+
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -23,6 +26,8 @@ class _JsonFormatter(logging.Formatter):
 
 
 def setup_logging(fmt: str, level: str) -> None:
+    """Send log records from `level` up to standard error, as plain text or, with `fmt`
+    "json", one JSON object per line; aiohttp's access log is kept to warnings."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(_JsonFormatter())

@@ -1,4 +1,5 @@
-"""`gpu-exporter serve`: wires config -> backend -> sampler -> web, and runs until SIGTERM."""
+"""`gpu-exporter serve`: wire the settings, the device backend, the sampler and the web server
+together, and run until SIGTERM."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ SHUTDOWN_BUDGET_S = 4.0
 
 
 def _fail(message: str, code: int = 2) -> int:
+    """Print `message` as serve's one line on standard error and return the exit status `code`."""
     print(f"gpu-exporter: {message}", file=sys.stderr)
     return code
 
@@ -70,7 +72,9 @@ def _load_nvml_lib(cfg: ServeConfig) -> NvmlLib:
 
 
 def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors | None:
-    """The ConfigMap follower (`-m <ns>:<name>`), or None."""
+    """Return the follower of the collectors ConfigMap that `-m <ns>:<name>` names; None
+    without `-m`, or where the ConfigMap cannot be followed (`fallback`, the collectors file,
+    is then served)."""
     if cfg.kubernetes.configmap is None:
         return None
     from exporter.k8s.configmap import ConfigMapCollectors
@@ -79,7 +83,8 @@ def _follow_configmap(cfg: ServeConfig, fallback: Path) -> ConfigMapCollectors |
 
 
 def _node_fault_writer(cfg: ServeConfig) -> NodeFaultWriter | None:
-    """The writer of the node's condition, Events and taint, when any is enabled."""
+    """Return the writer of the node's condition, Events and taint when any of them is
+    enabled, else None."""
     if not cfg.faults.enabled:
         return None
     from exporter.nodefaults.apihttp import ApiHttp, credentials
@@ -105,8 +110,8 @@ async def _restore_faults(writer: NodeFaultWriter) -> None:
 
 def _attribution(cfg: ServeConfig, lib: NvmlLib, poll_worker: DaemonExecutor,
                  sim: SimNode | None) -> AttributionSource | None:
-    """Who owns each GPU: the kubelet's pods (`-k`), a container runtime's containers
-    (`--container-labels`), or nobody."""
+    """Return what says who holds each GPU: the kubelet's pods (`-k`), a container runtime's
+    containers (`--container-labels`), or None when neither is asked for."""
     if cfg.kubernetes.enabled:
         from exporter.k8s.source import build_source
 
@@ -124,8 +129,8 @@ def _attribution(cfg: ServeConfig, lib: NvmlLib, poll_worker: DaemonExecutor,
 
 def _publisher(cfg: ServeConfig, server: WebServer,
                writer: NodeFaultWriter | None) -> SamplerPublisher[Rendered]:
-    """What renders each poll: the exposition, with the web's self-metrics, feeding the
-    node fault writer when there is one."""
+    """Return what renders each poll for scrapes: the exposition with the web server's
+    self-metrics, which also feeds the node fault writer when there is one."""
     style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
     jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
     publish = server.publishing(Publisher(cfg.backend, style, jobs,
@@ -140,7 +145,8 @@ def _publisher(cfg: ServeConfig, server: WebServer,
 
 
 def _fault_tracker(cfg: ServeConfig, lib: NvmlLib) -> FaultTracker:
-    """The held faults, stamped with this boot (the simulated node's, with --backend sim).
+    """Return the tracker of held faults, stamped with this boot's id (the simulated node's
+    with --backend sim).
 
     The boot id is read once: it cannot change while this process runs (a reboot ends it),
     so the poll loop need not read /proc for it each time.
@@ -179,6 +185,9 @@ async def _shut_down(cfg: ServeConfig, server: WebServer, sampler: Sampler[Rende
 
 async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors: Collectors,
                web_config: LiveWebConfig | None, tmp: Path | None) -> int:
+    """Poll once, then serve scrapes until SIGTERM or SIGINT, and shut down; return the exit
+    status (1 when the address cannot be listened on). `tmp` holds the simulated kubelet's
+    files with --sim.kubelet."""
     sim: SimNode | None = None
     if cfg.sim.kubelet:
         from exporter.simulated.wiring import start_sim_node
@@ -224,8 +233,9 @@ async def _run(cfg: ServeConfig, lib: NvmlLib, backend: NvmlBackend, collectors:
 
 def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
                                                   ConfigMapCollectors | None, Collectors]:
-    """The web config, the ConfigMap follower and the collectors, before NVML: a file that
-    cannot be used stops the start, naming the file and key (ConfigError)."""
+    """Return the web config, the ConfigMap follower and the collectors, loaded before NVML
+    so that a file that cannot be used stops the start with a ConfigError naming the file and
+    key."""
     web_config = None
     if cfg.web.config_file is not None:
         # TLS and basic auth code loads only when a web config is given.
@@ -257,8 +267,8 @@ def _load_start_files(cfg: ServeConfig) -> tuple[LiveWebConfig | None,
 
 def _check_watch_groups(cfg: ServeConfig, configmap: ConfigMapCollectors | None,
                         collectors: Collectors) -> None:
-    """The file's watch groups against the collectors this start serves (checked once: the
-    file is read only at start-up)."""
+    """Check the config file's watch groups against the collectors this start serves, once,
+    since the file is read only at start-up; ConfigError names the group at fault."""
     from exporter.options.watch_groups import check_watch_groups
     from exporter.yamlfiles import YamlError
 
@@ -272,6 +282,9 @@ def _check_watch_groups(cfg: ServeConfig, configmap: ConfigMapCollectors | None,
 
 
 def main(argv: Sequence[str]) -> int:
+    """Run `gpu-exporter serve` with `argv` until SIGTERM or SIGINT and return its exit
+    status: 0 after a clean shutdown, 2 for a setting or file that cannot be used, 1 when NVML
+    cannot start or the address cannot be listened on."""
     try:
         cfg = parse_serve_args(argv)
     except ConfigError as exc:
@@ -296,6 +309,8 @@ def main(argv: Sequence[str]) -> int:
 
 def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
            configmap: ConfigMapCollectors | None, collectors: Collectors) -> int:
+    """Start NVML with the loaded collectors and serve until a signal ends it; return the exit
+    status (see main)."""
     if configmap is not None:  # the sampler follows the ConfigMap through this path
         cfg = replace(cfg, collectors=configmap.path,
                       sampler=replace(cfg.sampler, collectors_path=configmap.path))

@@ -60,7 +60,8 @@ _KINDS = {"int": "an integer", "bool": "true or false", "number": "a number",
 
 
 class YamlError(ValueError):
-    """One line naming the file, the line and the key at fault."""
+    """A YAML file that cannot be used; its message is one line naming the file, the line
+    and the key at fault."""
 
 
 @dataclass(slots=True)
@@ -69,7 +70,7 @@ class Decoded:
 
     value: object
     lines: dict[str, int] = field(default_factory=dict)
-    """Key path (`collections[0].every`) -> its line, 1-based."""
+    """The 1-based line of each key path (`collections[0].every`)."""
 
 
 def _line(node: Node) -> int:
@@ -238,8 +239,8 @@ def _decode_mapping(path: FilePath, node: MappingNode, schema: Mapping[str, Sche
 
 
 def _any(node: Node, key: str, lines: dict[str, int], built: dict[int, object]) -> object:
-    """The node as PyYAML's safe loader builds it (mapping keys keep their type), noting the
-    line of every key path; an alias is the value built at its anchor."""
+    """Return the node as PyYAML's safe loader builds it (mapping keys keep their type),
+    noting the line of every key path in `lines`; an alias is the value built at its anchor."""
     from yaml.nodes import MappingNode, SequenceNode
 
     if id(node) in built:
@@ -324,9 +325,12 @@ class Section:
     lines: Mapping[str, int]
 
     def __contains__(self, name: str) -> bool:
+        """Return whether the mapping sets the key `name` (outside a `MapOf`, a null value
+        counts as absent)."""
         return name in self.values
 
     def __iter__(self) -> Iterator[str]:
+        """Return an iterator over the keys the mapping sets, in the file's order."""
         return iter(self.values)
 
     def key_of(self, name: str) -> str:

@@ -39,6 +39,9 @@ def report_settings(settings: Resolution, report: Report) -> None:
 
 
 def main(argv: list[str], out: TextIO | None = None) -> int:
+    """Run doctor with serve's flags `argv` (and its variables): print the settings, one line
+    per check and a summary to `out` (standard output when None), and return 1 when any check
+    failed, else 0."""
     report = Report(out or sys.stdout)
     try:
         settings = parse_command_line("doctor", argv, os.environ,
@@ -55,6 +58,8 @@ def main(argv: list[str], out: TextIO | None = None) -> int:
 
 
 def _run_checks(settings: Resolution, report: Report) -> None:
+    """Run the checks in the order a problem would hide the next one: the web config, NVML,
+    then, unless Kubernetes is skipped, the kubelet, the API server and the node faults."""
     check_web_config(settings[opt.WEB_CONFIG_FILE], report)
     inventory = check_nvml(settings, report)
     if settings[opt.SKIP_KUBERNETES]:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 
 def check_socket(path: str, report: Report) -> bool:
+    """Report whether the pod-resources socket at `path` exists, is a socket and may be
+    connected to, with the fix for each problem; return True when the kubelet can be called
+    through it."""
     directory = os.path.dirname(path) or "."
     try:
         st = os.stat(path)
@@ -75,6 +78,9 @@ _GRPC_FIXES = {
 async def kubelet_checks(
     config: KubernetesConfig, inventory: Inventory | None, timeout_s: float, report: Report
 ) -> None:
+    """Call the kubelet and report what it answers: its pods and the devices they hold, the
+    resource names it reports, this pod's devices with `--scope pod`, and whether each device
+    id held maps to a GPU or MIG instance of `inventory` (skipped without one)."""
     from exporter.k8s.attribution import (
         DeviceResolver,
         attribute,
@@ -141,6 +147,8 @@ async def kubelet_checks(
 
 async def _check_own_pod(client: PodResourcesClient, config: KubernetesConfig,
                          report: Report) -> None:
+    """Report how many devices the kubelet says this pod (POD_NAMESPACE/POD_NAME) holds,
+    which is what `--scope pod` exports."""
     from exporter.k8s.kubelet_client import KubeletCallError
 
     if not (config.pod_name and config.pod_namespace):
@@ -169,6 +177,9 @@ def _check_resource_names(
     allocations: Sequence[Allocation],
     report: Report,
 ) -> None:
+    """Report each resource name the kubelet knows: accepted as GPUs, carrying GPU device ids
+    but not accepted (with the flag that would accept it), or not a GPU resource; warn when
+    none is a GPU resource."""
     # Imported here as kubelet_checks does: doctor loads the k8s layer only when it runs.
     from exporter.k8s.attribution import resource_accepted
     from exporter.k8s.device_ids import looks_like_gpu_id
@@ -193,11 +204,13 @@ def _check_resource_names(
             report.line(INFO, f"resource {name}", f"not a GPU resource; ignored ({count})")
     if gpu_like == 0:
         report.line(WARN, "resources", "the kubelet reports no GPU resources",
-                    "is the NVIDIA device plugin running on this node (nvidia.com/gpu.deploy."
-                    "device-plugin label, GPU Operator)?")
+                    "is the NVIDIA device plugin running on this node "
+                    "(nvidia.com/gpu.deploy.device-plugin label, GPU Operator)?")
 
 
 def check_enrichment(config: KubernetesConfig, kubeconfig: str | None, report: Report) -> None:
+    """Report whether this node's pods (or this pod) can be listed from the API server, as
+    the pod labels need: NODE_NAME set, the kubernetes client installed, the list allowed."""
     # The pod-labels regex was checked when the settings were resolved.
     if config.scope != "pod" and not config.node_name:
         report.line(FAIL, "API server", "NODE_NAME is not set, so this node's pods can't be "

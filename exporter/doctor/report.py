@@ -11,10 +11,15 @@ OK, INFO, WARN, FAIL = "OK", "INFO", "WARN", "FAIL"
 
 @dataclass
 class Report:
+    """Doctor's output: each check's line written to `out` as soon as it is made, and the
+    count of each verdict for the summary."""
+
     out: TextIO
     verdicts: Counter[str] = field(default_factory=Counter)
 
     def line(self, verdict: str, check: str, found: str, fix: str | None = None) -> None:
+        """Write one line, `[VERDICT] check: found -> fix: fix` (no fix when None), and count
+        the verdict."""
         self.verdicts[verdict] += 1
         text = f"[{verdict:>4}] {check}: {found}"
         if fix:
@@ -23,4 +28,5 @@ class Report:
 
     @property
     def failed(self) -> bool:
+        """Return whether any check failed."""
         return self.verdicts[FAIL] > 0

@@ -1,4 +1,5 @@
-"""Doctor's web config check: the file serve would load, read and built the way serve does."""
+"""Doctor's web config check: the file serve would load, read and built as serve reads and
+builds it."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ from), and the flag tables of the docs.
 Declaring an option: add an `Option` to `serve_table.py` (or the table of its command) with
 its flags, variables in precedence order, value type, default, help, commands and the
 settings field it fills (`fills`, see docs/architecture.md "Where to change what"); the table
-lists it because the module declares it. A flag of
-dcgm-exporter that has no meaning here gets `ignored="<reason>"`: it is accepted, and when set
-yields a start-up warning (`Resolution.warnings()`).
+lists it because the module declares it. A flag of dcgm-exporter that has no meaning here gets
+`ignored="<reason>"`: it is accepted, and when set yields a start-up warning
+(`Resolution.warnings()`).
 """
 
 from exporter.options.option import Command, Option, Resolution, Setting

@@ -1,4 +1,6 @@
-"""`python -m exporter.options [--command report] --markdown | --write-readme PAGE.md`."""
+"""Print a command's flag table, or write it into a docs page:
+`python -m exporter.options [--command report] --markdown | --write-readme PAGE.md`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from exporter.options.markdown import markdown_table, write_readme
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Print a command's flag table as markdown, or rewrite the table block of a docs page
+    with it; return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m exporter.options",
                                      description="The flag table of a command.")
     parser.add_argument("--command", choices=("serve", "report", "advise"), default="serve",

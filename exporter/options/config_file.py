@@ -1,14 +1,14 @@
 """dcgm-exporter's YAML config file (`--config-file`), versions 1 and 2, checked as its 4.8.4
 `appconfig/yaml_config.go` checks them, and what each key stands for here.
 
-Version 1 has `metrics`, `collection` (interval, retention, watchGroups), `sources.dcgm.
-detectBindUnbind` and `server`; version 2 has `metrics`, `collections` (the one including
-exactly `["*"]` sets the collect interval and default retention, the others are watch
-groups), `sources.dcgm` (watch, detectBindUnbind) and `server`. The schemas do not mix.
+Version 1 has `metrics`, `collection` (interval, retention, watchGroups),
+`sources.dcgm.detectBindUnbind` and `server`; version 2 has `metrics`, `collections` (the one
+including exactly `["*"]` sets the collect interval and default retention, the others are
+watch groups), `sources.dcgm` (watch, detectBindUnbind) and `server`. The schemas do not mix.
 
 Meaning here: `metrics.file` is the collectors file, `metrics.fields` inline collectors rows,
-the interval the collect interval, `server.maxConcurrentScrapes` and `metrics.
-enableExporterMetrics` their flags. Watch retention, watch groups and bind/unbind detection
+the interval the collect interval, `server.maxConcurrentScrapes` and
+`metrics.enableExporterMetrics` their flags. Watch retention, watch groups and bind/unbind detection
 are DCGM's: checked as upstream checks them, then each one given logs one warning saying it
 means nothing here, as the equivalent flags do. `exporter.config` applies the result under
 the flags and variables that were set; once the collectors are known, serve checks the watch
@@ -77,12 +77,14 @@ class Retention:
     max_samples: int | None = None
 
     def over(self, age_s: float, samples: int) -> tuple[float, int]:
-        """The values this override leaves of `age_s` and `samples`."""
+        """Return the age and sample limits this override leaves of `age_s` and `samples`:
+        its own where it sets one, else theirs."""
         return (age_s if self.max_age_s is None else self.max_age_s,
                 samples if self.max_samples is None else self.max_samples)
 
     def under(self, top: Retention) -> Retention:
-        """This override with `top`'s set values laid over it."""
+        """Return this override with `top`'s set values laid over it: `top` wins where it
+        sets a value."""
         return Retention(self.max_age_s if top.max_age_s is None else top.max_age_s,
                          self.max_samples if top.max_samples is None else top.max_samples)
 
@@ -93,18 +95,18 @@ class WatchGroup:
 
     name: str
     where: str
-    """`FILE:LINE: KEY` of the group, for messages."""
+    """Where the group is written, `FILE:LINE: KEY`, for error messages."""
     interval_ms: int
     patterns: tuple[str, ...]
     """Go path.Match patterns (`exporter.options.go_glob`), each valid."""
     retention: Retention
     pattern_at: tuple[tuple[int, str], ...] = ()
-    """(line, key) of each pattern, for messages."""
+    """The line and key path of each pattern, for error messages."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigFile:
-    """What the file sets; None: not set by the file."""
+    """What the config file sets; a field is None where the file does not set it."""
 
     path: Path
     version: int
@@ -131,7 +133,8 @@ class _Reader:
         self.warnings: list[str] = []
 
     def line_of(self, key: str) -> int:
-        """The line of the key path `key`, else of the nearest key above it that has one."""
+        """Return the line of the key path `key`, else of the nearest key above it that has
+        one."""
         return self.root.line_of(key)
 
     def error(self, key: str, message: str) -> YamlError:
@@ -142,7 +145,9 @@ class _Reader:
                                      f"accepted for compatibility; ignored because {reason}"))
 
     def millis(self, key: str, text: str | None) -> int:
-        """parseYAMLDurationMillis: a Go duration, > 0, in whole milliseconds."""
+        """Return the whole milliseconds of the Go duration `text` at `key`, checked as
+        dcgm-exporter's parseYAMLDurationMillis checks it: above zero, and a whole number of
+        milliseconds."""
         ns = self.go_duration(key, text)
         if ns <= 0:
             raise self.error(key, "must be greater than 0")
@@ -157,7 +162,10 @@ class _Reader:
             raise self.error(key, str(exc)) from None
 
     def retention(self, tree: Section, age: str, samples: str) -> Retention:
-        """watchRetentionOverride: age a Go duration >= 0, samples 0 to 2147483647."""
+        """Return the retention override that `tree` sets with its `age` and `samples` keys,
+        checked as dcgm-exporter's watchRetentionOverride checks it: the age a Go duration not
+        below zero, the samples from 0 to 2147483647. An override that sets anything adds a
+        warning, since there are no DCGM watches here."""
         override = Retention()
         if age in tree:
             ns = self.go_duration(tree.key_of(age), tree.text(age))
@@ -215,7 +223,8 @@ def parse_config_file(path: Path, text: str) -> ConfigFile:
 
 
 def _settings(reader: _Reader) -> ConfigFile:
-    """What both versions share: metrics, server and sources.dcgm.detectBindUnbind."""
+    """Return the settings both versions share: `metrics`, `server` and
+    `sources.dcgm.detectBindUnbind`."""
     found = ConfigFile(reader.path, reader.version)
     scrapes = reader.root.section("server").integer("maxConcurrentScrapes")
     if scrapes is not None:

@@ -147,13 +147,15 @@ _REENUMERATED = ("GPUs that come or go are found by re-enumeration (every minute
 
 
 def _ignored_switch(name: str, flag: str, env: str, help_: str, reason: str) -> Option[bool]:
+    """Return a compatibility-only switch of serve, which has no effect here for `reason`."""
     return Option(name, Switch(), False, help_, SERVE, group=IGNORED_GROUP, flags=(flag,),
                   env=(env,), ignored=reason)
 
 
 def _ignored_text(name: str, flags: tuple[str, ...], env: str, help_: str, reason: str,
                   metavar: str, value: Value[str] | None = None) -> Option[str | None]:
-    """`value`: how the text is checked (as dcgm-exporter checks it); None: any text."""
+    """Return a compatibility-only option of serve that takes text, which has no effect here
+    for `reason`; `value` checks the text as dcgm-exporter checks it (None: any text)."""
     return Option(name, value or Text(), None, help_, SERVE, group=IGNORED_GROUP, flags=flags,
                   env=(env,), metavar=metavar, ignored=reason)
 

@@ -34,11 +34,14 @@ class GroupByList(Value[str]):
     metavar = "GROUPING[,GROUPING...]"
 
     def parse(self, text: str, where: str) -> str:
+        """Return `text` unchanged once each comma-separated part is checked as a report
+        grouping; ConfigError names the first part that is not one."""
         for part in text.split(","):
             GroupBy().parse(part.strip(), where)
         return text
 
     def samples(self) -> tuple[str, ...]:
+        """Return a list of one grouping and a list of two."""
         return ("namespace", "namespace,label:team")
 
 OUT: Option[Path] = Option(

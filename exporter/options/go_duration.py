@@ -21,7 +21,8 @@ _PART = re.compile(r"(\d+\.?\d*|\.\d+)([a-zµμ]*)")
 
 
 def parse_go_duration(text: str) -> int:
-    """Nanoseconds from Go duration text; ValueError says what is wrong, as Go's does."""
+    """Return the whole nanoseconds of Go duration text (a fraction of a nanosecond is
+    dropped, as Go drops it); ValueError says what is wrong in Go's words."""
     quoted = f'"{text}"'
     rest = text
     sign = 1
@@ -50,12 +51,13 @@ def parse_go_duration(text: str) -> int:
 
 
 def go_seconds(text: str) -> float:
-    """Seconds from Go duration text (ValueError as parse_go_duration)."""
+    """Return the seconds of Go duration text; ValueError as parse_go_duration raises it."""
     return parse_go_duration(text) / 1e9
 
 
 def go_text(seconds: float) -> str:
-    """Seconds as Go prints a duration: 600 -> "10m0s", 10 -> "10s", 0.5 -> "500ms"."""
+    """Return `seconds` written as Go prints a duration: 600 -> "10m0s", 10 -> "10s",
+    0.5 -> "500ms"."""
     ns = round(seconds * 1e9)
     if ns == 0:
         return "0s"

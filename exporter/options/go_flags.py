@@ -10,8 +10,8 @@ first argument that is not a flag or after `--`.
 
 `go_to_argparse` checks a command line by those rules and rewrites each flag into the one
 spelling argparse reads unambiguously (`--collectors=x.csv`), so argparse then only checks
-values and builds --help. Errors are the line Go writes (`flag provided but not defined:
--x`), raised as GoFlagError.
+values and builds --help. Errors are the line Go writes
+(`flag provided but not defined: -x`), raised as GoFlagError.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Go's `path.Match` patterns, which dcgm-exporter matches watch groups' field patterns with.
+r"""Go's `path.Match` patterns, which dcgm-exporter matches watch groups' field patterns with.
 
 `*` is any run of characters but `/`, `?` one character but `/`, `[...]` a class (`[^...]`
-negated; `lo-hi` ranges), `\\c` the character c; matching is case-sensitive and covers the
+negated; `lo-hi` ranges), `\c` the character c; matching is case-sensitive and covers the
 whole name. Python's `fnmatch` differs: it negates with `[!...]` (in Go `!` is a member),
 reads a backslash as itself, lets `*` cross `/`, and takes a malformed pattern (`[abc`,
 `[]`, `[a-]`, a trailing backslash) literally where Go refuses it; hence this translation.
@@ -42,7 +42,8 @@ def compile_go_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def _char_class(pattern: str, index: int) -> tuple[str, int]:
-    """The class whose body starts at `index`, and the index after its `]`."""
+    """Return the regex for the class whose body starts at `index`, and the index after its
+    `]`."""
     negated = pattern.startswith("^", index)
     if negated:
         index += 1
@@ -64,7 +65,8 @@ def _char_class(pattern: str, index: int) -> tuple[str, int]:
 
 
 def _class_char(pattern: str, index: int) -> tuple[str, int]:
-    """Go's getEsc: one (possibly escaped) character of a class, and the index after it."""
+    """Return one character of a class, its escape removed, and the index after it, read as
+    Go's getEsc reads it; BadPattern where Go refuses the class."""
     if index >= len(pattern) or pattern[index] in "-]":
         raise BadPattern("a character class must be closed by ']' and hold characters or "
                          "ranges; '-' and ']' inside it need a backslash")

@@ -1,7 +1,7 @@
 """What each `--group-by` name groups by: the labels aggregated by in PromQL, and how a
-group's name follows from them. The report groups its figures this way, and `generate
-rules --group-by` records the usage rules per group the same way, so the report can read
-them.
+group's name follows from them. The report groups its figures this way, and
+`generate rules --group-by` records the usage rules per group the same way, so the report can
+read them.
 """
 
 from __future__ import annotations
@@ -24,15 +24,20 @@ class Grouping:
 
     name: str
     labels: tuple[str, ...]
-    """Grouped by in PromQL; the group is the first non-empty, or all joined by `/`."""
+    """The labels aggregated by in PromQL; the group's name is the first of their values
+    present, or all of them joined by `/`."""
     joined: bool = False
-    """True: the group's name is every label joined (namespace/pod); False: the first one
-    present (Hostname, else hostname, else instance)."""
+    """Whether the group's name is every label's value joined (namespace/pod), rather than
+    the first one present (Hostname, else hostname, else instance)."""
     accepted: tuple[str, ...] = ()
-    """Per label, the regex (matched in full) its value must match to name the group; empty:
-    any value. Dynamo's component type names a role only when it says prefill or decode."""
+    """Per label, the regex (matched in full) its value must match to name the group; empty
+    where any value does. Dynamo's component type names a role only when it says prefill or
+    decode."""
 
     def key(self, labels: dict[str, str]) -> str:
+        """Return the name of the group that a series with `labels` belongs to: its values of
+        `labels` joined by `/` for a joined grouping, else the first value present that its
+        `accepted` pattern allows ("" when none does)."""
         values = [labels.get(name, "") for name in self.labels]
         if self.joined:
             return "/".join(values)
@@ -42,11 +47,12 @@ class Grouping:
 
     @property
     def by(self) -> str:
+        """Return the labels to aggregate by, as a PromQL `by (...)` clause lists them."""
         return ", ".join(self.labels)
 
 
 def grouping(name: str) -> Grouping:
-    """The grouping a `--group-by` value names; ConfigError for an unknown one."""
+    """Return the grouping a `--group-by` value names; ConfigError for an unknown one."""
     if name == "namespace":
         return Grouping(name, ("namespace",))
     if name == "pod":

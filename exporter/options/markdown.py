@@ -20,7 +20,8 @@ HEADER = "| flag | environment | default | meaning |\n|---|---|---|---|\n"
 
 
 def _flags_text(flags: tuple[str, ...], value: Value[object], metavar: str | None) -> str:
-    """E.g. "`-f`, `--collectors`", "`--scope {node,pod}`", "`--sim.fault SPEC`"."""
+    """Return the flag cell's text for one option or alias, e.g. "`-f`, `--collectors`",
+    "`--scope {node,pod}`" or "`--sim.fault SPEC`": the placeholder follows the last flag."""
     if not flags:
         return ""
     suffix = ""
@@ -33,7 +34,8 @@ def _flags_text(flags: tuple[str, ...], value: Value[object], metavar: str | Non
 
 
 def _flag_cell(option: Option[object]) -> str:
-    """The option's flags, then each alias's (their metavar follows the value type's)."""
+    """Return the flag cell: the option's flags with its placeholder, then each alias's flags
+    (an alias shows no placeholder, only the choices of a closed set)."""
     parts = [_flags_text(option.flags, option.value, option.metavar),
              *(_flags_text(a.flags, a.value, None) for a in option.aliases)]
     return ", ".join(p for p in parts if p)
@@ -64,6 +66,8 @@ def _meaning_cell(option: Option[object]) -> str:
 
 
 def markdown_table(command: Command = "serve", table: Table = OPTIONS) -> str:
+    """Return the markdown flag table of `command`: the header, then one row per option with
+    its flags, variables, default and meaning, in table order."""
     lines = [HEADER]
     for option in for_command(command, table):
         cells = (_flag_cell(option), _env_cell(option), option.shown_default(),

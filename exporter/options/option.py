@@ -15,7 +15,8 @@ Command = Literal["serve", "doctor", "generate", "report", "advise"]
 
 
 def first_long_flag(flags: tuple[str, ...]) -> str | None:
-    """The spelling errors and reports name: the first long flag, else the first one."""
+    """Return the spelling that errors and reports name an option by: its first long flag,
+    else its first flag, or None where there is no flag."""
     return next((f for f in flags if f.startswith("--")), flags[0] if flags else None)
 
 
@@ -34,6 +35,7 @@ class Alias(Generic[T_co]):
 
     @property
     def flag(self) -> str | None:
+        """Return the spelling that errors and reports name this alias by (first_long_flag)."""
         return first_long_flag(self.flags)
 
 
@@ -46,22 +48,25 @@ class Option(Generic[T_co]):
     """
 
     name: str
-    """Identifier (argparse dest); with spaces for underscores it is the label doctor shows."""
+    """The option's identifier, which is also its argparse destination; with spaces for
+    underscores, it is the label doctor shows."""
     value: Value[T_co]
     default: T_co
     help: str
-    """One line; `code` in backticks (kept in the docs' flag tables, dropped in --help)."""
+    """What the option does, in one line of markdown: `code` in backticks, kept in the docs'
+    flag tables and dropped in --help."""
     commands: frozenset[Command]
     flags: tuple[str, ...] = ()
     """Spellings on the command line; none for a setting read only from the environment."""
     env: tuple[str, ...] = ()
-    """Variables in precedence order."""
+    """The environment variables read, in precedence order."""
     default_text: str | None = None
-    """The default as the flag tables show it (markdown); None: derived from `default`."""
+    """The default as the flag tables show it (markdown), or None to show `default` itself."""
     metavar: str | None = None
-    """Placeholder after the flag in --help and the flag tables; None: the value type's."""
+    """The placeholder after the flag in --help and the flag tables, or None for the value
+    type's."""
     group: str | None = None
-    """Heading this option is listed under in --help."""
+    """The heading this option is listed under in --help."""
     ignored: str | None = None
     """Set for a flag accepted only so that dcgm-exporter's command lines keep working: why it
     has no effect here. Setting it yields a start-up warning instead of an error."""
@@ -75,21 +80,24 @@ class Option(Generic[T_co]):
 
     @property
     def flag(self) -> str | None:
-        """The spelling errors and reports name: the first long flag."""
+        """Return the spelling that errors and reports name the option by (first_long_flag):
+        None for an option read only from the environment."""
         return first_long_flag(self.flags)
 
     @property
     def all_flags(self) -> tuple[str, ...]:
-        """Every command-line spelling, the aliases' included."""
+        """Return every command-line spelling of the option, its aliases' included."""
         return (*self.flags, *(f for a in self.aliases for f in a.flags))
 
     @property
     def all_env(self) -> tuple[str, ...]:
-        """Every variable read, in precedence order (the aliases' after the option's)."""
+        """Return every variable the option reads, in precedence order (its aliases' after its
+        own)."""
         return (*self.env, *(e for a in self.aliases for e in a.env))
 
     @property
     def label(self) -> str:
+        """Return the option's name with spaces for underscores, as doctor's report shows it."""
         return self.name.replace("_", " ")
 
     def shown_default(self) -> str:
@@ -120,22 +128,27 @@ class Setting(Generic[T_co]):
     option: Option[T_co]
     value: T_co
     source: str | None
-    """The flag (`--scope`) or variable (`$GPU_EXPORTER_SCOPE`) it was read from; None: the
-    default."""
+    """The flag (`--scope`) or variable (`$GPU_EXPORTER_SCOPE`) it was read from, or None
+    where the value is the default."""
     text: str = ""
     """The text as given (flags without argument: "on")."""
 
     @property
     def from_command_line(self) -> bool:
+        """Return whether the value was read from a flag rather than a variable or the
+        default."""
         return self.source is not None and not self.source.startswith("$")
 
     def describe(self) -> str:
-        """E.g. "collect interval 30000 (from $DCGM_EXPORTER_INTERVAL)"."""
+        """Return one line naming the option, its text and where it came from, e.g.
+        "collect interval 30000 (from $DCGM_EXPORTER_INTERVAL)", as doctor lists each setting
+        not at its default."""
         where = "the command line" if self.from_command_line else self.source or "default"
         return f"{self.option.label} {self.text or repr('')} (from {where})"
 
     def ignored_warning(self) -> str | None:
-        """The start-up warning for a compatibility-only option that was set, else None."""
+        """Return the start-up warning, saying why it has no effect here, for a
+        compatibility-only option that was set; None for any other setting."""
         if self.option.ignored is None or self.source is None:
             return None
         # A bare switch reads "--fake-gpus"; one given a value, "--fake-gpus=false".
@@ -154,13 +167,17 @@ class Resolution:
     settings: Mapping[str, Setting[object]] = field(default_factory=dict)
 
     def __getitem__(self, option: Option[T]) -> T:
+        """Return the resolved value of `option`; KeyError when the command does not take it."""
         return self.setting(option).value
 
     def get(self, option: Option[T], otherwise: T) -> T:
-        """The option's value, or `otherwise` where the command does not take the option."""
+        """Return the resolved value of `option`, or `otherwise` where the command does not
+        take the option."""
         return self[option] if option.name in self.settings else otherwise
 
     def setting(self, option: Option[T]) -> Setting[T]:
+        """Return the resolved setting of `option`, its value with its source; KeyError when
+        the command does not take this very option."""
         found = self.settings.get(option.name)
         if found is None or found.option is not option:
             raise KeyError(f"option {option.name!r} is not one of `{self.command}`'s")
@@ -169,9 +186,11 @@ class Resolution:
         return cast("Setting[T]", found)
 
     def changed(self) -> list[Setting[object]]:
-        """The settings not at their default, in table order."""
+        """Return the settings that a flag or variable gave, in table order: those that did
+        not simply fall back to their default."""
         return [s for s in self.settings.values() if s.source is not None]
 
     def warnings(self) -> list[str]:
-        """One line per compatibility-only option that was set: log each once at start-up."""
+        """Return one warning per compatibility-only option that was set, for the caller to
+        log once at start-up."""
         return [w for s in self.settings.values() if (w := s.ignored_warning()) is not None]

@@ -1,5 +1,5 @@
-"""The option table -> argparse for a command, and argparse's result + environment -> a
-Resolution.
+"""Build each command's argparse parser from the option table, and resolve what argparse
+took, with the environment, into a Resolution.
 
 Precedence: the flag when given, else the first variable of the option's `env` that is set
 and not empty, else the default. A flag given an empty value stands for the default (and so
@@ -26,6 +26,7 @@ Table = Sequence[Option[object]]
 
 
 def for_command(command: Command, table: Table = OPTIONS) -> list[Option[object]]:
+    """Return the options of `table` that `command` takes, in table order."""
     return [o for o in table if command in o.commands]
 
 
@@ -54,7 +55,8 @@ def _env_note(env: tuple[str, ...], value: Value[object]) -> str:
 
 
 def help_text(option: Option[object], *, show_env: bool = True) -> str:
-    """The option's --help line: what it does, its variables and its default."""
+    """Return the option's --help line: what it does, its variables (unless `show_env` is
+    False), its default, and for a compatibility-only option why it is ignored."""
     parts = [_plain(option.help)]
     if option.env and show_env:
         parts.append(_env_note(option.env, option.value))
@@ -68,14 +70,14 @@ def help_text(option: Option[object], *, show_env: bool = True) -> str:
 
 
 def alias_help_text(alias: Alias[object]) -> str:
-    """An alias's --help line: what it means and its variables."""
+    """Return an alias's --help line: what it means and the variables it reads."""
     return " ".join([_plain(alias.help), *([_env_note(alias.env, alias.value)]
                                            if alias.env else [])])
 
 
 def alias_dest(option: Option[object], index: int) -> str:
-    """The argparse destination of the option's index-th alias (not an identifier, so it can
-    never be another option's name)."""
+    """Return the argparse destination of the option's `index`-th alias; it is not an
+    identifier, so it can never be another option's name."""
     return f"{option.name}:alias{index}"
 
 
@@ -158,14 +160,20 @@ def _given_text(given: FlagValue, separator: str | None) -> str:
 
 
 def _spellings(option: Option[T]) -> list[tuple[Value[T], str | None, tuple[str, ...]]]:
-    """(value type, flag named in reports, variables) of the option, then of its aliases."""
+    """Return the value type, the flag named in reports and the variables of the option,
+    then of each alias, in precedence order."""
     return [(option.value, option.flag, option.env),
             *((a.value, a.flag, a.env) for a in option.aliases)]
 
 
 def resolve_option(option: Option[T], given: FlagValue | None, env: Mapping[str, str],
                    aliases_given: Sequence[FlagValue | None] = ()) -> Setting[T]:
-    """`given`: what argparse took for the option's flags; `aliases_given`: for each alias's."""
+    """Return the option's setting from what argparse took for its own flags (`given`) and
+    for each alias's (`aliases_given`), and from the environment `env`.
+
+    The first flag given wins (an empty value stands for the default), the option's before
+    its aliases'; else the first variable set and not empty, in the same order; else the
+    default. ConfigError names a value that does not parse."""
     spellings = _spellings(option)
     for (value, flag, _), taken in zip(spellings, (given, *aliases_given), strict=False):
         if taken is not None and flag is not None:
@@ -204,7 +212,8 @@ def resolve(command: Command, given: argparse.Namespace, env: Mapping[str, str] 
 
 
 def _switch_dests(command: Command, table: Table) -> dict[str, str]:
-    """Each spelling of a switch the command takes -> its argparse destination."""
+    """Return the argparse destination of each flag spelling of the switches `command`
+    takes, its aliases' included."""
     dests: dict[str, str] = {}
     for option in for_command(command, table):
         spellings = [(option.name, option.flags, option.value),
@@ -218,9 +227,12 @@ def _switch_dests(command: Command, table: Table) -> dict[str, str]:
 
 def split_switch_values(argv: Sequence[str], dests: Mapping[str, str]
                         ) -> tuple[list[str], dict[str, str]]:
-    """dcgm-exporter's flag parser takes `--switch=false` (and `-k=true`), argparse takes
-    switches only bare: take those arguments out, as destination -> text. Nothing after
-    `--` is an option."""
+    """Return `argv` without the switches written with a value, and those values by argparse
+    destination (`dests` maps each switch spelling to its destination).
+
+    dcgm-exporter's flag parser takes `--switch=false` (and `-k=true`); argparse takes
+    switches only bare, so those are taken out before it runs. Nothing after `--` is an
+    option."""
     rest: list[str] = []
     given: dict[str, str] = {}
     for index, arg in enumerate(argv):
@@ -250,8 +262,9 @@ def parse_command_line(command: Command, argv: Sequence[str],
                        env: Mapping[str, str] | None = None,
                        parser: argparse.ArgumentParser | None = None,
                        table: Table = OPTIONS) -> Resolution:
-    """argv (exits with one line on an unknown flag, and for --help) and env -> the
-    Resolution. The GO_GRAMMAR commands read argv by Go's flag rules first."""
+    """Return the Resolution of `command` from `argv` and `env`; the GO_GRAMMAR commands read
+    `argv` by Go's flag rules first. It exits (status 2) with the error for an unknown or
+    malformed flag, and after printing --help; ConfigError names the first bad value."""
     parser = build_parser(command, table) if parser is None else parser
     if command in GO_GRAMMAR:
         try:

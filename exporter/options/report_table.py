@@ -42,33 +42,37 @@ RANGE_GROUP = "range and grouping"
 FIGURES_GROUP = "figures"
 
 GROUPINGS = ("namespace", "pod", "node", "model", "role", "queue", "served-model")
-"""`role`, `queue` and `served-model`: the inference dimensions of the pod-label presets."""
+"""The names `--group-by` takes; `role`, `queue` and `served-model` are the inference
+dimensions of the pod-label presets."""
 LABEL_PREFIX = "label:"
 LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 def parse_span(text: str, where: str) -> float:
-    """Seconds from a duration as Prometheus writes it: 90d, 1h30m, 15s, 2w (no bare
-    number: a report's ranges are never in milliseconds)."""
+    """Return the seconds of a duration written as Prometheus writes it: 90d, 1h30m, 15s, 2w.
+    A bare number is refused: a report's ranges are never in milliseconds."""
     return parse_duration(text, where, bare_unit=None)
 
 
 @dataclass(frozen=True, slots=True)
 class Span(Value[float]):
-    """Seconds, written as Prometheus writes durations (with days and weeks)."""
+    """A duration in seconds, written as Prometheus writes durations (with days and weeks)."""
 
     metavar = "DURATION"
 
     def parse(self, text: str, where: str) -> float:
+        """Return the seconds of `text` (see parse_span)."""
         return parse_span(text, where)
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct spans, in days, hours and minutes, and seconds."""
         return ("30d", "1h30m", "15s")
 
 
 def parse_instant(text: str, where: str) -> float:
-    """Unix seconds from RFC 3339 (`2025-05-01T00:00:00Z`), a date (`2025-05-01`, UTC
-    midnight), or Unix seconds."""
+    """Return the Unix seconds of `text`: RFC 3339 (`2025-05-01T00:00:00Z`; UTC where no zone
+    is given), a date (`2025-05-01`, UTC midnight) or Unix seconds. ConfigError for any other
+    text, and for a time outside the years 1970 to 9999."""
     value = text.strip()
     try:
         seconds = float(value)
@@ -91,22 +95,29 @@ def parse_instant(text: str, where: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Instant(Value[float]):
+    """A point in time, as Unix seconds (see parse_instant)."""
+
     metavar = "TIME"
 
     def parse(self, text: str, where: str) -> float:
+        """Return the Unix seconds of `text` (see parse_instant)."""
         return parse_instant(text, where)
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct times: RFC 3339, a date and Unix seconds."""
         return ("2025-05-01T00:00:00Z", "2025-05-02", "1746057600")
 
 
 @dataclass(frozen=True, slots=True)
 class GroupBy(Value[str]):
-    """namespace, pod, node, model (of GPU), role, queue, served-model, or label:<key>."""
+    """A report grouping: namespace, pod, node, model (of GPU), role, queue, served-model, or
+    label:<pod label key>."""
 
     metavar = "namespace|pod|node|model|role|queue|served-model|label:KEY"
 
     def parse(self, text: str, where: str) -> str:
+        """Return `text` unchanged when it names a grouping (`label:` followed by a key);
+        ConfigError, listing the groupings, otherwise."""
         if text in GROUPINGS:
             return text
         if text.startswith(LABEL_PREFIX) and text[len(LABEL_PREFIX):].strip():
@@ -115,6 +126,7 @@ class GroupBy(Value[str]):
                           "queue, served-model or label:<pod label key>, e.g. label:team")
 
     def samples(self) -> tuple[str, ...]:
+        """Return two named groupings and a pod label's."""
         return ("namespace", "node", "label:team")
 
 

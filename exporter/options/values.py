@@ -1,8 +1,9 @@
 """Value types of the option table: how the text of a flag or environment variable becomes a
 typed value, and how it is taken on the command line.
 
-Every parser gets `where` - the flag (`--collect-interval`) or the variable (`$DCGM_EXPORTER_
-INTERVAL`) the text came from - so an error names it and says what was expected.
+Every parser gets `where` - the flag (`--collect-interval`) or the variable
+(`$DCGM_EXPORTER_INTERVAL`) the text came from - so an error names it and says what was
+expected.
 """
 
 from __future__ import annotations
@@ -36,30 +37,38 @@ class ConfigError(ValueError):
 
 
 class Value(Generic[T_co]):
-    """Parses one option's text. Subclasses are frozen dataclasses."""
+    """The type of one option's value: how its text is parsed, and how its flag takes it.
+    Subclasses are frozen dataclasses."""
 
     __slots__ = ()
     action: ClassVar[ArgAction] = "store"
     metavar: ClassVar[str | None] = None
-    """Placeholder in `--help` unless the option names its own."""
+    """The placeholder shown in `--help`, unless the option names its own."""
     def parse(self, text: str, where: str) -> T_co:
+        """Return the value `text` stands for; ConfigError, naming `where` and what is
+        expected, when it stands for none."""
         raise NotImplementedError
 
     def from_flag(self, given: FlagValue, where: str) -> T_co:
+        """Return the value of the flag `where` that argparse took as `given`: a flag taken
+        once hands over its text, which is parsed as a variable's would be."""
         if not isinstance(given, str):
             raise TypeError(f"{where}: argparse gave {given!r} to a single-valued flag")
         return self.parse(given, where)
 
     def choices(self) -> tuple[str, ...] | None:
-        """The closed set argparse checks and `--help` shows; None: any text."""
+        """Return the closed set of texts that argparse accepts and `--help` lists, or None
+        where any text goes to `parse`."""
         return None
 
     def env_separator(self) -> str | None:
-        """What separates the items of a repeatable flag in its environment variable."""
+        """Return the text that separates the items of a repeatable flag in its environment
+        variable, or None for a flag taken once."""
         return None
 
     def samples(self) -> tuple[str, ...]:
-        """Valid inputs, distinct where the type allows (for documentation and tests)."""
+        """Return valid texts of this type, standing for distinct values where the type has
+        several, so that the tests can tell which spelling of an option was read."""
         raise NotImplementedError
 
 
@@ -69,21 +78,29 @@ def _or_list(items: Sequence[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Text(Value[str]):
+    """Any text, taken as it is."""
+
     def parse(self, text: str, where: str) -> str:  # noqa: ARG002 (a Value: never fails)
+        """Return `text` unchanged: any text is a valid value."""
         return text
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct words."""
         return ("alpha", "beta", "gamma")
 
 
 @dataclass(frozen=True, slots=True)
 class FilePath(Value[Path]):
+    """The path of a file; whether the file can be read is checked where it is opened."""
+
     metavar = "FILE"
 
     def parse(self, text: str, where: str) -> Path:  # noqa: ARG002 (a Value: never fails)
+        """Return `text` as a Path, without looking at the file."""
         return Path(text)
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct paths, absolute and relative."""
         return ("/etc/a.csv", "/etc/b.csv", "c.csv")
 
 
@@ -93,6 +110,9 @@ _FALSE = frozenset({"0", "f", "false", "no", "off", ""})
 
 
 def parse_bool(text: str, where: str) -> bool:
+    """Return the boolean `text` spells, in any letter case and with blanks around it: Go's
+    strconv.ParseBool spellings, yes/no or on/off; an empty text is false. Anything else is a
+    ConfigError naming `where`."""
     value = text.strip().lower()
     if value in _TRUE:
         return True
@@ -109,13 +129,16 @@ class Switch(Value[bool]):
     action = "switch"
 
     def parse(self, text: str, where: str) -> bool:
+        """Return the boolean a variable's text spells (see parse_bool)."""
         return parse_bool(text, where)
 
     def from_flag(self, given: FlagValue, where: str) -> bool:
+        """Return True for the bare flag, else the boolean its `=value` text spells."""
         # Bare, argparse hands over True; `--flag=false` (see parsing) hands over the text.
         return parse_bool(given, where) if isinstance(given, str) else True
 
     def samples(self) -> tuple[str, ...]:
+        """Return three spellings of true, the one value a switch has besides its default."""
         return ("true", "1", "yes")
 
 
@@ -129,22 +152,29 @@ class SwitchTo(Value[L]):
     action = "switch"
 
     def parse(self, text: str, where: str) -> L:
+        """Return `on` where `text` spells true, else `off` (see parse_bool)."""
         return self.on if parse_bool(text, where) else self.off
 
     def from_flag(self, given: FlagValue, where: str) -> L:
+        """Return `on` for the bare flag, else the value its `=value` text spells."""
         return self.parse(given, where) if isinstance(given, str) else self.on
 
     def samples(self) -> tuple[str, ...]:
+        """Return three spellings of true, which all stand for `on`."""
         return ("true", "1", "yes")
 
 
 @dataclass(frozen=True, slots=True)
 class Integer(Value[int]):
+    """A whole number, no less than `minimum` and no more than `maximum` where they are set."""
+
     minimum: int | None = None
     maximum: int | None = None
     metavar = "N"
 
     def parse(self, text: str, where: str) -> int:
+        """Return the integer `text` writes; ConfigError when it is not an integer or lies
+        outside the bounds."""
         try:
             value = int(text)
         except ValueError:
@@ -156,14 +186,18 @@ class Integer(Value[int]):
         return value
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct integers."""
         return ("7", "11", "13")
 
 
 @dataclass(frozen=True, slots=True)
 class Number(Value[float]):
+    """A finite decimal number (`inf` and `nan` are refused)."""
+
     metavar = "N"
 
     def parse(self, text: str, where: str) -> float:
+        """Return the number `text` writes; ConfigError when it is not a finite number."""
         try:
             value = float(text)
         except ValueError:
@@ -173,6 +207,7 @@ class Number(Value[float]):
         return value
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct numbers, whole and fractional."""
         return ("2.5", "40", "75")
 
 
@@ -183,19 +218,22 @@ class Share(Value[float]):
     metavar = "SHARE"
 
     def parse(self, text: str, where: str) -> float:
+        """Return the share `text` writes; ConfigError when it is not a number from 0 to 1."""
         value = Number().parse(text, where)
         if not 0.0 <= value <= 1.0:
             raise ConfigError(f"{where}: {text!r} is not a share from 0 to 1 (0.5 is half)")
         return value
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct shares."""
         return ("0.25", "0.5", "1")
 
 
 def parse_duration(text: str, where: str, bare_unit: str | None = "ms") -> float:
-    """Seconds from "15s", "500ms", "5m", "1h30m", "7d" (`exporter.durations`' grammar); a
-    bare number is in `bare_unit` (dcgm's -c is milliseconds), refused when it is None. Zero
-    and negative durations are refused."""
+    """Return the seconds `text` stands for: "15s", "500ms", "5m", "1h30m", "7d"
+    (`exporter.durations`' grammar), or a bare number in `bare_unit` (dcgm's -c is
+    milliseconds), which is refused when `bare_unit` is None. ConfigError, naming `where`, for
+    any other text and for a duration that is not above zero."""
     try:
         seconds = durations.parse_duration(text, bare_unit)
     except ValueError as exc:
@@ -207,26 +245,32 @@ def parse_duration(text: str, where: str, bare_unit: str | None = "ms") -> float
 
 @dataclass(frozen=True, slots=True)
 class Duration(Value[float]):
-    """Seconds; a number without a unit is in `bare_unit` (dcgm-exporter's are milliseconds)."""
+    """A duration in seconds; a number without a unit is in `bare_unit` (dcgm-exporter's
+    are milliseconds)."""
 
     bare_unit: Literal["ms", "s", "m", "h"] = "ms"
     metavar = "DURATION"
 
     def parse(self, text: str, where: str) -> float:
+        """Return the seconds `text` stands for (see parse_duration)."""
         return parse_duration(text, where, self.bare_unit)
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct durations, each in another unit."""
         return ("250ms", "2s", "3m")
 
 
 @dataclass(frozen=True, slots=True)
 class GoDuration(Value[float]):
-    """Seconds from Go's duration syntax (`10m0s`, `90s`; see go_duration), as dcgm-exporter's
-    duration flags take it; zero is allowed, a negative duration is refused."""
+    """A duration in seconds, written in Go's duration syntax (`10m0s`, `90s`; see
+    go_duration) as dcgm-exporter's duration flags take it; zero is allowed, a negative
+    duration is refused."""
 
     metavar = "DURATION"
 
     def parse(self, text: str, where: str) -> float:
+        """Return the seconds of the Go duration `text`; ConfigError when it does not parse
+        or is negative."""
         try:
             seconds = go_seconds(text.strip())
         except ValueError as exc:
@@ -237,6 +281,7 @@ class GoDuration(Value[float]):
         return seconds
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct Go durations."""
         return ("5m0s", "90s", "1h")
 
 
@@ -249,6 +294,8 @@ class LenientGoDuration(Value[float | None]):
     metavar = "DURATION"
 
     def parse(self, text: str, where: str) -> float | None:  # noqa: ARG002 (never fails)
+        """Return the seconds of the Go duration `text`, or None (the option's default) when
+        it does not parse or is not above zero."""
         try:
             seconds = go_seconds(text.strip())
         except ValueError:
@@ -256,11 +303,13 @@ class LenientGoDuration(Value[float | None]):
         return seconds if seconds > 0 else None
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct Go durations above zero."""
         return ("5s", "1m30s", "250ms")
 
 
 def lenient_warning(source: str, text: str, default_s: float) -> str:
-    """The start-up line for a LenientGoDuration value that stood for the default."""
+    """Return the start-up warning for `source` given `text`, a LenientGoDuration value that
+    did not parse and so stands for the default `default_s`, which is used instead."""
     return (f"{source}={text}: not a Go duration above zero (such as 10s or 1m30s); using "
             f"the default {go_text(default_s)}")
 
@@ -274,6 +323,8 @@ class Choice(Value[L]):
     """Accept any letter case from the environment (flags are checked by argparse as-is)."""
 
     def parse(self, text: str, where: str) -> L:
+        """Return the member of `values` that `text` names (in any letter case with
+        `fold_case`); ConfigError, listing the members, for any other text."""
         wanted = text.lower() if self.fold_case else text
         for value in self.values:
             if value == wanted:
@@ -281,17 +332,22 @@ class Choice(Value[L]):
         raise ConfigError(f"{where}: {text!r}; expected {_or_list(self.values)}")
 
     def choices(self) -> tuple[str, ...]:
+        """Return the members, which argparse checks a flag's value against."""
         return self.values
 
     def samples(self) -> tuple[str, ...]:
+        """Return the members: each is a valid value, distinct from the others."""
         return self.values
 
 
 ListenAddress = tuple[str | None, int]
-"""(host, port); host None: every interface."""
+"""A listening address as (host, port); a host of None listens on every interface."""
 
 
 def parse_listen(text: str, where: str) -> ListenAddress:
+    """Return the (host, port) of `text`, written `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (an
+    empty host is None: every interface); ConfigError, naming `where`, when there is no port
+    or it is not a number from 0 to 65535."""
     host, sep, port = text.rpartition(":")
     if not sep:
         raise ConfigError(f"{where}: {text!r} is not HOST:PORT or :PORT")
@@ -306,28 +362,35 @@ def parse_listen(text: str, where: str) -> ListenAddress:
 
 @dataclass(frozen=True, slots=True)
 class Listen(Value[ListenAddress]):
+    """An address to listen on, `[HOST]:PORT` (see parse_listen)."""
+
     metavar = "[HOST]:PORT"
 
     def parse(self, text: str, where: str) -> ListenAddress:
+        """Return the (host, port) `text` names (see parse_listen)."""
         return parse_listen(text, where)
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct addresses: IPv4, every interface, and IPv6."""
         return ("127.0.0.1:9401", ":9402", "[::1]:9403")
 
 
 @dataclass(frozen=True, slots=True)
 class Devices(Value[DeviceFilter]):
-    """dcgm-exporter's device selection: f, g, i, g:0,1, i:0-2."""
+    """The devices to export, in dcgm-exporter's selection syntax: f, g, i, g:0,1, i:0-2."""
 
     metavar = "SELECTION"
 
     def parse(self, text: str, where: str) -> DeviceFilter:
+        """Return the device filter `text` selects; ConfigError, naming `where`, for text
+        that is not a selection."""
         try:
             return parse_device_filter(text, where)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct selections."""
         return ("g:0,1", "i", "g")
 
 
@@ -339,10 +402,13 @@ class DeviceSelection(Value[str]):
     metavar = "SELECTION"
 
     def parse(self, text: str, where: str) -> str:
+        """Return `text` unchanged once it is checked as a device selection; ConfigError
+        when it is not one."""
         Devices().parse(text, where)
         return text
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct selections."""
         return ("f", "g:0+i", "i:0-3")
 
 
@@ -360,7 +426,9 @@ def _host_and_port(text: str) -> bool:
 
 
 def parse_hostengine(text: str, where: str) -> str:
-    """dcgm-exporter 4.8.3's `-r`: HOST[:PORT], or a DCGM URI (scheme in any case)."""
+    """Return `text` unchanged once it is checked as dcgm-exporter 4.8.3 checks its `-r`:
+    HOST[:PORT], or a DCGM URI (`tcp://`, `unix://` or `vsock://`, the scheme in any case);
+    ConfigError, naming `where` and the forms expected, otherwise."""
     scheme, sep, rest = text.strip().partition("://")
     if not sep:
         valid = _host_and_port(text.strip())
@@ -382,12 +450,16 @@ def parse_hostengine(text: str, where: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Hostengine(Value[str]):
+    """The address of a DCGM hostengine, as dcgm-exporter's `-r` takes it."""
+
     metavar = "ADDRESS"
 
     def parse(self, text: str, where: str) -> str:
+        """Return `text` unchanged once it is checked (see parse_hostengine)."""
         return parse_hostengine(text, where)
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct addresses: a host, a TCP URI and a Unix socket URI."""
         return ("nv-hostengine:5555", "tcp://10.0.0.1:5555", "unix:///run/dcgm.sock")
 
 
@@ -398,6 +470,8 @@ class Regex(Value[str]):
     metavar = "REGEX"
 
     def parse(self, text: str, where: str) -> str:
+        """Return `text` unchanged once it compiles; ConfigError with the compiler's reason
+        when it does not."""
         try:
             re.compile(text)
         except re.error as exc:
@@ -405,24 +479,28 @@ class Regex(Value[str]):
         return text
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct regular expressions."""
         return ("team|app", "^a$", "b.*")
 
 
 @dataclass(frozen=True, slots=True)
 class PodLabels(Value[PodLabelSelection]):
-    """`--kubernetes.pod-labels`: one or more preset names separated by commas (`inference`,
-    `llm-d,kai`), else a regex of label keys. A key named like a preset is still reachable
-    as a regex: `^(llm-d)$`."""
+    """The pod labels to copy (`--kubernetes.pod-labels`): one or more preset names separated
+    by commas (`inference`, `llm-d,kai`), else a regex of label keys. A key named like a
+    preset is still reachable as a regex: `^(llm-d)$`."""
 
     metavar = "REGEX|PRESET"
 
     def parse(self, text: str, where: str) -> PodLabelSelection:
+        """Return the presets `text` names where it is a list of preset names, else `text`
+        as a regex of label keys (ConfigError when it does not compile)."""
         presets = parse_presets(text)
         if presets is not None:
             return PodLabelSelection(presets=presets)
         return PodLabelSelection(regex=Regex().parse(text, where))
 
     def samples(self) -> tuple[str, ...]:
+        """Return a regex, one preset and two presets."""
         return ("team|app", "inference", "llm-d,kai")
 
 
@@ -434,12 +512,15 @@ class RegexList(Value[tuple[str, ...]]):
     metavar = "REGEXES"
 
     def parse(self, text: str, where: str) -> tuple[str, ...]:
+        """Return the regular expressions between the commas of `text`, blanks dropped, once
+        each compiles; ConfigError names the first that does not."""
         patterns = Separated(",").parse(text, where)
         for pattern in patterns:
             Regex().parse(pattern, where)
         return patterns
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct lists, one of them of two regular expressions."""
         return ("^team$", "app.*, tier", "^a")
 
 
@@ -447,16 +528,18 @@ _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 """A Kubernetes object name (DNS subdomain; namespaces are the stricter DNS label)."""
 
 ConfigMapName = tuple[str, str]
-"""(namespace, name)."""
+"""A ConfigMap's (namespace, name)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigMapRef(Value[ConfigMapName | None]):
-    """`<namespace>:<name>` of a ConfigMap, or `none` for none (dcgm-exporter's `-m`)."""
+    """A ConfigMap named `<namespace>:<name>`, or `none` for none (dcgm-exporter's `-m`)."""
 
     metavar = "NAMESPACE:NAME"
 
     def parse(self, text: str, where: str) -> ConfigMapName | None:
+        """Return the (namespace, name) `text` names, or None for `none`; ConfigError when
+        either part is not a valid Kubernetes name."""
         if text.strip().lower() == "none":
             return None
         namespace, _, name = text.strip().partition(":")
@@ -466,6 +549,7 @@ class ConfigMapRef(Value[ConfigMapName | None]):
         return namespace, name
 
     def samples(self) -> tuple[str, ...]:
+        """Return two distinct ConfigMaps and `none`."""
         return ("gpu-operator:metrics", "none", "monitoring:dcgm")
 
 
@@ -478,9 +562,12 @@ class Separated(Value[tuple[str, ...]]):
 
     def parse(self, text: str, where: str  # noqa: ARG002 (a Value: never fails)
               ) -> tuple[str, ...]:
+        """Return the items of `text` between separators, blanks dropped and empty items
+        left out."""
         return tuple(item.strip() for item in text.split(self.separator) if item.strip())
 
     def samples(self) -> tuple[str, ...]:
+        """Return three distinct lists, one of them of two items."""
         return ("a.io/gpu", "b.io/gpu, c.io/gpu", "d.io/gpu")
 
 
@@ -495,16 +582,21 @@ class Repeated(Value[tuple[T, ...]]):
     metavar = "VALUE"
 
     def env_separator(self) -> str:
+        """Return `separator`, which parts the items in the environment variable."""
         return self.separator
 
     def parse(self, text: str, where: str) -> tuple[T, ...]:
+        """Return the items of a variable's `text`, split at `separator` (blank parts are
+        skipped), each parsed by `item`."""
         return tuple(self.item.parse(part, where)
                      for part in text.split(self.separator) if part.strip())
 
     def from_flag(self, given: FlagValue, where: str) -> tuple[T, ...]:
+        """Return the items of a flag given once per item, each parsed by `item`."""
         if not isinstance(given, list):
             raise TypeError(f"{where}: argparse gave {given!r} to a repeatable flag")
         return tuple(self.item.parse(part, where) for part in given)
 
     def samples(self) -> tuple[str, ...]:
+        """Return the item type's samples, each a valid list of one item."""
         return tuple(self.item.samples())

@@ -1,11 +1,10 @@
 """A kubelet stand-in: a real gRPC server speaking pod-resources v1 on a unix socket.
 
 Used by the tests (which drive its knobs: pods, failures, Get disabled, DRA claims) and by
-the demo's
-`--sim.kubelet`, where `start_sim_kubelet(path, inventory)` hands the simulated node's devices
-to pods the way a busy inference node looks: whole GPUs to an inference Deployment, MIG
-devices under `nvidia.com/mig-<profile>`, and time-sliced replicas `::N` of one GPU to several
-notebook pods.
+the demo's `--sim.kubelet`, where `start_sim_kubelet(path, inventory)` hands the simulated
+node's devices to pods the way a busy inference node looks: whole GPUs to an inference
+Deployment, MIG devices under `nvidia.com/mig-<profile>`, and time-sliced replicas `::N` of
+one GPU to several notebook pods.
 """
 
 from __future__ import annotations
@@ -26,10 +25,10 @@ from exporter.devices.model import Entity, Inventory
 from exporter.k8s.proto import ContainerDevices, PodResources, pb, pb_grpc
 
 SharedBy = Mapping[int, int]
-"""GPU index -> how many pods share it by time-slicing (`SimNvml.shared_by`)."""
+"""How many pods share each GPU by time-slicing, by GPU index (`SimNvml.shared_by`)."""
 NOT_SHARED: SharedBy = MappingProxyType({})
 DeviceGrant = tuple[str, Sequence[str]]
-"""(resource name, device ids) held by one container."""
+"""The devices one container holds: (resource name, device ids)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +51,10 @@ class ClaimGrant:
 
 GET_ENABLED = "enabled"
 GET_DISABLED = "disabled"
-"""Like kubelets < 1.34 with the feature gate off: UNKNOWN "PodResources API Get method
-disabled"."""
+"""Get fails as on kubelets before 1.34 with its feature gate off: UNKNOWN "PodResources API
+Get method disabled"."""
 GET_UNIMPLEMENTED = "unimplemented"
-"""Like kubelets that predate Get."""
+"""Get is missing, as on kubelets that predate it."""
 
 
 def _claim_resource(device: ClaimedDevice) -> Any:
@@ -105,7 +104,9 @@ def pod_resources(
 
 
 class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
-    """State is replaced wholesale under a lock, so a call sees one consistent node."""
+    """The pod-resources service of the simulated kubelet, answering with the pods, the
+    allocatable devices and the failures that the tests or the demo set. State is replaced
+    wholesale under a lock, so a call sees one consistent node."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -116,10 +117,12 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
         self.calls: Counter[str] = Counter()
 
     def set_pods(self, pods: Iterable[PodResources]) -> None:
+        """Replace the pods the kubelet reports, with the devices each holds."""
         with self._lock:
             self._pods = tuple(pods)
 
     def set_allocatable(self, devices: Iterable[ContainerDevices]) -> None:
+        """Replace the devices the kubelet reports as allocatable."""
         with self._lock:
             self._allocatable = tuple(devices)
 
@@ -133,6 +136,7 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
             return self._failures.pop(0) if self._failures else None
 
     def _answer(self, method: str, context: Any) -> bool:
+        """Count a call of `method` and fail it with the next queued failure, if any."""
         self.calls[method] += 1
         failure = self._take_failure()
         if failure is not None:
@@ -140,12 +144,16 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
         return True
 
     def List(self, request: Any, context: Any) -> Any:  # noqa: ARG002 (gRPC servicer)
+        """Answer List with every pod, unless a queued failure fails the call."""
         self._answer("List", context)
         with self._lock:
             pods = self._pods
         return pb.ListPodResourcesResponse(pod_resources=pods)
 
     def Get(self, request: Any, context: Any) -> Any:
+        """Answer Get with the pod the request names. The call fails as a kubelet without Get
+        (or with it disabled) fails, as `get_mode` says, with a queued failure, or with
+        UNKNOWN for a pod the kubelet does not know."""
         self.calls["Get"] += 1
         if self.get_mode == GET_UNIMPLEMENTED:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method Get")
@@ -168,6 +176,7 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
     def GetAllocatableResources(
         self, request: Any, context: Any  # noqa: ARG002 (gRPC servicer)
     ) -> Any:
+        """Answer with the allocatable devices, unless a queued failure fails the call."""
         self._answer("GetAllocatableResources", context)
         with self._lock:
             devices = self._allocatable
@@ -176,6 +185,9 @@ class SimKubeletServicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[mi
 
 @dataclass
 class SimKubeletHandle:
+    """A running simulated kubelet: its socket, its service (to change what it answers) and
+    the gRPC server behind them."""
+
     socket_path: str
     servicer: SimKubeletServicer
     _server: grpc.Server

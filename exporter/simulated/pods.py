@@ -111,6 +111,8 @@ def demo_pod_labels(pods: Sequence[PodResources]) -> dict[tuple[str, str], dict[
 
 
 def demo_pod_uid(namespace: str, name: str) -> str:
+    """Return the pod's UID, derived from its namespace and name so that it is the same at
+    every start."""
     return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
 
 
@@ -158,8 +160,8 @@ def write_demo_proc(root: Path, pods: Sequence[PodResources],
                     directory = root / str(pids[int(replica)])
                     directory.mkdir(parents=True, exist_ok=True)
                     (directory / "cgroup").write_text(
-                        f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
-                        f"pod{uid}.slice/cri-containerd-{cid}.scope\n")
+                        f"0::/kubepods.slice/kubepods-besteffort.slice/"
+                        f"kubepods-besteffort-pod{uid}.slice/cri-containerd-{cid}.scope\n")
                     written += 1
     return written
 
@@ -175,19 +177,27 @@ class SimPodMetadata:
     @classmethod
     def for_node(cls, allocations: Sequence[PodResources], config: KubernetesConfig
                  ) -> SimPodMetadata:
+        """Return the pod metadata of the pods in `allocations` on the node `config` names
+        (`sim-node` without one), labelled by the pod label rules `config` sets."""
         node = config.node_name or "sim-node"
         return cls(demo_pod_objects(allocations, node), PodLabelRules.from_config(config))
 
     def start(self) -> None:
+        """Put the demo's pods into the pod map, once: they never change."""
         self._map.replace_all(self._objects)
 
     def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
         return self._map.labels_for(namespace, pod)
 
     def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
         return self._map.container_of(pod_uid, container_id)
 
     def families(self) -> list[Family]:
+        """Return the API-server self-metrics of a watch that works (up, no errors) and the
+        pod map's own families."""
         return [KUBERNETES_API_UP.single(1.0), KUBERNETES_API_ERRORS.single(0.0),
                 *self._map.families()]
 
