@@ -43,8 +43,8 @@ def unchanged_count(advice: Advice) -> int:
 
 
 def gpu_text(gpu: GpuPlan) -> str:
-    """Return one advised GPU in words for the table: its MIG instances joined by `+`, `shared
-    xR` for time-slicing, else its kind."""
+    """Return one advised GPU in words for the table: its MIG instances joined by `+`,
+    `shared xR` for time-slicing, else its kind."""
     if gpu.kind == MIG:
         return "+".join(gpu.instances)
     if gpu.kind == TIME_SLICING:

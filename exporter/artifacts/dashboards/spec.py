@@ -126,8 +126,8 @@ class Dashboard:
 
 
 def sel(*matchers: str) -> str:
-    """Return a PromQL label-matcher block of `matchers` joined by commas, such as `{job=~"$job",
-    gpu=~"$gpu"}`, to put after a metric name."""
+    """Return a PromQL label-matcher block of `matchers` joined by commas, such as
+    `{job=~"$job", gpu=~"$gpu"}`, to put after a metric name."""
     return "{" + ", ".join(matchers) + "}"
 
 
