@@ -51,7 +51,8 @@ class Fit:
 
     @property
     def unchanged(self) -> bool:
-        """Whether the advice is what the holder has now."""
+        """Return whether the advice is what the holder has now (time-slicing for a holder that
+        already shares its device), so listings can leave the holder out."""
         now = self.holder.now
         return self.advice == now or (self.advice == TIME_SLICING and now == SHARED)
 
