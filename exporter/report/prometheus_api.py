@@ -60,7 +60,7 @@ class PrometheusClient:
         self._opener = urllib.request.build_opener(*handlers)
 
     def query(self, expr: str, at: float) -> list[Series]:
-        """Return an instant query at Unix time `at`."""
+        """Return the series an instant query of `expr` answers at Unix time `at`."""
         return self._call("query", {"query": expr, "time": f"{at:.3f}"}, expr)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[Series]:

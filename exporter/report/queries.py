@@ -14,7 +14,8 @@ from exporter.promql.rules import GROUP_BY, GROUP_LAG_WINDOWS, GROUP_MARKER, IDL
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where the figures come from."""
+    """Where the report's figures are read from: the exporter's raw series or the usage
+    recording rules (per pod, or per group of one grouping), and the time unit they come in."""
 
     rules: bool
     unit_s: float
