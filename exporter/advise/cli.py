@@ -63,6 +63,9 @@ def _check(settings: Resolution) -> tuple[HistoryRequest, FitSettings]:
 
 
 def render(advice: Advice, fmt: str, everyone: bool) -> str:
+    """Return the advice written in the format `--format` names: an HTML page, a mig-parted or
+    device-plugin config, JSON, or a terminal table. With `everyone`, holders whose advice
+    changes nothing are listed too."""
     if fmt == "html":
         from exporter.advise.layout_html import html_text
 
@@ -89,7 +92,9 @@ def _unknown_models(advice: Advice) -> str | None:
 
 
 def run(settings: Resolution) -> Advice:
-    """Read the window and advise; ReportError when it cannot be done."""
+    """Read the window's history from the server and return the advice for it. Raise ReportError
+    when it cannot be made: no usable series, or a GPU model missing from the MIG profile table
+    without `--skip-unknown-models`."""
     request, fitting = _check(settings)
     prices = load_prices(settings[shared.PRICE_FILE], settings[shared.PRICE], "--price-file")
     client = PrometheusClient(connection(settings, "flags"))
@@ -115,6 +120,8 @@ def run(settings: Resolution) -> Advice:
 
 
 def main(argv: Sequence[str]) -> int:
+    """Run `gpu-exporter advise` with the arguments `argv` and return its exit status: 0 once the
+    advice is written, 1 when it could not be made, 2 for a bad option."""
     parser = build_parser("advise", description=DESCRIPTION)
     try:
         settings = parse_command_line("advise", argv, os.environ, parser)

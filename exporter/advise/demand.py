@@ -19,6 +19,9 @@ UNNAMED_INSTANCE = "mig"
 
 @dataclass(frozen=True, slots=True, order=True)
 class Holder:
+    """One pod on one device (a whole GPU or a MIG instance) of one node, with what it used over
+    the window and what it holds now; the advice is decided from these alone."""
+
     namespace: str
     pod: str
     node: str
@@ -46,8 +49,11 @@ class Holder:
 
     @property
     def device(self) -> tuple[str, str]:
+        """Return the device held as its GPU's UUID and its MIG instance id ("" on a whole GPU),
+        the pair that tells pods sharing one device from pods on different devices."""
         return (self.uuid, self.gpu_instance)
 
     @property
     def where(self) -> str:
+        """Return the holder as a message names it: namespace/pod on node."""
         return f"{self.namespace}/{self.pod} on {self.node}"

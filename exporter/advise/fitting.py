@@ -19,6 +19,9 @@ from exporter.partitions.mig_profiles import GpuModel, MigProfile, find_model
 
 @dataclass(frozen=True, slots=True)
 class FitSettings:
+    """The thresholds the fitting applies: the headroom added to the memory peak, the history a
+    holder needs before it is advised, and the most replicas one GPU may be shared into."""
+
     headroom: float = 0.10
     """Part of the peak framebuffer added before fitting."""
     min_samples: int = 30
@@ -29,6 +32,9 @@ class FitSettings:
 
 @dataclass(frozen=True, slots=True)
 class Fit:
+    """What is advised for one holder, or that nothing is, with the memory it needs and the
+    reason in words for the reader."""
+
     holder: Holder
     need_mib: float
     """Peak framebuffer plus headroom."""
@@ -40,11 +46,13 @@ class Fit:
 
     @property
     def advised(self) -> bool:
+        """Return whether the holder was advised, as opposed to skipped for the reason given."""
         return self.advice is not None
 
     @property
     def unchanged(self) -> bool:
-        """Whether the advice is what the holder has now."""
+        """Return whether the advice is what the holder has now (time-slicing for a holder that
+        already shares its device), so listings can leave the holder out."""
         now = self.holder.now
         return self.advice == now or (self.advice == TIME_SLICING and now == SHARED)
 
@@ -54,8 +62,8 @@ def _mib(value: float) -> str:
 
 
 def mig_candidates(model: GpuModel) -> list[MigProfile]:
-    """The profiles advised, smallest first: the `+me` one is left to workloads that ask for
-    a media engine."""
+    """Return the model's MIG profiles that may be advised, smallest first. Profiles with a media
+    engine (`+me`) are left out: only workloads that ask for a media engine should get one."""
     return sorted((p for p in model.profiles if not p.media_extensions),
                   key=lambda p: (p.compute_slices, p.memory_slices, p.memory_mib, p.name))
 

@@ -54,6 +54,10 @@ Key = tuple[str, str, str, str, str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class HistoryRequest:
+    """The window to read and how to read it: its start and end (Unix seconds), the step its
+    figures are taken over, the resolution of the activity subquery, and the quantiles taken of
+    memory and compute."""
+
     start: float
     end: float
     step_s: float = 300.0
@@ -68,17 +72,20 @@ def _steps(request: HistoryRequest) -> str:
 
 
 def holding_maxima(step_s: float) -> str:
-    """Per labelled holding, at one step: the most framebuffer it held in the step."""
+    """Return the query for the most framebuffer each labelled holding used within one step of
+    `step_s` seconds, so a spike between two evaluations is kept."""
     return f"max by ({KEY_LABELS}) (max_over_time({FRAMEBUFFER}{LABELLED}{short_range(step_s)}))"
 
 
 def pods_per_device(step_s: float) -> str:
-    """Per device, at one step: the pods holding it."""
+    """Return the query counting the pods that hold each device within one step of `step_s`
+    seconds."""
     return f"count by ({DEVICE}) ({holding_maxima(step_s)})"
 
 
 def _split(expr: str, step_s: float) -> str:
-    """`expr` (one series per holding) divided by the pods on its device at the step."""
+    """Return `expr`, a query with one series per holding, divided by the number of pods on the
+    holding's device at the step, so a shared device's figures are split evenly between its pods."""
     return f"(\n{expr}\n/ on({DEVICE}) group_left()\n{pods_per_device(step_s)}\n)"
 
 
@@ -87,41 +94,56 @@ def _activity(request: HistoryRequest) -> str:
 
 
 def memory_query(request: HistoryRequest) -> str:
+    """Return the query for each holding's peak framebuffer: the `--memory-quantile` over the
+    window's steps of the most it held in each step, split between the pods sharing its device."""
     inner = _split(holding_maxima(request.step_s), request.step_s)
     return f"quantile_over_time({request.memory_quantile!r}, {inner}{_steps(request)})"
 
 
 def steps_query(request: HistoryRequest) -> str:
+    """Return the query counting the steps in which each holding was seen; the hours it was held
+    follow from it."""
     return f"count_over_time(({holding_maxima(request.step_s)}){_steps(request)})"
 
 
 def sharers_query(request: HistoryRequest) -> str:
+    """Return the query for the most pods seen holding each device at one step, which tells a
+    time-sliced device from one held by a single pod."""
     return f"max_over_time(({pods_per_device(request.step_s)}){_steps(request)})"
 
 
 def compute_query(request: HistoryRequest) -> str:
+    """Return the query for each holding's compute need: the `--compute-quantile` over the
+    window's steps of its mean activity in each step, split between the pods sharing its device."""
     activity = f"max by ({KEY_LABELS}) (\n{_activity(request)}\n)"
     inner = _split(activity, request.step_s)
     return f"quantile_over_time({request.compute_quantile!r}, {inner}{_steps(request)})"
 
 
 def source_query(request: HistoryRequest) -> str:
-    """Per holding and activity source: the steps it was read from that source."""
+    """Return the query counting, for each holding and activity source, the steps whose activity
+    came from that source, so each holding can be credited to the source of most of its steps."""
     activity = f"max by ({KEY_LABELS}, {ACTIVITY_SOURCE}) (\n{_activity(request)}\n)"
     return f"count_over_time(({activity}){_steps(request)})"
 
 
 def samples_query(range_s: float) -> str:
+    """Return the query counting each holding's framebuffer samples over `range_s` seconds, so a
+    holding with too short a history can be left unadvised."""
     samples = f"count_over_time({FRAMEBUFFER}{LABELLED}{short_range(range_s)})"
     return f"sum by ({KEY_LABELS}) (\n{samples}\n)"
 
 
 def gpus_per_node_query(range_s: float) -> str:
+    """Return the query counting the GPUs each node reported framebuffer for over `range_s`
+    seconds, held by a pod or not, so a node's idle GPUs are counted among its GPUs."""
     return (f"count by ({NODE_LABELS}) (\ncount by (UUID, {NODE_LABELS}) (\n"
             f"last_over_time({FRAMEBUFFER}{short_range(range_s)})\n))")
 
 
 def any_framebuffer_query(range_s: float) -> str:
+    """Return the query counting every framebuffer series over `range_s` seconds, with pod labels
+    or without, which tells an empty window from one whose series carry no pod labels."""
     return f"count(last_over_time({FRAMEBUFFER}{short_range(range_s)}))"
 
 
@@ -150,8 +172,10 @@ def _utc(ts: float) -> str:
 def read_holders(client: PrometheusClient, request: HistoryRequest,
                  progress: Callable[[], None] = lambda: None
                  ) -> tuple[list[Holder], dict[str, int]]:
-    """The holders of the window, and the GPUs of each node. ReportError for a window with
-    no framebuffer series, or none with pod labels."""
+    """Return every holder seen in the window, read with seven queries (`progress` is called
+    after each), and the number of GPUs on each node. Raise ReportError when the window has no
+    framebuffer series or none of them carries pod labels, saying which, so the user knows what
+    to fix."""
     if request.end - request.start < request.step_s:
         raise ReportError(f"the range {duration(request.end - request.start)} is shorter than "
                           f"--step {duration(request.step_s)}")
@@ -202,7 +226,8 @@ def read_holders(client: PrometheusClient, request: HistoryRequest,
 
 
 def _slices_part(profile: str, gpu_model: str) -> float:
-    """A MIG instance's compute slices over its GPU's (its activity is its own)."""
+    """Return the part of its GPU's compute slices a MIG instance of `profile` has, which scales
+    the instance's own activity to a part of the whole GPU; 1 when the profile name does not say."""
     match = MIG_COMPUTE.match(profile)
     if not match:
         return 1.0

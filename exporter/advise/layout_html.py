@@ -30,11 +30,13 @@ code{font-family:var(--mono);font-size:12px}
 
 
 def esc(text: object) -> str:
+    """Return `text` as a string escaped for HTML text or a quoted attribute value."""
     return html.escape(str(text), quote=True)
 
 
 def _grid(blocks: list[tuple[int, str, str]], slices: int, label: str) -> str:
-    """A GPU drawn as `slices` columns; each block (span, class, text) covers its slices."""
+    """Return the HTML of one GPU drawn as `slices` columns, each block (span, CSS class, text)
+    covering `span` of them; `label` names the drawing for screen readers."""
     cols = min(slices, MAX_SLICES)
     cells = "".join(f'<div class="gi span{min(span, MAX_SLICES)} {klass}" role="listitem" '
                     f'data-slices="{span}"><b>{esc(text)}</b></div>'
@@ -118,6 +120,9 @@ def _holders(advice: Advice, everyone: bool) -> str:
 
 
 def html_text(advice: Advice, everyone: bool = False) -> str:
+    """Return the advice as one self-contained HTML page: the GPUs each pool frees, each node's
+    GPUs as held today beside the advised layout, and the holders with why each was advised or
+    not."""
     freed = advice.gpus_now - advice.gpus_needed
     money = advice.money_per_month
     nodes = "".join(f"<h2>{esc(p.gpu_model)}</h2>" + "".join(_node(p, n) for n in p.nodes)

@@ -24,8 +24,8 @@ NAMESPACE = "gpu-operator"
 
 
 def _yaml(data: Any) -> str:
-    """Block style throughout; text of several lines (a config inside a ConfigMap) as a
-    literal block, as one would write it by hand."""
+    """Return `data` as YAML in block style, with text of several lines (a config inside a
+    ConfigMap) written as a literal block, as one would write it by hand."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -41,9 +41,10 @@ def _yaml(data: Any) -> str:
 
 
 def _selections(node: NodePlan, gpu_model: str) -> list[dict[str, Any]]:
-    """The node's GPUs grouped by layout, by index: one device selection per layout. A MIG
-    selection names the model's PCI id where it is on record (`device-filter`), so a config
-    meant for one model is never applied to another with the same profile names."""
+    """Return the mig-parted device selections for the node: its GPUs grouped by advised layout,
+    one selection per layout listing their indexes. A MIG selection names the model's PCI device
+    id where it is on record (`device-filter`), so a config meant for one model is never applied
+    to another with the same profile names."""
     pci_id = PCI_DEVICE_IDS.get(gpu_model)
     only = {"device-filter": f"0x{pci_id:08X}"} if pci_id is not None else {}
     groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
@@ -62,6 +63,8 @@ def _selections(node: NodePlan, gpu_model: str) -> list[dict[str, Any]]:
 
 
 def mig_parted_text(advice: Advice) -> str:
+    """Return the mig-parted config the GPU Operator's MIG Manager applies: one named config per
+    distinct node layout, headed by the `kubectl label` lines that select each node's config."""
     configs: dict[str, list[dict[str, Any]]] = {}
     labels: list[str] = []
     for pool in advice.pools:
@@ -84,13 +87,16 @@ def mig_parted_text(advice: Advice) -> str:
 
 
 def device_plugin_config(replicas: int) -> dict[str, Any]:
-    """The device plugin's config file sharing every full GPU `replicas` ways."""
+    """Return the device plugin's config that shares every full GPU of a node `replicas` ways by
+    time-slicing."""
     return {"version": "v1", "sharing": {"timeSlicing": {
         "renameByDefault": False, "failRequestsGreaterThanOne": True,
         "resources": [{"name": GPU_RESOURCE, "replicas": replicas}]}}}
 
 
 def device_plugin_text(advice: Advice) -> str:
+    """Return the ConfigMap of device-plugin configs, one per replica count advised, headed by
+    the `kubectl label` lines that select each sharing node's config."""
     data: dict[str, str] = {}
     labels: list[str] = []
     for pool in advice.pools:

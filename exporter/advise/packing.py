@@ -25,6 +25,9 @@ Layout = tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class Packing:
+    """The GPUs one pool's MIG instances are packed into, one layout per GPU, with the lower
+    bound on the GPUs needed and whether the count is proven optimal."""
+
     layouts: tuple[Layout, ...]
     """One entry per GPU."""
     bound: int
@@ -35,29 +38,34 @@ class Packing:
 
     @property
     def gpus(self) -> int:
+        """Return the number of GPUs the packing uses."""
         return len(self.layouts)
 
     @property
     def gap(self) -> float:
-        """GPUs over the bound, as a part of the bound (0 when proven optimal)."""
+        """Return the GPUs used beyond the lower bound as a fraction of the bound (0 when the
+        packing is proven optimal)."""
         return 0.0 if self.optimal or not self.bound else (self.gpus - self.bound) / self.bound
 
 
 def _ordered(model: GpuModel, names: Sequence[str]) -> Layout:
-    """Largest first, as instances are created (then by name, for a stable order)."""
+    """Return the profile names ordered largest first, the order in which instances are created,
+    then by name so the order is stable."""
     return tuple(sorted(names, key=lambda n: (-model.profile(n).memory_slices,
                                               -model.profile(n).compute_slices, n)))
 
 
 def lower_bound(model: GpuModel, demand: Mapping[str, int]) -> int:
-    """GPUs needed at least by compute slices and by memory slices alone."""
+    """Return the fewest GPUs `demand` could fit in, counting compute slices alone and memory
+    slices alone; no packing needs fewer."""
     compute = sum(model.profile(n).compute_slices * k for n, k in demand.items())
     memory = sum(model.profile(n).memory_slices * k for n, k in demand.items())
     return max(math.ceil(compute / model.compute_slices), math.ceil(memory / model.memory_slices))
 
 
 def maximal_layouts(model: GpuModel, profiles: frozenset[str]) -> list[Layout]:
-    """Valid layouts of only these profiles to which no instance of them can be added."""
+    """Return the model's valid layouts made only of `profiles` to which no further instance of
+    them can be added: the ways of cutting a GPU the integer program chooses between."""
     within = [names for names in placeable_layouts(model) if set(names) <= profiles]
     counts = [(Counter(names), names) for names in within]  # each multiset once already
     maximal = []
@@ -113,8 +121,9 @@ def _ilp(model: GpuModel, wanted: Mapping[str, int], bound: int,
 
 def _trimmed(model: GpuModel, layouts: Sequence[Layout],
              wanted: Mapping[str, int]) -> tuple[Layout, ...]:
-    """The layouts less the instances beyond the demand (taken from the last GPUs first:
-    a subset of a valid layout is valid), emptied GPUs dropped, in a stable order."""
+    """Return the layouts with the instances beyond the demand removed (taken from the last GPUs
+    first, since a subset of a valid layout is valid) and the GPUs left empty dropped, in a
+    stable order."""
     surplus = Counter(n for layout in layouts for n in layout)
     surplus.subtract(wanted)
     out: list[Layout] = []
@@ -131,7 +140,7 @@ def _trimmed(model: GpuModel, layouts: Sequence[Layout],
 
 
 def _gpu_order(model: GpuModel) -> Callable[[Layout], tuple[int, Layout]]:
-    """Fullest GPUs first, then by layout."""
+    """Return the sort key that puts the fullest GPUs first, then orders by layout."""
     def key(layout: Layout) -> tuple[int, Layout]:
         return (-sum(model.profile(n).compute_slices for n in layout), layout)
     return key
@@ -143,9 +152,9 @@ def _fits(model: GpuModel, layout: Layout, name: str) -> bool:
 
 
 def first_fit(model: GpuModel, wanted: Mapping[str, int]) -> Packing:
-    """First-fit decreasing: each instance, largest first, onto the first GPU it fits on.
-    GPUs with the same layout are interchangeable, so each step looks at the distinct open
-    layouts only (at most the model's valid layouts, whatever the fleet)."""
+    """Return the packing first-fit decreasing finds: each instance, largest first, goes onto the
+    first GPU it fits on. GPUs with the same layout are interchangeable, so each step looks at
+    the distinct open layouts only (at most the model's valid layouts, whatever the fleet)."""
     items = sorted((n for n, k in wanted.items() for _ in range(k)),
                    key=lambda n: (-model.profile(n).compute_slices,
                                   -model.profile(n).memory_slices, n))

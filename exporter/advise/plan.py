@@ -38,6 +38,9 @@ class GpuPlan:
 
 @dataclass(frozen=True, slots=True)
 class NodePlan:
+    """One node's GPUs as held today and as advised, with the names of the mig-parted and
+    device-plugin configs that apply the advice to it."""
+
     node: str
     now: tuple[tuple[str, tuple[str, ...]], ...]
     """Each GPU seen held on the node: (UUID, what is on it: MIG profiles, or `whole`,
@@ -52,6 +55,10 @@ class NodePlan:
 
 @dataclass(frozen=True, slots=True)
 class PoolPlan:
+    """The advice for one pool, all the GPUs of one model: the GPUs it holds and needs, how its
+    MIG instances were packed or how many ways its GPUs are shared, each node's plan, and the
+    price of a GPU-hour."""
+
     gpu_model: str
     model: GpuModel | None
     gpus_now: int
@@ -64,10 +71,13 @@ class PoolPlan:
 
     @property
     def gpus_freed(self) -> int:
+        """Return the GPUs the pool would no longer need under the advice."""
         return self.gpus_now - self.gpus_needed
 
     @property
     def money_per_month(self) -> float | None:
+        """Return what the pool's freed GPUs cost per month at its price per GPU-hour, or None
+        when no price is known."""
         if self.price_per_hour is None:
             return None
         return self.gpus_freed * self.price_per_hour * HOURS_PER_MONTH
@@ -75,6 +85,9 @@ class PoolPlan:
 
 @dataclass(frozen=True, slots=True)
 class Advice:
+    """The whole advice over one window: every holder's fit, every pool's plan, and notes for the
+    reader."""
+
     start: float
     end: float
     fits: tuple[Fit, ...]
@@ -83,14 +96,18 @@ class Advice:
 
     @property
     def gpus_now(self) -> int:
+        """Return the GPUs held now across all pools."""
         return sum(p.gpus_now for p in self.pools)
 
     @property
     def gpus_needed(self) -> int:
+        """Return the GPUs all pools need under the advice."""
         return sum(p.gpus_needed for p in self.pools)
 
     @property
     def money_per_month(self) -> float | None:
+        """Return what the freed GPUs of the known pools cost per month, or None when any of them
+        has no price, since a partial total would understate the saving."""
         figures = [p.money_per_month for p in self.pools if p.model is not None]
         return None if not figures or any(f is None for f in figures) else \
             sum(f or 0.0 for f in figures)
@@ -99,8 +116,9 @@ class Advice:
 def advise(holders: Iterable[Holder], settings: FitSettings, start: float, end: float,
            gpu_counts: Mapping[str, int] | None = None, prices: Mapping[str, float | None]
            | None = None, time_limit_s: float = 10.0, notes: Sequence[str] = ()) -> Advice:
-    """The whole advice for `holders`. `gpu_counts`: GPUs per node (else the GPUs seen
-    held); `prices`: per GPU-hour by model."""
+    """Return the whole advice for `holders`: each one's fit, then each GPU model's pool packed
+    or shared and laid onto its nodes. `gpu_counts` gives the GPUs on each node (else the GPUs
+    seen held are counted); `prices` gives the price of a GPU-hour for each model."""
     fits = [fit(h, settings) for h in sorted(holders)]
     by_pool: dict[str, list[Fit]] = defaultdict(list)
     for f in fits:
@@ -129,13 +147,14 @@ def _gpus_now(fits: Sequence[Fit]) -> int:
 
 
 def _kept_shared_devices(fits: Sequence[Fit]) -> int:
-    """Devices a holder that is not advised shares now: they stay as they are."""
+    """Return the number of devices shared now by holders that are not advised; those devices
+    stay as they are."""
     return len({f.holder.device for f in fits if not f.advised and f.holder.now == SHARED})
 
 
 def _whole_gpus(fits: Sequence[Fit]) -> int:
-    """GPUs given whole: advised so, kept by holders not advised (whole GPUs and the devices
-    they share now)."""
+    """Return the GPUs given whole: those advised whole, plus those kept by holders that are not
+    advised (their whole GPUs and the devices they share now)."""
     kept = sum(1 for f in fits if not f.advised and f.holder.now == WHOLE)
     return sum(1 for f in fits if f.advice == WHOLE) + kept + _kept_shared_devices(fits)
 
@@ -162,8 +181,9 @@ def _plan_pool(model: GpuModel, gpu_model: str, fits: list[Fit], counts: Mapping
 
 
 def _choose_replicas(fits: list[Fit], settings: FitSettings) -> tuple[int, list[Fit]]:
-    """The replica count needing fewest GPUs (the smaller on a tie), and the fits with each
-    sharer's advice settled: time-slicing where its use fits 1/R, whole otherwise."""
+    """Return the replica count that needs the fewest GPUs (the smaller on a tie, 0 when sharing
+    frees none), with the fits settled for it: time-slicing where a holder's use fits 1/R of a
+    GPU, whole otherwise."""
     advised = [f for f in fits if f.advised]
     best, best_gpus = 1, len(advised)
     for replicas in range(2, settings.max_replicas + 1):
@@ -197,9 +217,10 @@ def _now_by_node(fits: Sequence[Fit]) -> dict[str, dict[str, list[str]]]:
 
 def _lay_onto_nodes(model: GpuModel, fits: Sequence[Fit], plans: list[GpuPlan],
                     counts: Mapping[str, int]) -> tuple[NodePlan, ...]:
-    """Each node's GPUs in name order. Time-slicing is node-wide (the device plugin shares
-    every GPU of a labelled node), so whole GPUs go to nodes with no sharing GPU while such
-    nodes have room; only then onto a sharing node's spare GPUs (where they would be shared)."""
+    """Return each node's plan, nodes in name order, with the advised GPUs laid onto them.
+    Time-slicing is node-wide (the device plugin shares every GPU of a labelled node), so sharing
+    GPUs are placed first, then whole GPUs on nodes with no sharing GPU while they have room, and
+    only then on a sharing node's spare GPUs, where they would be shared."""
     seen = _now_by_node(fits)
     names = sorted(seen)
     capacity = {node: max(counts.get(node, 0), len(seen[node])) for node in names}
@@ -226,8 +247,8 @@ def _lay_onto_nodes(model: GpuModel, fits: Sequence[Fit], plans: list[GpuPlan],
 
 
 def _name_configs(model: GpuModel, nodes: list[NodePlan]) -> list[NodePlan]:
-    """One mig-parted config name per distinct node layout (MIG models), one device-plugin
-    config name per replica count (nodes that share)."""
+    """Return the nodes with their config names set: one mig-parted config per distinct node
+    layout on a MIG model, one device-plugin config per replica count on nodes that share."""
     names: dict[tuple[GpuPlan, ...], str] = {}
     out = []
     for node in nodes:

@@ -16,11 +16,14 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def utc(ts: float) -> str:
+    """Return the Unix time `ts` as an ISO 8601 UTC timestamp to the second, as the advice prints
+    its window."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def resource(f: Fit) -> str:
-    """The resource the pod asks for under the advice (mixed strategy names for MIG)."""
+    """Return the extended resource the pod should ask for under its advice: the MIG profile's
+    mixed-strategy resource name, else `nvidia.com/gpu`."""
     model = find_model(f.holder.gpu_model)
     if f.advice is None or f.advice in (WHOLE, TIME_SLICING) or model is None:
         return GPU_RESOURCE
@@ -28,15 +31,20 @@ def resource(f: Fit) -> str:
 
 
 def listed(advice: Advice, everyone: bool) -> list[Fit]:
-    """The holders shown: those whose advice changes something (all with `everyone`)."""
+    """Return the holders to list: those whose advice changes what they hold, or every advised
+    holder with `everyone`."""
     return [f for f in advice.fits if f.advised and (everyone or not f.unchanged)]
 
 
 def unchanged_count(advice: Advice) -> int:
+    """Return how many advised holders already hold what they are advised, the ones left out of
+    the listing unless `everyone` is asked for."""
     return sum(1 for f in advice.fits if f.advised and f.unchanged)
 
 
 def gpu_text(gpu: GpuPlan) -> str:
+    """Return one advised GPU in words for the table: its MIG instances joined by `+`,
+    `shared xR` for time-slicing, else its kind."""
     if gpu.kind == MIG:
         return "+".join(gpu.instances)
     if gpu.kind == TIME_SLICING:
@@ -45,15 +53,19 @@ def gpu_text(gpu: GpuPlan) -> str:
 
 
 def mig_label_line(node: NodePlan) -> str:
+    """Return the `kubectl label` command that selects the node's advised mig-parted config."""
     return f"kubectl label node {node.node} nvidia.com/mig.config={node.mig_config} --overwrite"
 
 
 def sharing_label_line(node: NodePlan) -> str:
+    """Return the `kubectl label` command that selects the node's advised device-plugin config."""
     return (f"kubectl label node {node.node} nvidia.com/device-plugin.config="
             f"{node.sharing_config} --overwrite")
 
 
 def real_nodes(pool: PoolPlan) -> list[NodePlan]:
+    """Return the pool's nodes without the placeholder entry that holds the GPUs advised beyond
+    what the nodes have."""
     return [n for n in pool.nodes if not n.node.startswith("(")]
 
 
@@ -95,6 +107,8 @@ def _pool(pool: PoolPlan) -> dict[str, Any]:
 
 
 def as_json(advice: Advice, everyone: bool) -> dict[str, Any]:
+    """Return the advice as a dict ready for JSON: window, summary, pools, listed holders,
+    holders not advised and notes, in a fixed order so the same history gives the same bytes."""
     not_advised = [f for f in advice.fits if not f.advised]
     return {
         "window": {"start": utc(advice.start), "end": utc(advice.end)},
@@ -114,6 +128,7 @@ def as_json(advice: Advice, everyone: bool) -> dict[str, Any]:
 
 
 def json_text(advice: Advice, everyone: bool = False) -> str:
+    """Return the advice as indented JSON text ending in a newline."""
     return json.dumps(as_json(advice, everyone), indent=2) + "\n"
 
 
@@ -125,6 +140,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def table_text(advice: Advice, everyone: bool = False) -> str:
+    """Return the advice as a terminal report: each pool's totals, each node's advised layout
+    with its `kubectl label` lines, the holders listed, and those not advised with why."""
     freed = advice.gpus_now - advice.gpus_needed
     money = advice.money_per_month
     out = [f"GPU partition advice, {utc(advice.start)} to {utc(advice.end)}",

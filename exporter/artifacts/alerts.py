@@ -27,6 +27,9 @@ DEVICE = "instance, UUID, GPU_I_ID"
 
 @dataclass(frozen=True, slots=True)
 class AlertConfig:
+    """The thresholds and windows the alert rules are generated with, and which XID codes page
+    under which tier; `gpu-exporter generate` sets the tiers and the scrape-job pattern."""
+
     xid: XidTiers = field(default_factory=XidTiers)
     job_regex: str = ".*(gpu|dcgm)-exporter.*"
     """Scrape jobs whose `up` series belong to GPU exporters."""
@@ -44,6 +47,9 @@ class AlertConfig:
 
 @dataclass(frozen=True, slots=True)
 class Alert:
+    """One alert rule as generated: its PromQL, how long it must hold before it fires, its
+    severity, the text it is sent with, and the rule group it belongs to."""
+
     name: str
     expr: str
     for_: str
@@ -56,6 +62,8 @@ class Alert:
     runs the node) or `workload` (the pod's team); None: no label."""
 
     def rule(self) -> dict[str, Any]:
+        """Return the alert as one entry of a Prometheus rule group, with its severity (and
+        owner, when set) as labels and its summary and description as annotations."""
         labels = {"severity": self.severity}
         if self.owner is not None:
             labels["owner"] = self.owner
@@ -352,6 +360,8 @@ def alerts(fields: FieldSet, config: AlertConfig | None = None) -> list[Alert]:
 
 
 def rule_groups(fields: FieldSet, config: AlertConfig | None = None) -> list[dict[str, Any]]:
+    """Return the Prometheus rule groups of every alert whose fields `fields` enables, in the
+    order the alerts are defined, ready to write as a rules file."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for alert in alerts(fields, config):
         groups.setdefault(alert.group, []).append(alert.rule())

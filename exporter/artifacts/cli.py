@@ -124,6 +124,9 @@ def _keda_one(settings: Resolution, fields: FieldSet) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Run `gpu-exporter generate` with the arguments `argv`, writing the files it names (or the
+    one KEDA object asked for to standard output), and return its exit status: 0 when done, else
+    an error status after one line saying what was wrong."""
     args = _parser().parse_args(argv)
     what: str = args.what
     try:

@@ -23,6 +23,9 @@ _FIELD_TOKEN = re.compile(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+\b")
 
 @dataclass(frozen=True, slots=True)
 class FieldSet:
+    """The DCGM fields the generated files may read, the ones a collectors CSV enables, and where
+    they were read from."""
+
     source: str
     """Where the names came from, for messages: the collectors file's path."""
     names: frozenset[str]
@@ -30,6 +33,7 @@ class FieldSet:
     """The source's name in generated files' headers; "": the last part of `source`."""
 
     def has(self, *names: str) -> bool:
+        """Return whether every field in `names` is enabled."""
         return all(n in self.names for n in names)
 
     def allows(self, promql: str) -> bool:
@@ -44,6 +48,7 @@ class FieldSet:
 
     @property
     def header_name(self) -> str:
+        """Return the collectors file's name as generated files' headers give it."""
         return self.file_name or Path(self.source).name
 
 

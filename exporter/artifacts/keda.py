@@ -51,6 +51,9 @@ def deployment_pods(deployment: str) -> str:
 
 
 class Metric(Enum):
+    """The GPU figure a ScaledObject scales on, as `--metric` names it: GPU utilisation,
+    graphics-engine activity, framebuffer used, or memory-interface activity."""
+
     UTIL = "util"
     GR_ENGINE = "gr-engine"
     FB = "fb"
@@ -84,6 +87,9 @@ class Pool:
 
 @dataclass(frozen=True, slots=True)
 class TriggerQuery:
+    """The query behind one KEDA trigger: its PromQL, KEDA's metric type for it, the field or
+    measure that marks the pool's devices, and what it measures in words."""
+
     query: str
     """PromQL; a GPM measure in it is a placeholder until resolved against the collected
     fields (`FieldSet.resolve`)."""
@@ -131,6 +137,10 @@ def queue_query(pool: Pool, metric: str = QUEUE_METRIC, *,
 
 @dataclass(frozen=True, slots=True)
 class ScaledObjectSpec:
+    """What one ScaledObject scales and on what: the Deployment, the GPU figure and its target,
+    the replica range, the Prometheus address, and optionally a queue target and an inference
+    role."""
+
     namespace: str
     deployment: str
     metric: Metric
@@ -147,6 +157,8 @@ class ScaledObjectSpec:
 
     @property
     def pool(self) -> Pool:
+        """Return the pods the ScaledObject reads: every pod of the namespace with the role when
+        a role is set, else the pods of the Deployment."""
         if self.role is not None:
             return Pool(self.namespace, role=self.role)
         return Pool(self.namespace, deployment_pods(self.deployment))
@@ -247,6 +259,9 @@ def scaled_object(spec: ScaledObjectSpec, fields: FieldSet) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Example:
+    """One example ScaledObject written under deploy/keda/: its file name, the summary at its
+    top, and what it scales."""
+
     filename: str
     summary: str
     spec: ScaledObjectSpec

@@ -13,6 +13,8 @@ TIER_NAMES = ("fell-off-bus", "critical", "nvlink", "contained-ecc", "pending-re
 
 @dataclass(frozen=True, slots=True)
 class XidTiers:
+    """The XID codes of each alert tier, one tier per thing an operator should do about them."""
+
     fell_off_bus: tuple[int, ...] = (79,)
     """The GPU disappeared from the PCIe bus: node reboot, usually a hardware fault."""
     critical: tuple[int, ...] = (48, 62, 64, 95, 119, 120)
@@ -25,9 +27,13 @@ class XidTiers:
     """Row remap / page retirement recorded, high single-bit rate: reset at the next window."""
 
     def by_name(self) -> dict[str, tuple[int, ...]]:
+        """Return each tier's codes by the tier's name as `--xid-tier` spells it
+        (`fell-off-bus`...)."""
         return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
 
     def check(self) -> None:
+        """Raise ValueError naming the code and tiers when a code is not a positive integer or is
+        in two tiers, since a code in two tiers would page twice with different advice."""
         seen: dict[int, str] = {}
         for tier, codes in self.by_name().items():
             for code in codes:

@@ -52,8 +52,9 @@ class MigProfile:
 
     @property
     def resource_name(self) -> str:
-        """The device plugin's resource under the mixed strategy (`nvidia.com/mig-3g.40gb`;
-        `+me` is written `.me`, as the plugin and the operator's config names spell it)."""
+        """Return the resource the device plugin advertises this profile under with the mixed
+        strategy, such as `nvidia.com/mig-3g.40gb`; `+me` is written `.me`, as the plugin and the
+        operator's config names spell it."""
         return "nvidia.com/mig-" + self.name.replace("+", ".")
 
 
@@ -76,6 +77,8 @@ class GpuModel:
 
     @property
     def mig_capable(self) -> bool:
+        """Return whether the model can be partitioned with MIG, which is whether any MIG profile
+        is on record for it."""
         return bool(self.profiles)
 
     def profile(self, name: str) -> MigProfile:
@@ -87,6 +90,7 @@ class GpuModel:
                        f"{', '.join(p.name for p in self.profiles) or 'none'}")
 
     def has_profile(self, name: str) -> bool:
+        """Return whether the model has a MIG profile called `name`."""
         return any(p.name == name for p in self.profiles)
 
 
@@ -99,7 +103,7 @@ class Placement:
 
     @property
     def end(self) -> int:
-        """One past the last memory slice taken."""
+        """Return the memory slice just past the last one the instance takes."""
         return self.start + self.profile.memory_slices
 
 
@@ -108,8 +112,10 @@ _SEVEN = (0, 1, 2, 3, 4, 5, 6)
 
 def _seven_slice(sizes: Sequence[str], memory: Sequence[int],
                  sms: Sequence[int]) -> tuple[MigProfile, ...]:
-    """The seven profiles every 7-compute / 8-memory-slice GPU has, in the user guide's
-    order: 1g, 1g+me, 1g double memory, 2g, 3g, 4g, 7g; placements as `-lgipp` lists them."""
+    """Return the seven profiles every GPU with 7 compute and 8 memory slices has, in the MIG
+    user guide's order (1g, 1g+me, 1g with double memory, 2g, 3g, 4g, 7g), built from each one's
+    name suffix, usable memory and SM count; the allowed start slices are those
+    `nvidia-smi mig -lgipp` lists."""
     one, double, two, three, four, seven = sizes
     return (
         MigProfile(f"1g.{one}", 1, 1, memory[0], sms[0], 7, _SEVEN),
@@ -195,6 +201,8 @@ def layout_problems(model: GpuModel, placements: Iterable[Placement]) -> tuple[s
 
 
 def is_valid_layout(model: GpuModel, placements: Iterable[Placement]) -> bool:
+    """Return whether `placements` is a valid layout on `model`: profiles of the model at allowed
+    starts, no overlap, and no more instances, compute slices or media engines than the GPU has."""
     return not layout_problems(model, placements)
 
 
@@ -237,8 +245,8 @@ def place(model: GpuModel, profile_names: Iterable[str]) -> tuple[Placement, ...
 
 @cache
 def placeable_layouts(model: GpuModel) -> tuple[tuple[str, ...], ...]:
-    """Every non-empty multiset of profiles that has a valid layout on `model`, each as
-    sorted profile names, in a fixed order (fewest instances first, then by name)."""
+    """Return every non-empty multiset of profiles that can be laid out validly on `model`, each
+    as sorted profile names, in a fixed order (fewest instances first, then by name)."""
     found: set[tuple[str, ...]] = set()
     profiles = sorted(model.profiles, key=lambda p: p.name)
 

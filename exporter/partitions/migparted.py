@@ -58,13 +58,15 @@ class ProfileName:
 
     @property
     def gpu_instance(self) -> str:
-        """The GPU-instance profile's name, without the compute-instance prefix."""
+        """Return the name of the GPU-instance profile alone, without the compute-instance
+        prefix."""
         suffix = ("+" + ",".join(sorted(self.attributes)) if self.attributes
                   else "-" + ",".join(sorted(self.negated)) if self.negated else "")
         return f"{self.gpu_slices}g.{self.memory_gb}gb{suffix}"
 
     def same_gpu_instance(self, other: ProfileName) -> bool:
-        """Whether both name the same GPU-instance profile, whatever compute slices they ask."""
+        """Return whether both names ask for the same GPU-instance profile, whatever compute
+        slices they ask for."""
         return (self.gpu_slices, self.memory_gb, self.attributes, self.negated) == (
             other.gpu_slices, other.memory_gb, other.attributes, other.negated)
 
@@ -138,7 +140,8 @@ class MigConfigEntry:
     """PCI ids (`0x233510DE`, optionally `:<subsystem>`); empty: every GPU."""
 
     def applies_to(self, index: int, pci_device_id: int, pci_subsystem_id: int = 0) -> bool:
-        """Whether mig-parted would apply this entry to GPU `index` with these PCI ids."""
+        """Return whether mig-parted would apply this entry to the GPU at `index` with these PCI
+        ids: the device filter, when given, must match, and the entry's devices must include it."""
         if self.device_filter and not any(
                 device_filter_matches(f, pci_device_id, pci_subsystem_id)
                 for f in self.device_filter):
@@ -148,6 +151,9 @@ class MigConfigEntry:
 
 @dataclass(frozen=True, slots=True)
 class MigPartedConfig:
+    """A mig-parted config file as read: each named MIG config and its entries, and the file it
+    came from for messages."""
+
     source: str
     """The file it was read from, for messages."""
     mig_configs: Mapping[str, tuple[MigConfigEntry, ...]]
@@ -183,8 +189,8 @@ def _kind(value: object) -> str:
 
 
 def _as_int(value: object) -> int | None:
-    """A JSON integer as Go's decoder takes one into an int (a whole float passes: the YAML
-    to JSON step writes 2.0 as 2); None otherwise."""
+    """Return `value` as an integer the way Go's JSON decoder takes one into an int, or None when
+    it would refuse it; a whole float passes, since the YAML-to-JSON step writes 2.0 as 2."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -202,8 +208,9 @@ class _Lines:
     lines: Mapping[str, int]
 
     def at(self, key: str, field: str = "") -> str:
-        """`SOURCE:LINE: key`: the line of `key.field` where `field` is given and noted,
-        else of `key`; the line is left out where neither is noted."""
+        """Return where to point an error at, as `SOURCE:LINE: key`: the line of `key.field` when
+        `field` is given and its line is on record, else the line of `key`; without either line,
+        the source alone."""
         inner = key_path(key, field) if field else key
         line = self.lines.get(inner) or self.lines.get(key)
         place = f"{self.source}:{line}" if line is not None else self.source
@@ -296,8 +303,8 @@ def _mig_devices(value: object, lines: _Lines, key: str) -> dict[str, int] | Non
 
 
 def _json_keys(value: object) -> object:
-    """The YAML as sigs.k8s.io/yaml hands it on as JSON: mapping keys become strings (the
-    reader has refused any key that is not a scalar)."""
+    """Return the YAML value with every mapping key turned into a string, as sigs.k8s.io/yaml
+    hands the document on as JSON (the reader has already refused any key that is not a scalar)."""
     if isinstance(value, dict):
         out: dict[str, object] = {}
         for key, item in value.items():
@@ -315,9 +322,10 @@ def _json_keys(value: object) -> object:
 
 
 def _flow_tabs(text: str) -> str:
-    """Inside a flow document (`{...}`, JSON written as YAML) tabs are plain separation, as
-    go-yaml reads them; PyYAML refuses them at a line's start, so they become spaces there.
-    Block documents keep theirs: a tab cannot indent YAML in either parser."""
+    """Return `text` with the tabs at the start of its lines removed when it is a flow document
+    (`{...}`, JSON written as YAML): go-yaml reads those tabs as plain separation but PyYAML
+    refuses them. A block document is returned as it is, since a tab cannot indent YAML in either
+    parser."""
     if not text.lstrip().startswith("{"):
         return text
     return "\n".join(line.lstrip("\t") for line in text.split("\n"))
@@ -398,9 +406,9 @@ def _pci_number(text: str) -> int | None:
 
 
 def device_filter_matches(text: str, pci_device_id: int, pci_subsystem_id: int = 0) -> bool:
-    """Whether the filter `text` (`0xDDDDVVVV[:0xSSSSVVVV]`) matches a GPU with these ids
-    (device in the high 16 bits, vendor low, as NVML's `pciDeviceId`). A filter mig-parted
-    cannot parse matches nothing, as in mig-parted."""
+    """Return whether the device filter `text` (`0xDDDDVVVV[:0xSSSSVVVV]`) matches a GPU with
+    these ids (device in the high 16 bits, vendor in the low, as NVML's `pciDeviceId`). A filter
+    mig-parted cannot parse matches nothing, as in mig-parted."""
     parts = text.split(":")
     if len(parts) > 2:
         return False

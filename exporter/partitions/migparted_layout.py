@@ -43,6 +43,7 @@ class GpuInstanceLayout:
 
     @property
     def profile(self) -> profiles.MigProfile:
+        """Return the MIG profile of the GPU instance."""
         return self.placement.profile
 
 

@@ -32,7 +32,8 @@ class Figure:
 
     @property
     def group_rule(self) -> str:
-        """The rule recording it per group (`exporter.promql.rules`)."""
+        """Return the name of the rule that records this figure per group
+        (`exporter.promql.rules`)."""
         return "group:" + self.rule.split(":", 1)[1]
 
 

@@ -134,10 +134,14 @@ class Sampling:
 
     @property
     def step(self) -> str:
+        """Return the resolution as a PromQL duration (`1m`), the step of the window's
+        subqueries."""
         return duration(self.resolution_s)
 
     @property
     def step_hours(self) -> str:
+        """Return the resolution in hours as PromQL number text, the time one sample at one step
+        stands for when samples are added up into hours."""
         return repr(self.resolution_s / 3600)
 
 

@@ -42,10 +42,13 @@ sums several GPM fields."""
 
 
 def everything(_field: str) -> bool:
+    """Return True whatever the field: the default when every source may be read, for queries not
+    bound to a collectors file."""
     return True
 
 
 def as_is(selector: str) -> str:
+    """Return `selector` unchanged: the default wrap, reading each source's series as they are."""
     return selector
 
 
@@ -60,10 +63,14 @@ def _one_of(parts: list[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Measure:
+    """A GPM measure as PromQL reads it: the GPM fields it sums and the NVML counterpart read on
+    GPUs without GPM, from the facts in `exporter.fields.gpm_fallbacks`."""
+
     facts: GpmMeasure
 
     @property
     def key(self) -> str:
+        """Return the measure's short name, the one its placeholders carry."""
         return self.facts.key
 
     def select(self, *selectors: str, window: str | None = None) -> str:

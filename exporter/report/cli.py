@@ -29,6 +29,8 @@ DESCRIPTION = ("GPU-hours allocated and active, idle-allocated GPU-hours, energy
 
 
 def render(report: UsageReport, fmt: str) -> str:
+    """Return the report written in the format `--format` names: an HTML page, a terminal table,
+    CSV or JSON."""
     if fmt == "html":
         from exporter.report.html import html_text
 
@@ -76,6 +78,8 @@ def _progress(enabled: bool) -> Callable[[int, int], None] | None:
 
 
 def main(argv: Sequence[str]) -> int:
+    """Run `gpu-exporter report` with the arguments `argv` and return its exit status: 0 once the
+    report is written, 1 when it could not be made, 2 for a bad option."""
     parser = build_parser("report", description=DESCRIPTION)
     try:
         settings = parse_command_line("report", argv, os.environ, parser)

@@ -59,6 +59,10 @@ class ReportRequest:
 
 @dataclass
 class UsageReport:
+    """A finished report: what was asked, the range and steps it covers, where its figures were
+    read from (raw series or recording rules), the totals per group, the figures per step and the
+    idle pods, with the queries and points it took and notes for the reader."""
+
     request: ReportRequest
     start: float
     end: float

@@ -17,6 +17,9 @@ class ReportError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Connection:
+    """How to reach a Prometheus-compatible server: its base URL, the headers sent with every
+    request (authentication among them), the timeout, and the TLS files and settings."""
+
     url: str
     """Base URL; `/api/v1/...` is appended."""
     headers: tuple[tuple[str, str], ...] = ()
@@ -30,6 +33,8 @@ class Connection:
     """Header names never shown in messages."""
 
     def ssl_context(self) -> ssl.SSLContext | None:
+        """Return the TLS context for an `https:` URL, with the CA, client certificate and
+        verification settings asked for, or None for a plain `http:` URL."""
         if not self.url.startswith("https:"):
             return None
         context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)

@@ -146,6 +146,9 @@ def _table(report: UsageReport) -> str:
 
 
 def html_text(report: UsageReport) -> str:
+    """Return the report as one self-contained HTML page: charts of allocated GPU-hours,
+    allocated against active GPU-hours, the pods that held a GPU idle longest and energy, then
+    the table per group and the notes."""
     step = duration(report.step_s)
     sections = [
         ("gpu-hours", f"Allocated GPU-hours per {step}", _svg(_stacked(

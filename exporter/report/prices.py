@@ -26,10 +26,15 @@ ANY_MODEL = "*"
 
 @dataclass(frozen=True, slots=True)
 class Prices:
+    """The price of a GPU-hour for each GPU model, with a default for models the price file does
+    not name."""
+
     default: float | None = None
     by_model: Mapping[str, float] = field(default_factory=dict)
 
     def price(self, model: str) -> float | None:
+        """Return the price of a GPU-hour of `model`, else the default price; None when neither
+        is known."""
         return self.by_model.get(model, self.default)
 
     def cost(self, hours: Iterable[tuple[str, str, float]]) -> dict[str, float]:

@@ -31,6 +31,9 @@ timeout arrives as the server's answer rather than as a cut connection."""
 
 @dataclass
 class QueryStats:
+    """What the client has asked of the server so far: the queries sent and the points received,
+    so the report can say what it cost."""
+
     queries: int = 0
     points: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -42,6 +45,9 @@ def _shorten(expr: str, limit: int = 300) -> str:
 
 
 class PrometheusClient:
+    """A client of the Prometheus HTTP query API (Thanos and Mimir serve it too), counting its
+    queries and points and turning every failure into a ReportError that says what to do."""
+
     def __init__(self, connection: Connection,
                  on_query: Callable[[QueryStats], None] | None = None) -> None:
         self.connection = connection
@@ -54,10 +60,12 @@ class PrometheusClient:
         self._opener = urllib.request.build_opener(*handlers)
 
     def query(self, expr: str, at: float) -> list[Series]:
-        """Return an instant query at Unix time `at`."""
+        """Return the series an instant query of `expr` answers at Unix time `at`."""
         return self._call("query", {"query": expr, "time": f"{at:.3f}"}, expr)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[Series]:
+        """Return a range query's series from `start` to `end` at one point every `step_s`
+        seconds."""
         return self._call("query_range", {"query": expr, "start": f"{start:.3f}",
                                           "end": f"{end:.3f}", "step": duration(step_s)}, expr)
 

@@ -15,7 +15,8 @@ from exporter.promql.rules import GROUP_BY, GROUP_LAG_WINDOWS, GROUP_MARKER, IDL
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where the figures come from."""
+    """Where the report's figures are read from: the exporter's raw series or the usage
+    recording rules (per pod, or per group of one grouping), and the time unit they come in."""
 
     rules: bool
     unit_s: float
@@ -28,8 +29,9 @@ class Source:
 
     @property
     def lag_s(self) -> float:
-        """How long after its window a group rule's sample is recorded: its queries run
-        this much later than the window they fetch."""
+        """Return how long after its window a group rule's sample is recorded: group rules read
+        the per-pod rules' samples of the window before, so queries for a window run this much
+        later. 0 when the per-pod rules or raw series are read."""
         return self.unit_s * GROUP_LAG_WINDOWS if self.grouping else 0.0
 
     def idle_recorded(self, idle_window_s: float, below: float) -> bool:
@@ -40,6 +42,8 @@ class Source:
                 and abs(idle_window_s - self.unit_s) < 1e-6)
 
     def describe(self) -> str:
+        """Return where the figures are read from in words, for the report's heading and JSON:
+        raw series at their resolution, or recording rules with their window and grouping."""
         if self.rules:
             per = f"per {self.grouping}" if self.grouping else "per pod"
             return f"recording rules (window {duration(self.unit_s)}, {per})"

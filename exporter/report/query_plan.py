@@ -19,6 +19,8 @@ year in 10-minute windows is 52,560. Beyond it the report would hold millions of
 
 @dataclass(frozen=True, slots=True)
 class Window:
+    """One window of the report's range: when it ends (Unix seconds) and how long it is."""
+
     end: float
     length_s: float
 
@@ -33,6 +35,8 @@ class Call:
 
     @property
     def instant(self) -> bool:
+        """Return whether the call is an instant query, which it is when it covers a single
+        window."""
         return self.first == self.last
 
 
@@ -42,6 +46,9 @@ def multiple_of(seconds: float, unit: float) -> float:
 
 
 def auto_step(range_s: float, unit: float) -> float:
+    """Return the chart step used when none is asked for: a day for a range of three days or
+    more, an hour for three hours or more, else a thirtieth of the range; rounded up to a whole
+    number of `unit`s."""
     if range_s >= 3 * 86400:
         step = 86400.0
     elif range_s >= 3 * 3600:

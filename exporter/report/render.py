@@ -57,6 +57,7 @@ def _when(t: float) -> str:
 
 
 def heading(report: UsageReport) -> str:
+    """Return the report's title line: what it groups by and its range in UTC."""
     return (f"GPU usage by {report.request.group_by}, {_when(report.start)} to "
             f"{_when(report.end)}")
 
@@ -67,6 +68,8 @@ def cell(value: object, decimals: int) -> str:
 
 
 def table_text(report: UsageReport) -> str:
+    """Return the report as an aligned terminal table, groups then a TOTAL row, followed by its
+    notes."""
     table = with_total(report)
     head = ["group", *(COLUMNS[c][0] for c in table.columns)]
     rows = [[str(name), *(cell(table.at[name, c], COLUMNS[c][1]) for c in table.columns)]
@@ -87,6 +90,7 @@ def table_text(report: UsageReport) -> str:
 
 
 def csv_text(report: UsageReport) -> str:
+    """Return the report's table, groups then a TOTAL row, as CSV."""
     table = with_total(report)
     return str(table.to_csv(float_format="%.6g"))
 
@@ -98,6 +102,8 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def json_text(report: UsageReport) -> str:
+    """Return the report as indented JSON: range, grouping, source, notes, each group's figures,
+    the total, the figures per step and the idle pods."""
     table = with_total(report)
     rows = _records(table.reset_index())
     document = {

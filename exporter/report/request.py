@@ -125,6 +125,8 @@ def _read_secret(path: Path, what: str) -> str:
 
 
 def parse_header(text: str, where: str) -> tuple[str, str]:
+    """Return the name and value of a header given as `NAME: VALUE`; raise ConfigError naming
+    `where` (the option that gave it) when it is not of that form."""
     name, sep, value = text.partition(":")
     if not sep or not name.strip():
         raise ConfigError(f"{where} {text!r}: expected 'NAME: VALUE'")
@@ -132,8 +134,8 @@ def parse_header(text: str, where: str) -> tuple[str, str]:
 
 
 def connection(settings: Resolution, spelling: Spelling) -> Connection:
-    """How to reach the server, from the connection options (which `advise` shares);
-    ConfigError names the option at fault."""
+    """Return how to reach the server, built from the connection options (which `advise` shares);
+    raise ConfigError naming the option at fault."""
     def name(option: Option[object]) -> str:
         return spelled(settings, option, spelling)
 

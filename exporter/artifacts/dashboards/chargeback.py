@@ -30,6 +30,9 @@ NAMESPACE_VAR = Variable("namespace", "Namespace",
 
 
 def over(rule: str, window: str = "$__range", by: str | None = None) -> str:
+    """Return the query summing the usage recording rule `rule` over `window` for the chosen job
+    and namespaces, per the labels in `by` or in one total, which is the figure over the range
+    since each sample is one pod's figure over one rule window."""
     total = f"sum_over_time({rule}{MINE}[{window}])"
     return f"sum by ({by}) ({total})" if by else f"sum({total})"
 

@@ -52,6 +52,8 @@ def role_holders(metric: str | Measure, *matchers: str) -> str:
 
 
 def by_role(aggregation: str, metric: str | Measure) -> str:
+    """Return the query aggregating `metric` with `aggregation` (`sum`, `avg`, `count`...) per
+    inference role, over the devices held by pods of the chosen job and namespace that carry one."""
     return f"{aggregation} by (role) ({with_role(role_holders(metric, JOB, NS))})"
 
 
@@ -98,11 +100,16 @@ POD_ROLES = (f"group by (namespace, pod, role) "
 
 
 def serving_by_role(aggregation: str, metric: str) -> str:
+    """Return the query aggregating the serving metric `metric` with `aggregation` per inference
+    role, each serving pod taking the role its GPU series carry, since serving metrics carry no
+    pod labels of their own."""
     return (f"{aggregation} by (role) ({metric}{{{NS}}} "
             f"* on (namespace, pod) group_left (role) {POD_ROLES})")
 
 
 def ttft_by_role(quantile: float) -> str:
+    """Return the query for the `quantile` of vLLM's time to first token per inference role, each
+    serving pod taking the role its GPU series carry."""
     return (f"histogram_quantile({quantile}, sum by (le, role) "
             f"(rate(vllm:time_to_first_token_seconds_bucket{{{NS}}}[$__rate_interval]) "
             f"* on (namespace, pod) group_left (role) {POD_ROLES}))")

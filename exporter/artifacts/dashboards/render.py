@@ -272,4 +272,6 @@ def render(spec: Dashboard) -> Json:
 
 
 def dump(model: Json) -> str:
+    """Return a dashboard's JSON model as text, indented and with sorted keys, so generating it
+    twice gives the same bytes and a diff shows only what changed."""
     return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

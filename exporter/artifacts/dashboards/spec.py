@@ -30,6 +30,8 @@ NO_XID = "No XID events on the selected GPUs"
 
 
 class Kind(Enum):
+    """The kind of Grafana panel a panel is drawn as: a time series, a single stat or a table."""
+
     TIMESERIES = "timeseries"
     STAT = "stat"
     TABLE = "table"
@@ -37,6 +39,9 @@ class Kind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Query:
+    """One PromQL query of a panel, with the legend its series are drawn under and whether it is
+    asked as an instant query (a table's or stat's current value) rather than over a range."""
+
     expr: str
     legend: str = ""
     instant: bool = False
@@ -44,6 +49,9 @@ class Query:
 
 @dataclass(frozen=True, slots=True)
 class Panel:
+    """One dashboard panel: its title, kind, queries, unit and description for the reader, its
+    size on the grid, its axis limits, and what it says when there is no data."""
+
     title: str
     kind: Kind
     queries: tuple[Query, ...]
@@ -70,12 +78,16 @@ class Panel:
 
 @dataclass(frozen=True, slots=True)
 class Section:
+    """A titled row of panels on a dashboard."""
+
     title: str
     panels: tuple[Panel, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Variable:
+    """A dashboard variable (a drop-down such as job or node) whose values a query lists."""
+
     name: str
     label: str
     query: str
@@ -87,6 +99,9 @@ class Variable:
 
 @dataclass(frozen=True, slots=True)
 class Dashboard:
+    """One dashboard as written before rendering: its uid, file name, title, description, tags,
+    variables and sections of panels."""
+
     uid: str
     filename: str
     title: str
@@ -96,6 +111,8 @@ class Dashboard:
     sections: tuple[Section, ...] = field(default_factory=tuple)
 
     def restricted_to(self, fields: FieldSet) -> Dashboard:
+        """Return the dashboard with only the panels whose fields `fields` enables, sections left
+        empty dropped, so no panel ships that could only show "No data"."""
         kept: list[Section] = []
         for section in self.sections:
             restricted = (p.restricted_to(fields) for p in section.panels)
@@ -109,8 +126,8 @@ class Dashboard:
 
 
 def sel(*matchers: str) -> str:
-    """Return a label matcher block: sel('job=~"$job"', 'gpu=~"$gpu"') ->
-    '{job=~"$job",gpu=~"$gpu"}'."""
+    """Return a PromQL label-matcher block of `matchers` joined by commas, such as
+    `{job=~"$job", gpu=~"$gpu"}`, to put after a metric name."""
     return "{" + ", ".join(matchers) + "}"
 
 
