@@ -42,7 +42,8 @@ from exporter.web.config import WebSettings
 from exporter.yamlfiles import YamlError
 
 __all__ = ["SETTINGS", "ConfigError", "ServeConfig", "SimSettings", "faults_config", "filled",
-           "kubernetes_config", "parse_duration", "parse_serve_args", "serve_config"]
+           "kubernetes_config", "parse_duration", "parse_serve_args", "serve_config",
+           "sim_settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,12 @@ def filled(target: str, make: Callable[..., S], r: Resolution,
         use_file = file_value is not None and setting.source is None
         values[name] = file_value if use_file else setting.value
     return make(**values, **computed)
+
+
+def sim_settings(r: Resolution) -> SimSettings:
+    """Return the simulated node's settings (serve and doctor share them; doctor's
+    resolution lacks the serve-only ones, which keep their defaults)."""
+    return filled("sim", SimSettings, r)
 
 
 def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
@@ -305,7 +312,7 @@ def serve_config(r: Resolution) -> ServeConfig:
         web=web,
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),
         faults=faults_config(r),
-        sim=filled("sim", SimSettings, r),
+        sim=sim_settings(r),
         collectors=collectors,
         inline_collectors=inline,
         watch_groups=file.watch_groups if file is not None else (),
