@@ -225,6 +225,7 @@ def simulate_day(profile: str, interval_s: float, start: float) -> Day:
     """Return every poll of one simulated day, as the sampler renders it (device families, the
     exporter's own, the endpoint's), keyed by series."""
     from exporter.devices.nvml import NvmlBackend
+    from exporter.exposition.config import ExpositionSettings
     from exporter.exposition.publisher import Publisher
     from exporter.sampling.snapshot import HostLabel, Snapshot
     from exporter.sampling.stats import PollStats
@@ -243,7 +244,7 @@ def simulate_day(profile: str, interval_s: float, start: float) -> Day:
     backend = NvmlBackend(SimNvml(profile, clock=clock), collectors.specs, clock=clock,
                           wall_clock=wall)
     backend.start()
-    publish = WebServer().publishing(Publisher("sim", openmetrics=False))
+    publish = WebServer().publishing(Publisher("sim", ExpositionSettings(openmetrics=False)))
     stats = PollStats(collect_interval_s=interval_s)
     day = Day({}, array("d"))
     steps = int(DAY_S // interval_s)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from exporter.devices.filter import ALL_DEVICES, DeviceFilter
+from exporter.devices.config import DeviceSettings
+from exporter.exposition.config import ExpositionSettings
 from exporter.fields.csv import Collectors, CollectorsError, collectors_from_rows, require_servable
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.inference_labels import PodLabelSelection
@@ -42,7 +43,8 @@ from exporter.web.config import WebSettings
 from exporter.yamlfiles import YamlError
 
 __all__ = ["SETTINGS", "ConfigError", "ServeConfig", "SimSettings", "faults_config", "filled",
-           "kubernetes_config", "parse_duration", "parse_serve_args", "serve_config"]
+           "kubernetes_config", "parse_duration", "parse_serve_args", "serve_config",
+           "sim_settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +67,10 @@ class ServeConfig:
     """Everything `serve` runs with: one settings object per layer, and what serve itself
     reads. Fields are filled from the options whose `fills` names `serve.<field>`."""
 
-    web: WebSettings = field(default_factory=WebSettings)
+    devices: DeviceSettings = field(default_factory=DeviceSettings)
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    exposition: ExpositionSettings = field(default_factory=ExpositionSettings)
+    web: WebSettings = field(default_factory=WebSettings)
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
     faults: NodeFaultsConfig = field(default_factory=NodeFaultsConfig)
     """What the node fault writer writes on the API server (nothing by default)."""
@@ -83,17 +87,6 @@ class ServeConfig:
     watch_groups: tuple[WatchGroup, ...] = ()
     """The config file's watch groups: they set nothing here, but serve checks them against
     the collectors at start-up, as dcgm-exporter does."""
-    devices: DeviceFilter = ALL_DEVICES
-    xid_count_window_s: float = 300.0
-    clock_events_count_window_s: float = 300.0
-    prof_counterparts: bool = True
-    """Serve NVML's counterparts of DCGM_FI_PROF_* fields on GPUs without GPM."""
-    use_old_namespace: bool = False
-    """Whether series use dcgm-exporter 1.x label names (`-o`)."""
-    replace_blanks_in_model_name: bool = False
-    hpc_job_mapping_dir: Path | None = None
-    """The directory of files naming the HPC jobs on each GPU, or None for no `hpc_job`
-    label."""
     container_labels: bool = False
     """A `container` label from a container runtime's API (only outside Kubernetes: with
     Kubernetes on, this is False and a start-up warning says so)."""
@@ -102,9 +95,6 @@ class ServeConfig:
     watch_max_keep_age_s: float = 600.0
     watch_max_keep_samples: int = 0
     """dcgm-exporter's DCGM watch retention: checked as it checks them, used for nothing."""
-    label_limit: int = 0
-    """At most this many labels per series, the name counted; copied pod labels beyond it
-    are left off; 0 sets no limit."""
     log_format: LogFormat = "text"
     log_level: LogLevel = "info"
     startup_warnings: tuple[str, ...] = ()
@@ -113,8 +103,10 @@ class ServeConfig:
 
 SETTINGS: dict[str, type] = {
     "serve": ServeConfig,
-    "web": WebSettings,
+    "devices": DeviceSettings,
     "sampler": SamplerSettings,
+    "exposition": ExpositionSettings,
+    "web": WebSettings,
     "kubernetes": KubernetesConfig,
     "faults": NodeFaultsConfig,
     "sim": SimSettings,
@@ -140,6 +132,12 @@ def filled(target: str, make: Callable[..., S], r: Resolution,
         use_file = file_value is not None and setting.source is None
         values[name] = file_value if use_file else setting.value
     return make(**values, **computed)
+
+
+def sim_settings(r: Resolution) -> SimSettings:
+    """Return the simulated node's settings (serve and doctor share them; doctor's
+    resolution lacks the serve-only ones, which keep their defaults)."""
+    return filled("sim", SimSettings, r)
 
 
 def kubernetes_config(r: Resolution, *, enabled: bool) -> KubernetesConfig:
@@ -315,17 +313,22 @@ def serve_config(r: Resolution) -> ServeConfig:
                            r[opt.NODE_NAME] or socket.gethostname())
     sampler = filled("sampler", SamplerSettings, r, from_file, host=host_label,
                      collectors_path=collectors)
+    # The exposition renders the bodies the web layer may serve, and no others.
+    exposition = filled("exposition", ExpositionSettings, r, openmetrics=web.openmetrics,
+                        appendable=web.exporter_metrics)
     return filled(
         "serve", ServeConfig, r, from_file,
-        web=web,
+        devices=filled("devices", DeviceSettings, r,
+                       prof_counterparts=not r[opt.NO_PROF_COUNTERPARTS]),
         sampler=sampler,
+        exposition=exposition,
+        web=web,
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),
         faults=faults_config(r),
-        sim=filled("sim", SimSettings, r),
+        sim=sim_settings(r),
         collectors=collectors,
         inline_collectors=inline,
         watch_groups=file.watch_groups if file is not None else (),
-        prof_counterparts=not r[opt.NO_PROF_COUNTERPARTS],
         container_labels=_container_labels(r, kubernetes=k8s_enabled, warnings=warnings),
         watch_max_keep_age_s=watch_age,
         watch_max_keep_samples=watch_samples,

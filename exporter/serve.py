@@ -19,8 +19,6 @@ from exporter.devices.errors import BackendUnavailable
 from exporter.devices.nvml import NvmlBackend
 from exporter.devices.nvml_api import NvmlLib, load_pynvml
 from exporter.devices.process_reads import ProcessReader, gpu_process_ids
-from exporter.exposition.label_limit import LabelLimit
-from exporter.exposition.labels import LabelStyle
 from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
 from exporter.fields.csv import (
@@ -30,7 +28,6 @@ from exporter.fields.csv import (
     load_collectors,
     require_servable,
 )
-from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
@@ -131,12 +128,7 @@ def _publisher(cfg: ServeConfig, server: WebServer,
                writer: NodeFaultWriter | None) -> SamplerPublisher[Rendered]:
     """Return what renders each poll for scrapes: the exposition with the web server's
     self-metrics, which also feeds the node fault writer when there is one."""
-    style = LabelStyle(cfg.use_old_namespace, cfg.replace_blanks_in_model_name)
-    jobs = HpcJobMapping(cfg.hpc_job_mapping_dir) if cfg.hpc_job_mapping_dir else None
-    publish = server.publishing(Publisher(cfg.backend, style, jobs,
-                                          LabelLimit(cfg.label_limit),
-                                          openmetrics=cfg.web.openmetrics,
-                                          appendable=cfg.web.exporter_metrics))
+    publish = server.publishing(Publisher(cfg.backend, cfg.exposition))
     if writer is None:
         return publish
     from exporter.nodefaults.feed import FeedingPublisher
@@ -322,11 +314,7 @@ def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
         lib = _load_nvml_lib(cfg)
     except ConfigError as exc:
         return _fail(str(exc))
-    backend = NvmlBackend(lib, collectors.specs, devices=cfg.devices,
-                          xid_window_s=cfg.xid_count_window_s,
-                          clock_events_window_s=cfg.clock_events_count_window_s,
-                          prof_counterparts=cfg.prof_counterparts,
-                          fault_reads=True)
+    backend = NvmlBackend(lib, collectors.specs, cfg.devices, fault_reads=True)
     try:
         backend.start()
     except BackendUnavailable as exc:

@@ -20,9 +20,9 @@ from exporter.devices.clock_events import (
     CLOCK_EVENTS_TOTAL_FIELD,
     ClockEventCounter,
 )
+from exporter.devices.config import DEFAULT_DEVICE_SETTINGS, DeviceSettings
 from exporter.devices.enumerate import Enumeration, enumerate_devices
 from exporter.devices.errors import BackendUnavailable, describe, is_nvml_error, nvml_code
-from exporter.devices.filter import ALL_DEVICES, DeviceFilter
 from exporter.devices.health import HealthTracker
 from exporter.devices.model import Entity, EntityKey, Inventory, Readings
 from exporter.devices.nvml_api import (
@@ -80,11 +80,8 @@ class NvmlBackend:
         self,
         lib: NvmlLib,
         fields: Sequence[FieldSpec],
+        settings: DeviceSettings = DEFAULT_DEVICE_SETTINGS,
         *,
-        devices: DeviceFilter = ALL_DEVICES,
-        xid_window_s: float = 300.0,
-        clock_events_window_s: float = 300.0,
-        prof_counterparts: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         fault_reads: bool = False,
@@ -93,14 +90,15 @@ class NvmlBackend:
         self._fault_reads = fault_reads
         """Read the health watches' inputs and XID events whatever the collectors enable: the
         faults are derived from them (`exporter.sampling.fault_tracker`)."""
-        self._devices = devices
+        self._devices = settings.selection
         self._clock = clock
-        self.ledger = XidLedger(xid_window_s, wall_clock)
+        self.ledger = XidLedger(settings.xid_count_window_s, wall_clock)
         self._errors = CallErrors()
         self.call_errors = self._errors.counts
         """Failed NVML calls since start, by function and return code name."""
-        self._reader = DeviceReader(lib, self._errors, clock, counterparts=prof_counterparts)
-        self.clock_events = ClockEventCounter(clock_events_window_s, wall_clock)
+        self._reader = DeviceReader(lib, self._errors, clock,
+                                    counterparts=settings.prof_counterparts)
+        self.clock_events = ClockEventCounter(settings.clock_events_count_window_s, wall_clock)
         self.health = HealthTracker(clock)
         self._initialised = False
         self._init_retry = _Retry()

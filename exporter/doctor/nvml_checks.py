@@ -6,6 +6,7 @@ import contextlib
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from exporter.config import sim_settings
 from exporter.devices.errors import (
     PROFILING_ADMIN_ONLY,
     PROFILING_ADMIN_ONLY_FIX,
@@ -53,20 +54,22 @@ _NVML_FIXES = {
 
 
 def _load_library(settings: Resolution, report: Report) -> NvmlLib | None:
+    """Return pynvml, or the simulated node's library with --backend sim; None, with a
+    failed line in the report, when neither can be loaded."""
     if settings[opt.BACKEND] == "sim":
         try:
             from exporter.simulated.node import SimNvml, parse_fault, profile_names
         except ImportError as exc:
             report.line(FAIL, "NVML", f"the simulated node is not available ({exc})")
             return None
-        profile = settings[opt.SIM_PROFILE]
-        if profile not in profile_names():
-            report.line(FAIL, "NVML", f"unknown --sim.profile {profile!r}",
+        sim = sim_settings(settings)
+        if sim.profile not in profile_names():
+            report.line(FAIL, "NVML", f"unknown --sim.profile {sim.profile!r}",
                         "one of " + ", ".join(profile_names()))
             return None
         try:
-            faults = [parse_fault(spec) for spec in settings[opt.SIM_FAULTS]]
-            return SimNvml(profile, seed=settings[opt.SIM_SEED], faults=faults)
+            faults = [parse_fault(spec) for spec in sim.faults]
+            return SimNvml(sim.profile, seed=sim.seed, faults=faults)
         except ValueError as exc:
             report.line(FAIL, "NVML", f"--sim.fault: {exc}")
             return None
@@ -84,8 +87,8 @@ def check_nvml(settings: Resolution, report: Report) -> Inventory | None:
     lib = _load_library(settings, report)
     if lib is None:
         return None
-    what = (f"simulated node {settings[opt.SIM_PROFILE]!r}" if settings[opt.BACKEND] == "sim"
-            else "libnvidia-ml.so.1")
+    what = (f"simulated node {sim_settings(settings).profile!r}"
+            if settings[opt.BACKEND] == "sim" else "libnvidia-ml.so.1")
     try:
         lib.nvmlInit()
     except Exception as exc:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, field
 
 from exporter import __version__
+from exporter.exposition.config import DEFAULT_EXPOSITION_SETTINGS, ExpositionSettings
 from exporter.exposition.label_limit import LabelLimit
-from exporter.exposition.labels import DEFAULT_STYLE, LabelStyle
+from exporter.exposition.labels import LabelStyle
 from exporter.exposition.render import Rendered, device_families, render, visible_entities
 from exporter.k8s.hpc_jobs import NO_JOBS, HpcJobMapping
 from exporter.sampling.snapshot import Snapshot
@@ -73,20 +73,22 @@ def _device_self_families(snapshot: Snapshot) -> list[Family]:
     return families
 
 
-@dataclass(frozen=True, slots=True)
 class Publisher:
     """Builds the full exposition of a poll: device families, then self-metrics."""
 
-    backend: str
-    style: LabelStyle = DEFAULT_STYLE
-    hpc_jobs: HpcJobMapping | None = None
-    """Read here, once per poll on the render thread, so the event loop never waits on it."""
-    label_limit: LabelLimit = field(default_factory=lambda: LabelLimit(0))
-    openmetrics: bool = True
-    """Render the OpenMetrics body too (only when the endpoint may serve it)."""
-    appendable: bool = False
-    """Render the gzipped bodies so that scrapes can append to them
-    (`--enable-exporter-metrics`: `Rendered.text_open`)."""
+    def __init__(self, backend: str,
+                 settings: ExpositionSettings = DEFAULT_EXPOSITION_SETTINGS) -> None:
+        """Publish the polls of `backend` (named in `gpu_exporter_build_info`) as `settings`
+        say: label names, HPC jobs, label limit and the bodies rendered."""
+        self.backend = backend
+        self.settings = settings
+        self.style = LabelStyle(settings.use_old_namespace,
+                                settings.replace_blanks_in_model_name)
+        self.hpc_jobs = (HpcJobMapping(settings.hpc_job_mapping_dir)
+                         if settings.hpc_job_mapping_dir is not None else None)
+        """Read here, once per poll on the render thread, so the event loop never waits on it."""
+        self.label_limit = LabelLimit(settings.label_limit)
+        """Counts the series it trimmed, from poll to poll."""
 
     def __call__(self, snapshot: Snapshot | None, stats: PollStats,
                  extra: list[Family]) -> Rendered:
@@ -102,4 +104,4 @@ class Publisher:
             families = self.label_limit.apply(families)
             families.append(LABEL_LIMIT_TRIMMED_SERIES.single(
                 float(self.label_limit.trimmed_series)))
-        return render(families, self.openmetrics, self.appendable)
+        return render(families, self.settings.openmetrics, self.settings.appendable)

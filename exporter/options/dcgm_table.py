@@ -44,7 +44,7 @@ USE_OLD_NAMESPACE: Option[bool] = Option(
     env=("GPU_EXPORTER_USE_OLD_NAMESPACE", "DCGM_EXPORTER_USE_OLD_NAMESPACE"),
     help="dcgm-exporter 1.x label names: `uuid` for `UUID`, and `container_name`, "
          "`pod_name`, `pod_namespace` for `container`, `pod`, `namespace`",
-    fills="serve.use_old_namespace")
+    fills="exposition.use_old_namespace")
 REPLACE_BLANKS_IN_MODEL_NAME: Option[bool] = Option(
     "replace_blanks_in_model_name", Switch(), False, commands=SERVE,
     flags=("-rbmn", "--replace-blanks-in-model-name"),
@@ -52,7 +52,7 @@ REPLACE_BLANKS_IN_MODEL_NAME: Option[bool] = Option(
          "DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME"),
     help="`modelName` with dashes for blanks, `NVIDIA-H200-NVL`, as device-plugin node labels "
          "spell it",
-    fills="serve.replace_blanks_in_model_name")
+    fills="exposition.replace_blanks_in_model_name")
 CLOCK_EVENTS_COUNT_WINDOW: Option[float] = Option(
     "clock_events_count_window", Duration("s"), 300.0, commands=SERVE,
     flags=("--clock-events-count-window",), env=("GPU_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW",),
@@ -62,14 +62,14 @@ CLOCK_EVENTS_COUNT_WINDOW: Option[float] = Option(
     aliases=(Alias(Duration("ms"), "dcgm-exporter's spelling, a bare number is milliseconds",
                    flags=("--clock-events-count-window-size",),
                    env=("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",)),),
-    fills="serve.clock_events_count_window_s")
+    fills="devices.clock_events_count_window_s")
 HPC_JOB_MAPPING_DIR: Option[Path | None] = Option(
     "hpc_job_mapping_dir", FilePath(), None, commands=SERVE,
     flags=("--hpc-job-mapping-dir",),
     env=("GPU_EXPORTER_HPC_JOB_MAPPING_DIR", "DCGM_HPC_JOB_MAPPING_DIR"), metavar="DIR",
     help="directory of files named `<gpu>` or `<gpu>.<gpu instance>` listing a job id per "
          "line: each such device's series are repeated per job with an `hpc_job` label",
-    fills="serve.hpc_job_mapping_dir")
+    fills="exposition.hpc_job_mapping_dir")
 
 CONTAINER_LABELS: Option[bool] = Option(
     "container_labels", Switch(), False, commands=SERVE,

@@ -176,7 +176,7 @@ DEVICES: Option[DeviceFilter] = Option(
     help="devices to export: `f` all, `g` GPUs only, `i` MIG instances only, `g:0,1`, "
          "`i:0-2`, or both joined by `+`: `g+i`, `g:0-3+i:0-2` (a GPU range also limits "
          "whose instances are exported)",
-    fills="serve.devices")
+    fills="devices.selection")
 HOSTNAME_LABEL: Option[HostnameLabel] = Option(
     "hostname_label", Choice(HOSTNAME_LABELS), "hostname", commands=SERVE,
     flags=("--hostname-label",), env=("GPU_EXPORTER_HOSTNAME_LABEL",),
@@ -199,7 +199,7 @@ XID_COUNT_WINDOW: Option[float] = Option(
     aliases=(Alias(Duration("ms"), "dcgm-exporter's spelling, a bare number is milliseconds",
                    flags=("-x", "--xid-count-window-size"),
                    env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",)),),
-    fills="serve.xid_count_window_s")
+    fills="devices.xid_count_window_s")
 NO_PROF_COUNTERPARTS: Option[bool] = Option(
     "no_prof_counterparts", Switch(), False, commands=SERVE,
     flags=("--no-prof-counterparts",), env=("GPU_EXPORTER_NO_PROF_COUNTERPARTS",),
@@ -257,7 +257,7 @@ LABEL_LIMIT: Option[int] = Option(
          "30; leave room for the labels the scraper adds, such as `job` and `instance`): "
          "copied pod labels beyond it are left off, the last by name first, and counted in "
          "`gpu_exporter_label_limit_trimmed_series`; the exporter's own labels always stay",
-    fills="serve.label_limit")
+    fills="exposition.label_limit")
 SCOPE: Option[Scope] = Option(
     "scope", Choice(SCOPES), "node", commands=SERVE_AND_DOCTOR, group=K8S_GROUP,
     flags=("--scope",), env=("GPU_EXPORTER_SCOPE",),

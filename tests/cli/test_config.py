@@ -18,7 +18,7 @@ def test_defaults() -> None:
     assert cfg.sampler.interval_s == 15.0
     assert (cfg.web.listen_host, cfg.web.listen_port) == (None, 9400)
     assert cfg.sampler.host.name == "hostname"
-    assert cfg.xid_count_window_s == 300.0
+    assert cfg.devices.xid_count_window_s == 300.0
     assert not cfg.kubernetes.enabled
 
 
@@ -46,8 +46,8 @@ def test_dcgm_environment_is_honoured() -> None:
     assert cfg.kubernetes.pod_resources_socket == "/run/k0s/kubelet.sock"
     assert cfg.kubernetes.resource_names == ("example.com/gpu", "other.io/gpu")
     assert str(cfg.collectors) == "/etc/dcgm-exporter/default-counters.csv"
-    assert cfg.devices.gpu_ids == frozenset({0, 1})
-    assert not cfg.devices.instances
+    assert cfg.devices.selection.gpu_ids == frozenset({0, 1})
+    assert not cfg.devices.selection.instances
     assert cfg.sampler.host.name is None
     assert cfg.sampler.host.value == "node-a"
 

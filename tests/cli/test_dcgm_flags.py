@@ -139,15 +139,15 @@ def every_variable() -> dict[str, str]:
 def test_every_upstream_variable_at_once_configures_serve() -> None:
     cfg = serve_config(parse_command_line("serve", [], every_variable()))
     assert cfg.sampler.interval_s == 30.0
-    assert cfg.xid_count_window_s == 300.0
-    assert cfg.clock_events_count_window_s == 300.0
+    assert cfg.devices.xid_count_window_s == 300.0
+    assert cfg.devices.clock_events_count_window_s == 300.0
     assert cfg.kubernetes.enabled
     assert cfg.kubernetes.gpu_id_type == "uid"
     assert cfg.kubernetes.virtual_gpus
     assert cfg.kubernetes.dra
     assert cfg.kubernetes.configmap is None  # upstream's default, "none"
-    assert cfg.use_old_namespace
-    assert cfg.replace_blanks_in_model_name
+    assert cfg.exposition.use_old_namespace
+    assert cfg.exposition.replace_blanks_in_model_name
     assert cfg.log_level == "debug"
     assert cfg.sampler.host.name is None
 
@@ -233,7 +233,7 @@ def test_switches_written_with_a_value_as_dcgm_exporter_allows() -> None:
     on = {"DCGM_EXPORTER_KUBERNETES": "true"}
     assert not parse_serve_args(["--kubernetes=false"], env=on).kubernetes.enabled
     assert parse_serve_args(["-k=true"], env={}).kubernetes.enabled
-    assert parse_serve_args(["-rbmn=1", "-c=5000"], env={}).replace_blanks_in_model_name
+    assert parse_serve_args(["-rbmn=1", "-c=5000"], env={}).exposition.replace_blanks_in_model_name
     assert parse_serve_args(["--debug=true"], env={}).log_level == "debug"
     assert parse_serve_args(["--debug", "--debug=false"], env={}).log_level == "info"
     assert parse_serve_args(["--dump-compression=false"], env={}).startup_warnings == (

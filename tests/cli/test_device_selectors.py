@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.config import ConfigError, parse_serve_args
+from exporter.devices.config import DeviceSettings
 from exporter.devices.filter import DeviceFilter, parse_device_filter
 from exporter.devices.nvml import NvmlBackend
 from exporter.fields.csv import default_collectors_path, load_collectors
@@ -27,8 +28,9 @@ from tests.support.clock import FakeClock
     ("i:0-2", DeviceFilter(gpus=False, instance_ids=frozenset(range(3)))),
 ])
 def test_combined_selections(text: str, expected: DeviceFilter) -> None:
-    assert parse_serve_args(["-d", text], env={}).devices == expected
-    assert parse_serve_args([], env={"DCGM_EXPORTER_DEVICES_STR": text}).devices == expected
+    assert parse_serve_args(["-d", text], env={}).devices.selection == expected
+    from_env = parse_serve_args([], env={"DCGM_EXPORTER_DEVICES_STR": text})
+    assert from_env.devices.selection == expected
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -57,7 +59,7 @@ def test_upstreams_new_refusals(text: str, message: str) -> None:
 def test_what_a_selection_serves_on_a_mig_node(spec: str, gpus: int, instances: int) -> None:
     lib = SimNvml("h200-mig", seed=3, clock=FakeClock(start=1_000_000.0))
     backend = NvmlBackend(lib, load_collectors(default_collectors_path()).specs,
-                          devices=parse_device_filter(spec))
+                          DeviceSettings(selection=parse_device_filter(spec)))
     backend.start()
     try:
         readings = backend.poll()

@@ -117,12 +117,13 @@ def test_periodic_walk_keeps_gpm_series_and_learned_plans() -> None:
 
 
 def test_device_filter_g_and_i() -> None:
+    from exporter.devices.config import DeviceSettings
     from exporter.devices.filter import parse_device_filter
 
     for spec, gpus, instances in (("g", 8, 0), ("g:0,2", 2, 0), ("i", 0, 11), ("i:9", 0, 2)):
         lib = SimNvml("h200-mig", seed=3, clock=FakeClock(start=1_000_000.0))
         backend = NvmlBackend(lib, load_collectors(default_collectors_path()).specs,
-                              devices=parse_device_filter(spec))
+                              DeviceSettings(selection=parse_device_filter(spec)))
         backend.start()
         try:
             readings = backend.poll()

@@ -49,10 +49,12 @@ H100 = A100 | {
 }
 
 BACKEND = """
+from exporter.devices.config import DeviceSettings
 from exporter.devices.nvml import NvmlBackend
 from exporter.fields.csv import load_collectors
 collectors = load_collectors({csv!r})
-backend = NvmlBackend(pynvml, collectors.specs, clock=sim.time, prof_counterparts={on!r})
+backend = NvmlBackend(pynvml, collectors.specs, DeviceSettings(prof_counterparts={on!r}),
+                      clock=sim.time)
 def prof():
     values = backend.poll().values[(0, -1)]
     return {{k: v for k, v in values.items() if "PROF" in k}}

@@ -5,6 +5,7 @@ reason active, per GPU - counted from the bitmask each poll reads, and exposed w
 from __future__ import annotations
 
 from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, ClockEventCounter
+from exporter.devices.config import DeviceSettings
 from exporter.devices.model import ClockEventCount
 from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.render import device_families, render
@@ -75,8 +76,9 @@ def test_the_backend_counts_a_thermal_slowdown_of_the_simulated_node() -> None:
     collectors = parse_collectors(
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, reasons\n"
         "DCGM_EXP_CLOCK_EVENTS_COUNT, gauge, reported clock events\n", "t.csv")
-    backend = NvmlBackend(lib, collectors.specs, clock=clock, wall_clock=clock,
-                          clock_events_window_s=45.0)
+    backend = NvmlBackend(lib, collectors.specs,
+                          DeviceSettings(clock_events_count_window_s=45.0), clock=clock,
+                          wall_clock=clock)
     backend.start()
     try:
         polls = []

@@ -8,11 +8,12 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.devices.model import ClockEventCount, Entity, Inventory, Readings, XidCount
+from exporter.exposition.config import ExpositionSettings
 from exporter.exposition.labels import DEFAULT_STYLE, LabelStyle, model_name
 from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import device_families, render
 from exporter.fields.csv import parse_collectors
-from exporter.k8s.hpc_jobs import HpcJobMapping, JobMap
+from exporter.k8s.hpc_jobs import JobMap
 from exporter.k8s.types import Attribution, PodRef
 from exporter.sampling.snapshot import HostLabel, Snapshot
 from exporter.sampling.stats import PollStats
@@ -132,8 +133,9 @@ def test_clock_event_counts_are_left_out_when_the_csv_does_not_ask() -> None:
 
 def test_the_publisher_reads_the_job_directory_and_applies_the_style(tmp_path: Path) -> None:
     (tmp_path / "0").write_text("job-a\n")
-    publish = Publisher("sim", LabelStyle(old_namespace=True, model_name_without_blanks=True),
-                        HpcJobMapping(tmp_path))
+    publish = Publisher("sim", ExpositionSettings(use_old_namespace=True,
+                                                  replace_blanks_in_model_name=True,
+                                                  hpc_job_mapping_dir=tmp_path))
     text = publish(snapshot(), PollStats(collect_interval_s=1.0), []).text.decode()
     assert ('DCGM_FI_DEV_GPU_TEMP{gpu="0",uuid="GPU-aaa",pci_bus_id="00000000:83:00.0",'
             'device="nvidia0",modelName="NVIDIA-H200-NVL",Hostname="node-a",'

@@ -10,6 +10,7 @@ from exporter.devices.clock_events import (
     CLOCK_EVENTS_TOTAL_FIELD,
     ClockEventCounter,
 )
+from exporter.devices.config import DeviceSettings
 from exporter.devices.model import ClockEventTotal
 from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.render import device_families, render
@@ -55,8 +56,9 @@ class Node:
         self.lib = SimNvml(profile, seed=3, faults=[parse_fault(f) for f in faults],
                            clock=self.clock)
         self.collectors = parse_collectors(TOTALS_CSV, "totals.csv")
-        self.backend = NvmlBackend(self.lib, self.collectors.specs, clock=self.clock,
-                                   wall_clock=self.clock, xid_window_s=60.0)
+        self.backend = NvmlBackend(self.lib, self.collectors.specs,
+                                   DeviceSettings(xid_count_window_s=60.0), clock=self.clock,
+                                   wall_clock=self.clock)
         self.backend.start()
 
     def text(self) -> str:

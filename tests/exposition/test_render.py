@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 
 from exporter.devices.model import Entity, Inventory, MigDevice, Readings, XidCount, XidTotal
+from exporter.exposition.config import ExpositionSettings
 from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import device_families, format_value, render
 from exporter.fields.csv import parse_collectors
@@ -121,7 +122,7 @@ def test_openmetrics_keeps_dcgm_counter_names_and_ends_with_eof() -> None:
 def test_openmetrics_is_rendered_only_when_it_may_be_served() -> None:
     snap, stats = snapshot(), PollStats(collect_interval_s=1.0)
     both = Publisher("sim")(snap, stats, [])
-    text_only = Publisher("sim", openmetrics=False)(snap, stats, [])
+    text_only = Publisher("sim", ExpositionSettings(openmetrics=False))(snap, stats, [])
     assert text_only.openmetrics is None
     assert text_only.openmetrics_gzip is None
     assert text_only.text == both.text

@@ -31,14 +31,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter import label_registry
 from exporter.devices.model import Inventory, Readings
 from exporter.devices.nvml import NvmlBackend
-from exporter.exposition.label_limit import LabelLimit
-from exporter.exposition.labels import LabelStyle
+from exporter.exposition.config import ExpositionSettings
 from exporter.exposition.publisher import Publisher
 from exporter.fields.csv import Collectors, parse_collectors
 from exporter.k8s.attribution import Allocation, DeviceResolver, attribute
 from exporter.k8s.config import DRA_GPU_DRIVER, KubernetesConfig
 from exporter.k8s.dra import claim_labels
-from exporter.k8s.hpc_jobs import HpcJobMapping
 from exporter.k8s.pod_labels import RENAMED, PodLabelRules
 from exporter.k8s.resourceslices import SliceDevice
 from exporter.sampling.snapshot import HostLabel, Snapshot
@@ -225,9 +223,9 @@ def test_no_pod_label_repeats_a_name_or_breaks_the_body(
                        virtual_gpus=copying.virtual_gpus)
     snapshot = Snapshot(node.inventory, node.readings, COLLECTORS, HostLabel(host, "node-a"),
                         result.attribution)
-    publisher = Publisher("sim", LabelStyle(old_namespace=copying.old_names),
-                          HpcJobMapping(job_dir) if copying.jobs else None,
-                          LabelLimit(copying.limit))
+    publisher = Publisher("sim", ExpositionSettings(
+        use_old_namespace=copying.old_names, label_limit=copying.limit,
+        hpc_job_mapping_dir=job_dir if copying.jobs else None))
     rows = POD_GPU_ALLOCATION.family(Sample(row, 1.0) for row in result.allocation_rows)
     text = publisher(snapshot, PollStats(1.0), [rows]).text.decode()
 

@@ -74,18 +74,19 @@ def test_alias_variables_come_after_the_option_variables(
 
 
 def test_dcgm_window_sizes_are_milliseconds_and_ours_seconds() -> None:
-    assert parse_serve_args(["-x", "60000"], env={}).xid_count_window_s == 60.0
-    assert parse_serve_args(["--xid-count-window-size", "1500"], env={}).xid_count_window_s \
-        == 1.5
-    assert parse_serve_args(["--xid-count-window", "60"], env={}).xid_count_window_s == 60.0
+    assert parse_serve_args(["-x", "60000"], env={}).devices.xid_count_window_s == 60.0
+    assert parse_serve_args(["--xid-count-window-size", "1500"],
+                            env={}).devices.xid_count_window_s == 1.5
+    assert parse_serve_args(["--xid-count-window", "60"], env={}).devices.xid_count_window_s == 60.0
     env = {"DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE": "120000",
            "DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE": "30000"}
     cfg = parse_serve_args([], env=env)
-    assert (cfg.xid_count_window_s, cfg.clock_events_count_window_s) == (120.0, 30.0)
+    assert (cfg.devices.xid_count_window_s,
+            cfg.devices.clock_events_count_window_s) == (120.0, 30.0)
     cfg = parse_serve_args(["--clock-events-count-window", "2m"], env=env)
-    assert cfg.clock_events_count_window_s == 120.0
+    assert cfg.devices.clock_events_count_window_s == 120.0
     # With a unit, every spelling means the same.
-    assert parse_serve_args(["-x", "2m"], env={}).xid_count_window_s == 120.0
+    assert parse_serve_args(["-x", "2m"], env={}).devices.xid_count_window_s == 120.0
 
 
 def test_debug_is_log_level_debug() -> None:

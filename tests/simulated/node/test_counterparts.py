@@ -9,6 +9,7 @@ import itertools
 import pynvml
 import pytest
 
+from exporter.devices.config import DeviceSettings
 from exporter.devices.nvml import NvmlBackend
 from exporter.fields.catalog import CATALOG
 from exporter.simulated.node import SimNvml
@@ -86,7 +87,8 @@ def _poll_twice(profile: str, on: bool = True) -> tuple[dict[tuple[int, int], di
                                                         SimNvml]:
     clock = FakeClock()
     sim = SimNvml(profile, seed=7, clock=clock)
-    backend = NvmlBackend(sim, CATALOG, clock=clock, wall_clock=clock, prof_counterparts=on)
+    backend = NvmlBackend(sim, CATALOG, DeviceSettings(prof_counterparts=on), clock=clock,
+                          wall_clock=clock)
     backend.start()
     backend.poll()
     clock.advance(5.0)
