@@ -62,8 +62,11 @@ PY="${PYTHON:-python3}"
 .venv/bin/mypy exporter tests tools
 # Two workers, one test file each at a time (module fixtures such as a Prometheus with its
 # recorded history are set up once): most of the suite waits on processes it started, so the
-# second core halves the wall time. PYTEST_WORKERS=0 runs everything in this process.
+# second core halves the wall time. The files go out in the order tests/conftest.py collects
+# them, the longest first (--no-loadscope-reorder keeps it). PYTEST_WORKERS=0 runs everything
+# in this process.
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile \
+  --no-loadscope-reorder \
   ${TIER[@]+"${TIER[@]}"} "$@"
 # The Helm chart as an installable archive, dist/gpu-exporter-<version>.tgz (tests/chart
 # checks its name, version and contents).

@@ -89,8 +89,41 @@ many property-test examples. Left out of the quick tier so that it runs in under
 SLOW_FIXTURES = frozenset({"built_image"})
 
 
+LONGEST_FIRST = (
+    "tests/chart/test_running.py",
+    "tests/report/test_ground_truth.py",
+    "tests/stress/test_kubelet_faults.py",
+    "tests/nodepage/test_node_page.py",
+    "tests/artifacts/test_e2e_prehopper.py",
+    "tests/nodefaults/test_fault_matrix.py",
+    "tests/cli/test_serve.py",
+    "tests/simulated/test_mig_config_applied.py",
+    "tests/artifacts/test_e2e_counterparts.py",
+    "tests/image/test_arm64_image.py",
+    "tests/k8s/test_k8s_processes.py",
+    "tests/artifacts/test_alerts.py",
+)
+"""The modules that take longest, longest first, measured with `--durations` on 2 cores (the
+table in docs/testing.md). The test command hands whole modules to two workers in the order
+the suite is collected: started first, the long ones run beside many short ones, instead of
+one of them running on alone at the end while the other worker has nothing left."""
+
+
+def _module_order(items: list[pytest.Item]) -> dict[str, tuple[int, int]]:
+    """Return each module's place in the run: the modules of LONGEST_FIRST in its order, then
+    the others by their number of tests, most first (as pytest-xdist orders them by default),
+    so that the modules of one or two tests are what is left to share at the end."""
+    counts: dict[str, int] = {}
+    for item in items:
+        path = Path(item.path).relative_to(ROOT).as_posix()
+        counts[path] = counts.get(path, 0) + 1
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    return {path: (rank.get(path, len(LONGEST_FIRST)), -count) for path, count in counts.items()}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the slow tier `slow`, so that `-m "not slow"` is the quick tier."""
+    """Mark the tests of the slow tier `slow`, so that `-m "not slow"` is the quick tier, and
+    put the longest modules first (each module's tests stay together and in their order)."""
     for item in items:
         path = Path(item.path).relative_to(ROOT).as_posix()
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -98,6 +131,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 or item.get_closest_marker("e2e") is not None
                 or fixtures & SLOW_FIXTURES):
             item.add_marker(pytest.mark.slow)
+    order = _module_order(items)
+    # sorted() is stable: within a module, the tests keep the order they were collected in.
+    items.sort(key=lambda item: (*order[Path(item.path).relative_to(ROOT).as_posix()],
+                                 Path(item.path).relative_to(ROOT).as_posix()))
 
 
 # Older spellings `from tests.conftest import ROOT, ExporterProcess, ...` keep working.
