@@ -148,3 +148,19 @@ class PodMap:
 def _key(obj: PodObject) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+class ReadsPodMap:
+    """The reading half of a pod-metadata source that keeps its pods in a pod map: the API
+    server's watcher and the simulated node's demo pods answer the same questions from it."""
+
+    _map: PodMap
+
+    def labels_for(self, namespace: str, pod: str) -> Labels:
+        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
+        return self._map.labels_for(namespace, pod)
+
+    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
+        """Return the namespace, pod and container name of a running container, by pod UID and
+        runtime id, or None when it is unknown."""
+        return self._map.container_of(pod_uid, container_id)

@@ -36,14 +36,14 @@ from exporter.k8s.apiclient import api_client
 from exporter.k8s.apiwatch import WatchCall, WatchLoop
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.pod_labels import PodLabelRules
-from exporter.k8s.pod_map import PodMap
+from exporter.k8s.pod_map import PodMap, ReadsPodMap
 from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP
-from exporter.series import Family, Labels
+from exporter.series import Family
 
 log = logging.getLogger(__name__)
 
 
-class PodMetadataWatcher(WatchLoop):
+class PodMetadataWatcher(ReadsPodMap, WatchLoop):
     """Keeps the pod map (`exporter.k8s.pod_map`) current from one list + watch of the pods
     (`exporter.k8s.apiwatch.WatchLoop`: relist after a failure or 410, polling if the watch is
     refused)."""
@@ -83,15 +83,6 @@ class PodMetadataWatcher(WatchLoop):
                    node_name=config.node_name, pod=pod)
 
     # -- reading --------------------------------------------------------------------------
-
-    def labels_for(self, namespace: str, pod: str) -> Labels:
-        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
-        return self._map.labels_for(namespace, pod)
-
-    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
-        """Return the namespace, pod and container name of a running container, by pod UID and
-        runtime id, or None when it is unknown."""
-        return self._map.container_of(pod_uid, container_id)
 
     def families(self) -> list[Family]:
         """Return the watcher's metric families: whether the API server answers, its errors, and the

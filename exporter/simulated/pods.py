@@ -33,10 +33,10 @@ from typing import Any
 
 from exporter.k8s.config import KubernetesConfig
 from exporter.k8s.pod_labels import PodLabelRules
-from exporter.k8s.pod_map import PodMap, PodObject
+from exporter.k8s.pod_map import PodMap, PodObject, ReadsPodMap
 from exporter.k8s.proto import PodResources
 from exporter.selfmetrics import KUBERNETES_API_ERRORS, KUBERNETES_API_UP
-from exporter.series import Family, Labels
+from exporter.series import Family
 from exporter.simulated.kubelet import (
     EMBEDDING_DEPLOYMENT,
     EMBEDDING_REPLICASET_HASH,
@@ -166,7 +166,7 @@ def write_demo_proc(root: Path, pods: Sequence[PodResources],
     return written
 
 
-class SimPodMetadata:
+class SimPodMetadata(ReadsPodMap):
     """The pod-metadata source of the simulated node: the demo's pods, put into the pod map
     once at start, with the API-server self-metrics of an established watch."""
 
@@ -185,15 +185,6 @@ class SimPodMetadata:
     def start(self) -> None:
         """Put the demo's pods into the pod map, once: they never change."""
         self._map.replace_all(self._objects)
-
-    def labels_for(self, namespace: str, pod: str) -> Labels:
-        """Return the labels that series attributed to this pod get (empty for an unknown pod)."""
-        return self._map.labels_for(namespace, pod)
-
-    def container_of(self, pod_uid: str, container_id: str) -> tuple[str, str, str] | None:
-        """Return the namespace, pod and container name of a running container, by pod UID and
-        runtime id, or None when it is unknown."""
-        return self._map.container_of(pod_uid, container_id)
 
     def families(self) -> list[Family]:
         """Return the API-server self-metrics of a watch that works (up, no errors) and the
