@@ -10,7 +10,10 @@ the exporter serves, on GPUs that answer each of them, NVLink links included):
 - floor: the pynvml calls one `NvmlBackend.poll()` makes, issued in a bare loop over cached
   handles (the same calls, counted by the library and checked to match); for `--all-fields`
   the loop makes the calls the backend planned, each answer read once;
-- backend: `NvmlBackend.poll()` itself.
+- backend: `NvmlBackend.poll()` itself;
+- as serve polls: `NvmlBackend.poll()` with the reads that held faults need (`fault_reads`,
+  always on in `serve`: health and volatile ECC counts on every GPU), beside the backend
+  without them, so the row says what the fault reads add to a poll.
 
 The simulated clock advances one second between cycles (outside the timed region), so every
 cycle does the full work, GPM included. Prints one table; nothing is asserted. With
@@ -204,9 +207,17 @@ def main() -> int:
     backend.start()
     assert pynvml.nvmlLib is not None
     assert sim.shares_library_with(pynvml.nvmlLib)
+    serving = NvmlBackend(pynvml, specs, clock=sim.time, fault_reads=True)
+    serving.start()
     for _ in range(3):  # enumerate, first GPM sample, first full cycle
         sim.advance(1.0)
         backend.poll()
+        serving.poll()
+    sim.advance(1.0)
+    sim.reset_call_counts()
+    serving.poll()
+    serving_calls = call_counts(sim)
+    serving_calls.pop("nvmlEventSetWait_v2", None)
 
     # What one backend cycle calls, to hold the floor to the same work.
     sim.advance(1.0)
@@ -229,10 +240,12 @@ def main() -> int:
     # interleave rounds so drift on a shared machine hits both sides alike
     floor_us: list[float] = []
     backend_us: list[float] = []
+    serving_us: list[float] = []
     rounds = 5
     for _ in range(rounds):
         floor_us += timed(floor, sim, args.cycles // rounds)
         backend_us += timed(backend.poll, sim, args.cycles // rounds)
+        serving_us += timed(serving.poll, sim, args.cycles // rounds)
 
     per_cycle_calls = sum(floor_calls.values())
     ratio = statistics.median(backend_us) / statistics.median(floor_us)
@@ -245,6 +258,7 @@ def main() -> int:
     for label, values, calls in (
         ("floor (bare pynvml calls)", floor_us, per_cycle_calls),
         ("NvmlBackend.poll()", backend_us, sum(backend_calls.values())),
+        ("as serve polls (faults)", serving_us, sum(serving_calls.values())),
     ):
         print(f"{label:28}{statistics.median(values):12.0f}{p90(values):12.0f}"
               f"{max(values):12.0f}{calls:12d}"
@@ -256,6 +270,9 @@ def main() -> int:
         diff = (backend_calls - floor_calls) + (floor_calls - backend_calls)
         print("  calls that differ (backend vs floor):",
               {fn: (backend_calls[fn], floor_calls[fn]) for fn in sorted(diff)})
+    print(f"fault reads: {statistics.median(serving_us) / statistics.median(backend_us):.2f}x "
+          f"the poll without them, {sum(serving_calls.values()) - sum(backend_calls.values())} "
+          "more NVML calls")
     per_call = statistics.median(floor_us) / max(per_cycle_calls, 1)
     print(f"floor per NVML call through pynvml + ctypes: {per_call:.2f} µs")
 
@@ -272,6 +289,7 @@ def main() -> int:
         print("where a backend cycle spends its time (cProfile, 100 cycles, by own time):")
         print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()))
     backend.close()
+    serving.close()
     return 0
 
 
