@@ -80,8 +80,6 @@ class ServeConfig:
     simulated node."""
     config_file: Path | None = None
     """dcgm-exporter's YAML config file, already applied to the settings."""
-    collectors: Path | None = None
-    """The collectors CSV, or None for the built-in default set (or `inline_collectors`)."""
     inline_collectors: Collectors | None = None
     """The config file's `metrics.fields`, checked as CSV rows; served instead of a file."""
     watch_groups: tuple[WatchGroup, ...] = ()
@@ -99,6 +97,12 @@ class ServeConfig:
     log_level: LogLevel = "info"
     startup_warnings: tuple[str, ...] = ()
     """One line per compatibility-only option that was set; logged once at start-up."""
+
+    @property
+    def collectors(self) -> Path | None:
+        """Return the collectors CSV, or None for the built-in default set (or
+        `inline_collectors`): the file the sampler re-reads on SIGHUP."""
+        return self.sampler.collectors_path
 
 
 SETTINGS: dict[str, type] = {
@@ -128,9 +132,7 @@ def filled(target: str, make: Callable[..., S], r: Resolution,
         owner, _, name = (setting.option.fills or "").partition(".")
         if owner != target:
             continue
-        file_value = (from_file or {}).get(setting.option.name)
-        use_file = file_value is not None and setting.source is None
-        values[name] = file_value if use_file else setting.value
+        values[name] = _layered(r, setting.option, (from_file or {}).get(setting.option.name))
     return make(**values, **computed)
 
 
@@ -317,7 +319,7 @@ def serve_config(r: Resolution) -> ServeConfig:
     exposition = filled("exposition", ExpositionSettings, r, openmetrics=web.openmetrics,
                         appendable=web.exporter_metrics)
     return filled(
-        "serve", ServeConfig, r, from_file,
+        "serve", ServeConfig, r,
         devices=filled("devices", DeviceSettings, r,
                        prof_counterparts=not r[opt.NO_PROF_COUNTERPARTS]),
         sampler=sampler,
@@ -326,7 +328,6 @@ def serve_config(r: Resolution) -> ServeConfig:
         kubernetes=kubernetes_config(r, enabled=k8s_enabled),
         faults=faults_config(r),
         sim=sim_settings(r),
-        collectors=collectors,
         inline_collectors=inline,
         watch_groups=file.watch_groups if file is not None else (),
         container_labels=_container_labels(r, kubernetes=k8s_enabled, warnings=warnings),

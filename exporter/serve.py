@@ -31,7 +31,7 @@ from exporter.fields.csv import (
 from exporter.k8s.socket_check import unusable_socket
 from exporter.k8s.types import AttributionSource
 from exporter.logs import setup_logging
-from exporter.sampling.fault_tracker import FaultTracker, read_boot_id
+from exporter.sampling.fault_tracker import FaultTracker
 from exporter.sampling.sampler import Publisher as SamplerPublisher
 from exporter.sampling.sampler import Sampler
 from exporter.sampling.worker import LOOP_SWITCH_INTERVAL_S, DaemonExecutor
@@ -138,14 +138,10 @@ def _publisher(cfg: ServeConfig, server: WebServer,
 
 def _fault_tracker(cfg: ServeConfig, lib: NvmlLib) -> FaultTracker:
     """Return the tracker of held faults, stamped with this boot's id (the simulated node's
-    with --backend sim).
-
-    The boot id is read once: it cannot change while this process runs (a reboot ends it),
-    so the poll loop need not read /proc for it each time.
-    """
+    with --backend sim)."""
     sim_boot_id = cfg.sim.boot_id if cfg.backend == "sim" else None
-    boot_id = read_boot_id() if sim_boot_id is None else sim_boot_id
-    return FaultTracker(process_ids=gpu_process_ids(lib), boot_id=lambda: boot_id)
+    return FaultTracker(process_ids=gpu_process_ids(lib),
+                        boot_id=None if sim_boot_id is None else lambda: sim_boot_id)
 
 
 async def _until_signalled(sampler: Sampler[Rendered]) -> None:
@@ -304,8 +300,7 @@ def _serve(cfg: ServeConfig, web_config: LiveWebConfig | None,
     """Start NVML with the loaded collectors and serve until a signal ends it; return the exit
     status (see main)."""
     if configmap is not None:  # the sampler follows the ConfigMap through this path
-        cfg = replace(cfg, collectors=configmap.path,
-                      sampler=replace(cfg.sampler, collectors_path=configmap.path))
+        cfg = replace(cfg, sampler=replace(cfg.sampler, collectors_path=configmap.path))
     for warning in collectors.warnings:
         log.warning("%s", warning)
     if cfg.sim.kubelet and cfg.backend != "sim":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from exporter.artifacts.dashboards.spec import HOST
 from exporter.artifacts.fieldset import FieldSet
 from exporter.artifacts.xid_tiers import XidTiers
 from exporter.promql.measures import GR_ENGINE
@@ -18,8 +19,6 @@ from exporter.promql.measures import GR_ENGINE
 NODE = "{{ or $labels.hostname $labels.Hostname }}"
 """The node under either label name: dcgm-exporter 4.8.3 and later (and this exporter by
 default) write `hostname`, 4.8.2 and earlier `Hostname`; a missing one reads empty."""
-HOST = "Hostname, hostname"
-"""The node label in a `by`/`on` list: both, so whichever a series has is kept."""
 GPU = f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}}) on {NODE}"
 EXPORTER = "gpu-exporter {{ $labels.instance }}"
 DEVICE = "instance, UUID, GPU_I_ID"

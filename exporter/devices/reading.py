@@ -321,10 +321,12 @@ class DeviceReader:
         if plan.counterparts is not None and not self._without_gpm(entity, parent):
             self._drop_counterparts(plan)
         field_values: dict[FieldKey, float] = {}
-        narrow: set[FieldKey] = set()
+        # Which counters answered too narrow for a rate: only the counterparts read that.
+        narrow: set[FieldKey] | None = None if plan.counterparts is None else set()
         if plan.field_values is not None:
             field_values = self._read_field_values(plan, out, links, narrow)
         if plan.counterparts is not None:
+            assert narrow is not None
             self._read_counterparts(entity, plan, field_values, narrow, out)
 
     def _read_field_values(self, plan: EntityPlan, out: dict[str, float],

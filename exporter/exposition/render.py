@@ -147,8 +147,8 @@ def fault_families(snapshot: Snapshot) -> list[Family]:
     """Return gpu_exporter_gpu_fault: one series of 1 per held fault, on the GPUs this view
     shows (all on a node-wide view; a GPU lost from the inventory keeps its faults)."""
     visible = snapshot.attribution.visible
-    faults = [f for f in snapshot.faults
-              if visible is None or any(k[0] == f.gpu for k in visible)]
+    shown = None if visible is None else {gpu for gpu, _ in visible}
+    faults = [f for f in snapshot.faults if shown is None or f.gpu in shown]
     if not faults:
         return []
     return [GPU_FAULT.family(

@@ -57,7 +57,7 @@ BY_FATALITY = frozenset({"REPORT_ISSUE", "UNEXPECTED_ERR_REPORT_ISSUE", "UPDATE_
                          "CHECK_UVM"})
 """Actions that say what to investigate, not what ends the fault: held until a GPU reset when
 the catalog marks the code fatal, an Event only when it does not."""
-SILENT = frozenset({"IGNORE", "NONE"})
+SILENT = frozenset(a for a, cleared in _BY_ACTION.items() if cleared is ClearedBy.NEVER_HELD)
 """Actions that raise nothing: no held fault, no Event."""
 ACTIONS = frozenset(_BY_ACTION) | BY_FATALITY
 """Every action the catalog may name (the generator maps any other text to

@@ -39,10 +39,10 @@ class Credentials:
 
     host: str
     """`https://10.0.0.1:443` or `http://127.0.0.1:8080`."""
-    headers: Mapping[str, str]
-    """Authorization headers; re-read before each request through `refresh`."""
+    auth_headers: Callable[[], Mapping[str, str]]
+    """Return the authorization headers; called before each request, so a rotated token is
+    picked up."""
     ssl_context: ssl.SSLContext | None
-    refresh: Callable[[], Mapping[str, str]] | None = None
 
 
 def credentials(kubeconfig: str | None = None) -> Credentials:
@@ -66,7 +66,7 @@ def credentials(kubeconfig: str | None = None) -> Credentials:
         if not configuration.verify_ssl:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-    return Credentials(str(configuration.host), auth_headers(), context, auth_headers)
+    return Credentials(str(configuration.host), auth_headers, context)
 
 
 class ApiHttp:
@@ -85,7 +85,7 @@ class ApiHttp:
                 ) -> dict[str, Any]:
         """Return the decoded answer of `method path` (an empty dict for an empty body)."""
         headers = {"Accept": JSON, "User-Agent": "gpu-exporter"}
-        headers.update(self._creds.refresh() if self._creds.refresh else self._creds.headers)
+        headers.update(self._creds.auth_headers())
         data = None
         if body is not None:
             data = json.dumps(body).encode()

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 DEFAULT_CONDITION_TYPE = "GPUHardwareReady"
 """True while no fatal fault is held on any GPU of the node."""
-EKS_CONDITION_TYPE = "AcceleratedHardwareReady"
-"""The type the EKS node monitoring agent writes, which EKS node auto-repair acts on."""
 DEFAULT_TAINT_KEY = "gpu-exporter/gpu-fault"
 DEFAULT_TAINT_MAX_SHARE = 0.5
 DEFAULT_NODE_SELECTOR = "nvidia.com/gpu.present=true"

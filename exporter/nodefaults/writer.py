@@ -22,7 +22,7 @@ from typing import Any
 
 from exporter.fields.faults import GpuFault
 from exporter.nodefaults.apihttp import STRATEGIC_MERGE, ApiError, ApiHttp
-from exporter.nodefaults.condition import condition_patch, recorded_faults
+from exporter.nodefaults.condition import condition_patch, recorded_faults, rfc3339
 from exporter.nodefaults.config import NodeFaultsConfig
 from exporter.nodefaults.events import (
     EventCache,
@@ -54,15 +54,10 @@ Restore = Callable[[tuple[GpuFault, ...]], None]
 
 def holders_by_gpu(snapshot: Snapshot) -> dict[int, tuple[tuple[str, str], ...]]:
     """Return, per GPU index, the (namespace, pod) of every pod holding it or one of its MIG
-    devices, from the snapshot's attribution: an owner, a virtual GPU's sharers, and the pods
-    taking turns on a time-sliced GPU alike."""
+    devices, from the snapshot's attribution: its holders are an owner, a virtual GPU's
+    sharers, and the pods taking turns on a time-sliced GPU alike."""
     found: dict[int, set[tuple[str, str]]] = {}
-    attribution = snapshot.attribution
-    for (gpu, _), ref in attribution.owners.items():
-        found.setdefault(gpu, set()).add((ref.namespace, ref.pod))
-    for (gpu, _), refs in attribution.sharers.items():
-        found.setdefault(gpu, set()).update((r.namespace, r.pod) for r in refs)
-    for (gpu, _), pods in attribution.holders.items():
+    for (gpu, _), pods in snapshot.attribution.holders.items():
         found.setdefault(gpu, set()).update(pods)
     return {gpu: tuple(sorted(pods)) for gpu, pods in found.items()}
 
@@ -101,7 +96,7 @@ class NodeFaultWriter:
         self._faults: tuple[GpuFault, ...] = ()
         self._events: deque[PendingEvent] = deque(maxlen=PENDING_EVENTS)
         self._event_cache = EventCache()
-        self._synced_key: tuple[str, ...] | None = None
+        self._synced_key: tuple[GpuFault, ...] | None = None
         self._resync_at = 0.0
         self._breaker_logged = False
         self.counts = {(kind, result): 0 for kind in self._kinds() for result in _RESULTS[kind]}
@@ -239,7 +234,7 @@ class NodeFaultWriter:
             faults, taken_at = self._faults, self._taken_at
         if self._hold_until is not None and taken_at < self._hold_until and self._restored:
             return None  # the next snapshot holds the restored faults: write from it
-        key = tuple(sorted(repr(f) for f in faults))
+        key = faults  # sorted and frozen: equal when the same faults are held
         due = key != self._synced_key or time.monotonic() >= self._resync_at
         recheck: float | None = None
         failed: list[ApiError] = []
@@ -356,9 +351,7 @@ class NodeFaultWriter:
         if seen is not None:
             name, count = seen
             path = f"/api/v1/namespaces/{namespace}/events/{name}"
-            body: dict[str, Any] = {"count": count + 1,
-                                    "lastTimestamp": event_body(event, name, self.node_name,
-                                                                now)["lastTimestamp"]}
+            body: dict[str, Any] = {"count": count + 1, "lastTimestamp": rfc3339(now)}
             if self.config.dry_run:
                 self._dry("event", "PATCH", path, body)
                 self._event_cache.made(event, name, count + 1)

@@ -79,12 +79,21 @@ class FaultTracker:
     thread."""
 
     def __init__(self, process_ids: ProcessIds | None = None,
-                 boot_id: Callable[[], str] = read_boot_id) -> None:
+                 boot_id: Callable[[], str] | None = None) -> None:
         """Hold the two ways the tracker learns about the node. `process_ids` lists a GPU's
         processes (with None, holders are never known, so a HOLDER_EXIT fault waits for a reset
-        or a reboot); `boot_id` answers the node's boot id, read every poll ("" when unknown)."""
+        or a reboot); `boot_id` answers the node's boot id at each poll ("" when unknown). By
+        default the node's boot id is read once, here: it cannot change while this process
+        runs, as a reboot ends it."""
         self._process_ids = process_ids
+        if boot_id is None:
+            this_boot = read_boot_id()
+
+            def boot_id() -> str:
+                return this_boot
         self._read_boot_id = boot_id
+        self._running: dict[str, frozenset[int] | None] = {}
+        """The processes on each GPU asked about in the current poll, by GPU UUID."""
         self._held: dict[FaultKey, _Held] = {}
         self._xid_totals: dict[tuple[int, int], int] = {}
         self._failing: dict[str, frozenset[str]] = {}
@@ -105,6 +114,7 @@ class FaultTracker:
     def update(self, readings: Readings, inventory: Inventory, up: bool,
                now: float) -> FaultUpdate:
         """Return the faults held after this poll and those it raised."""
+        self._running = {}
         boot_id = self._boot_id()
         self._take_restored(boot_id)
         if boot_id:
@@ -177,17 +187,12 @@ class FaultTracker:
     def _clear_holder_exits(self, present: dict[str, Entity]) -> None:
         if self._process_ids is None:
             return
-        running: dict[str, frozenset[int] | None] = {}
-        for held in self._held.values():
-            uuid = held.fault.uuid
-            if held.fault.cleared_by is ClearedBy.HOLDER_EXIT and uuid in present \
-                    and uuid not in running:
-                running[uuid] = self._process_ids(uuid)
 
         def exited(held: _Held) -> bool:
-            if held.fault.cleared_by is not ClearedBy.HOLDER_EXIT:
+            if held.fault.cleared_by is not ClearedBy.HOLDER_EXIT \
+                    or held.fault.uuid not in present:
                 return False
-            now = running.get(held.fault.uuid)
+            now = self._processes_on(held.fault.uuid)
             if now is None:
                 return False
             return not now if held.holders is None else not held.holders & now
@@ -198,6 +203,15 @@ class FaultTracker:
                    if i in by_index}
         self._clear(lambda h: h.fault.cleared_by is ClearedBy.HEALTH_PASS
                     and h.fault.uuid in failing and h.fault.code not in failing[h.fault.uuid])
+
+    def _processes_on(self, uuid: str) -> frozenset[int] | None:
+        """Return the processes on this GPU now (None when unknown), asking NVML at most once
+        per GPU in a poll, however many faults on it need them."""
+        if self._process_ids is None:
+            return None
+        if uuid not in self._running:
+            self._running[uuid] = self._process_ids(uuid)
+        return self._running[uuid]
 
     # --- raising ----------------------------------------------------------------------
 
@@ -214,8 +228,8 @@ class FaultTracker:
         if _key(fault) in self._held:
             return None
         holders = None
-        if fault.cleared_by is ClearedBy.HOLDER_EXIT and self._process_ids is not None:
-            holders = self._process_ids(gpu.uuid)
+        if fault.cleared_by is ClearedBy.HOLDER_EXIT:
+            holders = self._processes_on(gpu.uuid)
         self._held[_key(fault)] = _Held(fault, holders)
         log.warning("fault %s %s (%s) on GPU %d: %s, held until %s", fault.source, fault.code,
                     fault.name, fault.gpu, fault.action, fault.cleared_by.value)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from exporter.devices.model import Inventory, Readings
 from exporter.fields.csv import parse_collectors
 from exporter.fields.faults import ClearedBy, GpuFault
-from exporter.k8s.types import Attribution, PodRef
+from exporter.k8s.types import Attribution
 from exporter.nodefaults.apihttp import ApiHttp, credentials
 from exporter.nodefaults.config import NodeFaultsConfig
 from exporter.nodefaults.writer import NodeFaultWriter
@@ -30,10 +30,9 @@ def snapshot(faults: tuple[GpuFault, ...] = (), events: tuple[GpuFault, ...] = (
              taken_at: float = 1796648400.0,
              holders: Mapping[int, tuple[tuple[str, str], ...]] | None = None) -> Snapshot:
     """Return a poll's snapshot holding `faults`, raising `events`, with pods holding GPUs."""
-    owners = {(gpu, -1): PodRef(pod, namespace, "main")
-              for gpu, pods in (holders or {}).items() for namespace, pod in pods}
+    held = {(gpu, -1): tuple(sorted(pods)) for gpu, pods in (holders or {}).items()}
     return Snapshot(inventory=Inventory(), readings=Readings(), collectors=COLLECTORS,
-                    host=HostLabel("Hostname", NODE), attribution=Attribution(owners=owners),
+                    host=HostLabel("Hostname", NODE), attribution=Attribution(holders=held),
                     taken_at=taken_at, faults=faults, fault_events=events)
 
 
