@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from exporter.devices.clock_events import CLOCK_EVENTS_COUNT_FIELD, REASONS
+from exporter.devices.clock_events import CLOCK_EVENT_FIELDS, REASONS
 from exporter.devices.model import Entity, EntityKey, MigDevice
 from exporter.fields.catalog import CATALOG, FieldSpec
 from exporter.fields.csv import Collectors
@@ -77,8 +77,8 @@ class FieldNames:
         served: dict[str, str] = {}
         for enabled in collectors.fields:
             spec = enabled.spec
-            if spec.name == CLOCK_EVENTS_COUNT_FIELD:
-                continue  # reads the reasons' bitmask, but never keeps it as a value
+            if spec.name in CLOCK_EVENT_FIELDS:
+                continue  # the counters read the reasons' bitmask, but never keep it as a value
             for canonical in _CATALOG_NAMES.get(_reading(spec), [spec.name]):
                 served.setdefault(canonical, spec.name)
         return cls(served)

@@ -179,6 +179,17 @@ def test_fields_named_by_an_alias_are_read_under_that_name() -> None:
     assert gpu1.clock_events == ("power_cap",)
 
 
+def test_the_clock_event_counters_listed_first_leave_the_reasons_read() -> None:
+    # Both counters read the reasons' bitmask, as the reasons' own row does, but neither is
+    # served under the reasons' name: listed before it, they must not take its place.
+    collectors = parse_collectors("DCGM_EXP_CLOCK_EVENTS_TOTAL, counter, t\n"
+                                  "DCGM_EXP_CLOCK_EVENTS_COUNT, gauge, c\n"
+                                  "DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, r\n", "events.csv")
+    readings = Readings(values={(1, -1): {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 4.0}})
+    gpu1 = _gpu(_view(_snapshot(collectors=collectors, readings=readings)), 1)
+    assert gpu1.clock_events == ("power_cap",)
+
+
 def test_a_lost_gpu_keeps_its_card_marked_lost_with_its_last_xid() -> None:
     view = _view()
     gpu2 = _gpu(view, 2)
