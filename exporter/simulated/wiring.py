@@ -34,11 +34,17 @@ def load_sim_nvml(sim: SimSettings) -> SimNvml:
         except ValueError as exc:
             raise ConfigError(f"--sim.fault {spec!r}: {exc}") from None
     try:
-        return SimNvml(sim.profile, seed=sim.seed, faults=faults, mig_config=sim.mig_config)
+        lib = SimNvml(sim.profile, seed=sim.seed, faults=faults, mig_config=sim.mig_config)
     except MigPartedError as exc:
         raise ConfigError(f"--sim.mig-config: {exc}") from None
     except ValueError as exc:
         raise ConfigError(f"simulated node (--sim.profile/--sim.fault): {exc}") from None
+    if faults:
+        # A fault's `at` counts from here; the log lets a reader (or a test) place each
+        # fault on the wall clock without trusting when its effect was first seen.
+        log.info("simulated node %s: --sim.fault times count from Unix time %.3f",
+                 sim.profile, lib.started_at)
+    return lib
 
 
 @dataclass(frozen=True, slots=True)

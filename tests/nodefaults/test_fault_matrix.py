@@ -1,6 +1,7 @@
 """The fault matrix end to end: for each class of NVIDIA's recommended actions, a real exporter
 process (`--backend sim`, all three writers on) and what it writes to the fake API server,
-what clears it, and how soon after the fault the first write arrives.
+and what clears it. How soon after a fault the first write arrives is a timing, measured by
+`benchmarks/bench_fault_writes.py`.
 
 What each case expects is read from NVIDIA's catalog files in `tests/fixtures/nvsentinel/`
 (`CATALOG_XIDS`, `CATALOG_HEALTH`), never from the exporter's own table; the lifetimes are
@@ -26,13 +27,14 @@ from tests.support.wait import wait_until
 
 POLL_S = 0.5
 """The exporters' `-c 500ms`."""
-FIRST_WRITE_S = POLL_S + 2.0
-"""The most a first write may take after the fault: one poll, plus the writer's latency
-with room for a loaded two-core machine."""
 KEY = "gpu-exporter/gpu-fault"
 WRITERS = ("--faults.node-condition", "--faults.events", "--faults.taint")
 GPU_NODE = {"nvidia.com/gpu.present": "true"}
 OTHER_NODES = ("gpu-node-2", "gpu-node-3", "gpu-node-4")
+EXIT_AT_S = 5
+"""When GPU 0's processes exit in the RESTART_APP case, in the simulated node's time."""
+CLOCK_SLACK_S = 0.002
+"""The logged start is rounded to the millisecond."""
 FAULT_AT = "2s"
 """When the faults come, in the simulated node's time from its start. An XID due before the
 exporter registered for its GPU's events is lost, as with NVML; the exporter registers within
@@ -198,17 +200,12 @@ def _health_headline(code: str, gpu: int, uuid: str) -> str:
 # -- the cases -----------------------------------------------------------------------------
 
 
-def _started(start: Start, api: FakeApiServer, *args: str,
-             profile: str = "h100-8") -> tuple[ExporterProcess, float]:
-    """Return an exporter started with `args`, and the Unix time it was first seen ready."""
-    proc = start(api, *args, profile=profile)
-    return proc, time.time()
-
-
-def _first_write_s(written_at: float, fault_at: float, ready_at: float) -> float:
-    """Return the seconds from the fault to the write, or from the exporter being ready
-    when the fault came first."""
-    return written_at - max(fault_at, ready_at)
+def _sim_zero(proc: ExporterProcess) -> float:
+    """Return the Unix time the simulated node's `--sim.fault` times count from, as the
+    exporter logged it at start."""
+    found = re.search(r"--sim\.fault times count from Unix time (\d+\.\d+)", proc.output())
+    assert found, "the simulated node's start time was not logged"
+    return float(found.group(1))
 
 
 def _true(api: FakeApiServer) -> dict[str, Any] | None:
@@ -224,26 +221,21 @@ def test_reset_gpu_faults_hold_condition_and_taint_until_the_gpu_reset(
     ends at the reset the second process sees."""
     api = _api()
     try:
-        first, ready_at = _started(start, api, *WRITERS, "--sim.boot-id", "boot-a",
-                                   "--sim.fault", f"xid,code=95,gpu=2,at={FAULT_AT}",
-                                   "--sim.fault", f"ecc,gpu=3,at={FAULT_AT},dbe=1",
-                                   "--sim.fault", "reset,gpu=3,at=5s,for=1s")
+        first = start(api, *WRITERS, "--sim.boot-id", "boot-a",
+                      "--sim.fault", f"xid,code=95,gpu=2,at={FAULT_AT}",
+                      "--sim.fault", f"ecc,gpu=3,at={FAULT_AT},dbe=1",
+                      "--sim.fault", "reset,gpu=3,at=5s,for=1s")
         metrics = first.metrics()
         uuid2, uuid3 = _uuid(metrics, 2), _uuid(metrics, 3)
         xid95, dbe = _headline(95, 2, uuid2), _health_headline(DBE, 3, uuid3)
-        xid95_at = _xid_seen(first, 2, 95)
+        _xid_seen(first, 2, 95)
 
-        # Both faults: the condition False naming each, and the taint, within about a poll.
-        xid95_written, _ = wait_until(lambda: _first_false_with(api, xid95),
-                                      what="condition False naming XID 95")
-        dbe_written, dbe_condition = wait_until(lambda: _first_false_with(api, dbe),
-                                                what="condition False naming the DBE")
-        taint_written = wait_until(lambda: _first_taint(api), what="taint added")
-        latencies = {"xid95_condition": _first_write_s(xid95_written, xid95_at, ready_at),
-                     "dbe_condition": _first_write_s(dbe_written, xid95_at, ready_at),
-                     "reset_gpu_taint": _first_write_s(taint_written, xid95_at, ready_at)}
-        for name, seconds in latencies.items():
-            assert seconds <= FIRST_WRITE_S, f"{name}: written {seconds:.2f}s after the fault"
+        # Both faults: the condition False naming each, and the taint. How soon after the
+        # fault each is written is measured by benchmarks/bench_fault_writes.py, not here.
+        wait_until(lambda: _first_false_with(api, xid95), what="condition False naming XID 95")
+        _, dbe_condition = wait_until(lambda: _first_false_with(api, dbe),
+                                      what="condition False naming the DBE")
+        wait_until(lambda: _first_taint(api), what="taint added")
         assert (f" - RecommendedAction: {CATALOG_HEALTH[DBE]} (fatal, cleared by gpu-reset"
                 in dbe_condition["message"].split(dbe, 1)[1])
         assert _taint(api) == {"key": KEY, "value": "RESET_GPU", "effect": "NoSchedule"}
@@ -283,24 +275,18 @@ def test_reboot_faults_hold_through_a_reset_and_a_restart_until_the_boot_id_chan
     id restores them, one with a new boot id (a reboot) ends them."""
     api = _api()
     try:
-        first, ready_at = _started(start, api, *WRITERS, "--sim.boot-id", "boot-a",
-                                   "--sim.fault", f"xid,code=79,gpu=1,at={FAULT_AT}",
-                                   "--sim.fault", f"nvlink-down,gpu=4,link=0,at={FAULT_AT}",
-                                   "--sim.fault", "reset,gpu=1,at=5s,for=1s")
+        first = start(api, *WRITERS, "--sim.boot-id", "boot-a",
+                      "--sim.fault", f"xid,code=79,gpu=1,at={FAULT_AT}",
+                      "--sim.fault", f"nvlink-down,gpu=4,link=0,at={FAULT_AT}",
+                      "--sim.fault", "reset,gpu=1,at=5s,for=1s")
         metrics = first.metrics()
         uuid1, uuid4 = _uuid(metrics, 1), _uuid(metrics, 4)
         xid79, link = _headline(79, 1, uuid1), _health_headline(LINK_DOWN, 4, uuid4)
         xid79_at = _xid_seen(first, 1, 79)
-        xid79_written, _ = wait_until(lambda: _first_false_with(api, xid79),
-                                      what="condition False naming XID 79")
-        link_written, link_condition = wait_until(lambda: _first_false_with(api, link),
-                                                  what="condition False naming the link")
-        taint_written = wait_until(lambda: _first_taint(api), what="taint added")
-        latencies = {"xid79_condition": _first_write_s(xid79_written, xid79_at, ready_at),
-                     "link_down_condition": _first_write_s(link_written, xid79_at, ready_at),
-                     "reboot_taint": _first_write_s(taint_written, xid79_at, ready_at)}
-        for name, seconds in latencies.items():
-            assert seconds <= FIRST_WRITE_S, f"{name}: written {seconds:.2f}s after the fault"
+        wait_until(lambda: _first_false_with(api, xid79), what="condition False naming XID 79")
+        _, link_condition = wait_until(lambda: _first_false_with(api, link),
+                                       what="condition False naming the link")
+        wait_until(lambda: _first_taint(api), what="taint added")
         assert (f" - RecommendedAction: {CATALOG_HEALTH[LINK_DOWN]} (fatal, cleared by reboot"
                 in link_condition["message"].split(link, 1)[1])
 
@@ -359,13 +345,13 @@ def test_restart_app_is_events_only_until_the_holders_exit_and_ignore_writes_not
     never a taint or a False condition; nothing written for XID 43."""
     api = _api()
     try:
-        proc, ready_at = _started(start, api, *WRITERS, "--sim.kubelet",
-                                  "--sim.fault", f"xid,code=31,gpu=0,at={FAULT_AT}",
-                                  "--sim.fault", "exit,gpu=0,at=5s",
-                                  "--sim.fault", f"xid,code=43,gpu=3,at={FAULT_AT}",
-                                  profile="a100-timesliced")
+        proc = start(api, *WRITERS, "--sim.kubelet",
+                     "--sim.fault", f"xid,code=31,gpu=0,at={FAULT_AT}",
+                     "--sim.fault", f"exit,gpu=0,at={EXIT_AT_S}s",
+                     "--sim.fault", f"xid,code=43,gpu=3,at={FAULT_AT}",
+                     profile="a100-timesliced")
         uuid0 = _uuid(proc.metrics(), 0)
-        xid31_at = _xid_seen(proc, 0, 31)
+        _xid_seen(proc, 0, 31)
         xid43_at = _xid_seen(proc, 3, 43)
         wait_until(lambda: _fault_series(proc, 0, 31) == 1, what="XID 31 held before the exit")
 
@@ -373,15 +359,15 @@ def test_restart_app_is_events_only_until_the_holders_exit_and_ignore_writes_not
         # The Pods' Events: test_restart_app_events_go_on_each_pod_sharing_the_gpu.
         events = wait_until(lambda: _events(api, xid31), what="XID 31 Event on the Node")
         assert ("Node", "default", NODE) in _objects(events)
-        event_posts = [at for at, method, path, body in list(api.state.history)
-                       if method == "POST" and path.endswith("/events")
-                       and xid31 in body["message"]]
-        seconds = _first_write_s(min(event_posts), xid31_at, ready_at)
-        assert seconds <= FIRST_WRITE_S, f"XID 31 Event written {seconds:.2f}s after the fault"
 
-        # Held while the processes run; GPU 0's processes exit at 5 s (3 s after the XID).
+        # Held while the processes run. When the series is gone, the exit must be past: the
+        # simulated node lists no process from EXIT_AT_S after its logged start. (When the
+        # XID was seen is no anchor: a loaded machine can deliver it late.)
         wait_until(lambda: _fault_series(proc, 0, 31) is None, what="XID 31 ended by the exit")
-        assert time.time() >= xid31_at + 3.0, "XID 31 ended before its holders exited"
+        ended_by = time.time()
+        exit_at = _sim_zero(proc) + EXIT_AT_S
+        assert ended_by >= exit_at - CLOCK_SLACK_S, \
+            f"XID 31 ended {exit_at - ended_by:.2f}s before its holders exited"
         _polls_past(proc, max(xid43_at, _last_poll(proc)), polls=3)
         assert _fault_series(proc, 3, 43) is None
 

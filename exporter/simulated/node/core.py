@@ -252,6 +252,12 @@ class SimCore:
             return ()
         return self._processes.get(index, ())
 
+    @property
+    def started_at(self) -> float:
+        """Return the Unix time of the simulated node's start, from which every fault's
+        `at` counts."""
+        return self._wall0
+
     def now(self) -> float:
         """Return the simulated seconds since construction."""
         return max(0.0, self._clock() - self._t0)
