@@ -97,8 +97,9 @@ def test_a_graceful_shutdown_waits_at_most_the_write_timeout(
         started = time.monotonic()
         served.call(served.server.stop())
         took = time.monotonic() - started
-    # It waited for the response being written, until the write timeout ended it.
-    assert 3.0 <= took < 4.0 + 1.5, took
+    # It waited for the response being written, until the write timeout ended it; without
+    # that end it would wait for a client that never reads.
+    assert 3.0 <= took < 4.0 + 4.0, took
 
 
 def test_a_shutdown_does_not_wait_for_idle_connections(serve: type[ServedInThread]) -> None:
@@ -109,7 +110,8 @@ def test_a_shutdown_does_not_wait_for_idle_connections(serve: type[ServedInThrea
         idle.recv(1 << 16)  # answered; now kept alive and idle
         started = time.monotonic()
         served.call(served.server.stop())
-        assert time.monotonic() - started < 2.0
+        # Waiting on the idle connection would take the 30 s write timeout.
+        assert time.monotonic() - started < 10.0
     finally:
         idle.close()
 
@@ -124,7 +126,8 @@ def test_the_flags_set_the_listeners_deadlines(exporter: type[ExporterProcess]) 
         slow.sendall(b"GET /metrics HTTP/1.1\r\n")  # and the rest never comes
         slow.settimeout(10.0)
         assert slow.recv(100) == b""  # closed by the exporter
-        assert 0.6 <= time.monotonic() - opened < 3.0
+        # Without the flag, the default 10 s header timeout would close it.
+        assert 0.6 <= time.monotonic() - opened < 6.0
     finally:
         slow.close()
     # Counted, in the exposition of a later poll.
