@@ -191,12 +191,14 @@ def run_round(case: Case, interval: str, at_s: float, workdir: Path) -> dict[str
     """Run one exporter with the case's fault at `at_s` and return the seconds from the
     fault to each measure, and the scraping resolution."""
     interval_s = parse_duration(interval)
+    at_ms = round(at_s * 1000)  # the fault's time as the exporter is given it
+    at_s = at_ms / 1000
     api = _api()
     proc: ExporterProcess | None = None
     try:
         kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
         env = {"KUBECONFIG": kubeconfig, "NODE_NAME": NODE, "KUBERNETES_SERVICE_HOST": ""}
-        fault = f"xid,code={case.code},gpu={case.gpu},at={at_s * 1000:.0f}ms"
+        fault = f"xid,code={case.code},gpu={case.gpu},at={at_ms}ms"
         proc = ExporterProcess(["--backend", "sim", "-c", interval, "--sim.profile",
                                 case.profile, *case.extra, *WRITERS, "--sim.fault", fault],
                                env=env)
