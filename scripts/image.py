@@ -29,11 +29,15 @@ deploy/ manifests name:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LOCK = ROOT / ".cache" / "image" / "build.lock"
 if str(ROOT) not in sys.path:  # run as a script: `scripts` is imported from the checkout
     sys.path.insert(0, str(ROOT))
 
@@ -58,10 +62,27 @@ def image_tag(arch: str, repository: str = REPOSITORY) -> str:
     return f"{repository}:{version()}-{arch}"
 
 
+@contextlib.contextmanager
+def _one_build_at_a_time() -> Iterator[None]:
+    """Hold this checkout's build lock. Builds started together (the test workers, this
+    script beside them) would otherwise lay out the same stand-in bases twice and refetch
+    the wheel directory another build is reading; after the wait, podman's cache answers."""
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 def build_image(arch: str, *, builder_image: str | None = None,
                 runtime_image: str | None = None, tag: str | None = None) -> str:
     """Build the image for `arch` and return its tag; podman's layer cache makes an
     unchanged rebuild quick. Bases default to the local stand-ins."""
+    with _one_build_at_a_time():
+        return _build_image(arch, builder_image, runtime_image, tag)
+
+
+def _build_image(arch: str, builder_image: str | None, runtime_image: str | None,
+                 tag: str | None) -> str:
     builder = builder_image or build_builder(host_arch())
     runtime = runtime_image or build_runtime(arch)
     wheels = fetch_wheels(arch)

@@ -104,9 +104,9 @@ LONGEST_FIRST = (
     "tests/artifacts/test_alerts.py",
 )
 """The modules that take longest, longest first, measured with `--durations` on 2 cores (the
-table in docs/testing.md). The test command hands whole modules to two workers in the order
+table in docs/testing.md). The test command hands whole modules to its workers in the order
 the suite is collected: started first, the long ones run beside many short ones, instead of
-one of them running on alone at the end while the other worker has nothing left."""
+one of them running on alone at the end while the other workers have nothing left."""
 
 
 def _module_order(items: list[pytest.Item]) -> dict[str, tuple[int, int]]:
