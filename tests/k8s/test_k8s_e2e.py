@@ -170,7 +170,9 @@ def test_demo_virtual_gpus_split_per_holder(exporter: type[ExporterProcess]) -> 
             (device,) = [v for labels, v in mine if "pod" not in labels]
             held = {labels["pod"]: (labels, v) for labels, v in mine if "pod" in labels}
             assert len(held) == 3
-            assert sum(v for _, v in held.values()) <= device
+            # Each holder's value is rounded to the exposition's six decimals, at most half
+            # a millionth each way: the sum may pass the device by that much.
+            assert sum(v for _, v in held.values()) <= device + len(held) * 0.5e-6 + 1e-9
             for pod, (labels, v) in held.items():
                 assert labels["vgpu"] == str(holder[(gpu.gpu, pod)])
                 if name == "DCGM_FI_DEV_FB_USED":

@@ -55,9 +55,9 @@ def control(run: StressRun, call: str, *args: Any, **kwargs: Any) -> None:
 
 
 def start_sim(factory: type[ExporterProcess], *args: str, profile: str = "h100-8",
-              env: dict[str, str] | None = None) -> StressRun:
+              env: dict[str, str] | None = None, interval: str = INTERVAL) -> StressRun:
     """The exporter on the built-in simulated node."""
-    proc = factory(["--backend", "sim", "--sim.profile", profile, "-c", INTERVAL,
+    proc = factory(["--backend", "sim", "--sim.profile", profile, "-c", interval,
                     "--no-hostname", *SCRAPED_FORMATS, *args], env)
     return StressRun(proc).start()
 

@@ -112,7 +112,10 @@ def load_clients(port: int, clients: int) -> Iterator[dict[str, Any]]:
 
 def test_sighup_ten_times_a_second_under_load(tmp_path: Path, exporter: type[ExporterProcess],
                                               matrix: Matrix) -> None:
-    run = start_sim(exporter, "-f", str(collectors_copy(tmp_path)))
+    # /ready turns stale after three intervals without a poll. At the other cases' 300 ms, a
+    # two-core machine busy with other tests can starve one poll that long (0.9 s); at 500 ms
+    # it takes 1.5 s, and reloads that held the poll back would still show.
+    run = start_sim(exporter, "-f", str(collectors_copy(tmp_path)), interval="500ms")
     run.wait_served(lambda s: gpus_with(s, POWER) == EIGHT, "power of all GPUs")
     run.hold(15)
     served = set(dcgm_names(run.scraper.scrapes[-1]))  # GPM rates need two polls first
