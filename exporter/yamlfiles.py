@@ -352,6 +352,16 @@ class Section:
         key = self.key_of(name) if name else self.key
         return YamlError(located(self.path, self.line_of(key), key or None, message))
 
+    def error_at(self, name: str, message: str) -> YamlError:
+        """Return the one-line error `FILE:LINE: key.path: message` about this section itself,
+        on the line of its key `name` (empty: its own line), else on its own line. For a rule
+        on the mapping as a whole that one of its keys breaks (a key it must not have, a value
+        that contradicts another). Where neither line is on record (a key reached through an
+        alias, or named otherwise than the file writes it), the error names no line rather
+        than a wrong one."""
+        line = (self.lines.get(self.key_of(name)) if name else None) or self.lines.get(self.key)
+        return YamlError(located(self.path, line, self.key or None, message))
+
     def _get(self, name: str, kind: type | tuple[type, ...]) -> object:
         value = self.values.get(name)
         if value is not None and (not isinstance(value, kind) or

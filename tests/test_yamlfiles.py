@@ -165,6 +165,15 @@ def test_errors_name_the_line_of_a_key_or_the_nearest_above() -> None:
     assert str(host.error("", "is wrong")) == "settings.yaml:4: server.hosts[0]: is wrong"
     assert str(top.section("users").error("bob", "is required")) == \
         "settings.yaml:1: users.bob: is required"
+    # An error about the section itself, on the line of one of its keys; where no line is on
+    # record for either, none is named rather than a wrong one.
+    assert str(host.error_at("weight", "too heavy for h")) == \
+        "settings.yaml:6: server.hosts[0]: too heavy for h"
+    assert str(host.error_at("absent", "is wrong")) == "settings.yaml:4: server.hosts[0]: is wrong"
+    assert str(host.error_at("", "is wrong")) == "settings.yaml:4: server.hosts[0]: is wrong"
+    assert str(top.error_at("absent", "is wrong")) == "settings.yaml: is wrong"
+    assert str(top.section("users").error_at("bob", "is wrong")) == \
+        "settings.yaml: users: is wrong"
 
 
 def test_any_notes_the_line_of_every_key_inside() -> None:

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from exporter.yamlfiles import YamlError, compose_one, decode, key_path, read_yaml_text
+from exporter.yamlfiles import (
+    Section,
+    YamlError,
+    compose_one,
+    decode,
+    key_path,
+    read_yaml_text,
+)
 
 __all__ = [
     "ENTRY_KEYS",
@@ -200,105 +207,95 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Lines:
-    """Where each key path of the file stands, to name it in an error."""
-
-    source: str
-    lines: Mapping[str, int]
-
-    def at(self, key: str, field: str = "") -> str:
-        """Return where to point an error at, as `SOURCE:LINE: key`: the line of `key.field` when
-        `field` is given and its line is on record, else the line of `key`; without either line,
-        the source alone."""
-        inner = key_path(key, field) if field else key
-        line = self.lines.get(inner) or self.lines.get(key)
-        place = f"{self.source}:{line}" if line is not None else self.source
-        return f"{place}: {key}" if key else place
+def _refused(where: Section, name: str, message: str) -> MigPartedError:
+    """Return the refusal `SOURCE:LINE: key: message` of `where` (the document, a config or an
+    entry), on the line of its key `name` (empty: its own line)."""
+    return MigPartedError(str(where.error_at(name, message)))
 
 
-def _entry(raw: object, lines: _Lines, key: str) -> MigConfigEntry:
+def _entry(raw: object, config: Section, index: int) -> MigConfigEntry:
     if raw is None:
         raw = {}
+    entry = Section(config.path, f"{config.key}[{index}]", raw if isinstance(raw, dict) else {},
+                    config.lines)
     if not isinstance(raw, dict):
-        raise MigPartedError(f"{lines.at(key)}: {_kind(raw)}; expected a mapping with "
-                             f"{', '.join(ENTRY_KEYS)}")
+        raise _refused(entry, "", f"{_kind(raw)}; expected a mapping with "
+                                  f"{', '.join(ENTRY_KEYS)}")
     for required in ("devices", "mig-enabled"):
         if required not in raw:
-            raise MigPartedError(f"{lines.at(key)}: no {required!r} key; expected "
-                                 "devices (all or a list of GPU indexes) and mig-enabled")
+            raise _refused(entry, "", f"no {required!r} key; expected devices (all or a list "
+                                      "of GPU indexes) and mig-enabled")
     unknown = sorted(k for k in raw if k not in ENTRY_KEYS)
     if unknown:
-        raise MigPartedError(f"{lines.at(key, unknown[0])}: unknown key {unknown[0]!r}; "
-                             f"expected only {', '.join(ENTRY_KEYS)}")
-    devices = _devices(raw["devices"], lines.at(key, "devices"))
+        raise _refused(entry, unknown[0], f"unknown key {unknown[0]!r}; expected only "
+                                          f"{', '.join(ENTRY_KEYS)}")
+    devices = _devices(raw["devices"], entry)
     enabled = raw["mig-enabled"]
     # Go's decoder leaves a bool untouched by null: false.
     if enabled is None:
         enabled = False
     if not isinstance(enabled, bool):
-        raise MigPartedError(f"{lines.at(key, 'mig-enabled')}: mig-enabled is "
-                             f"{_kind(enabled)}; expected true or false")
-    mig_devices = _mig_devices(raw["mig-devices"], lines, key) if "mig-devices" in raw \
-        else None
+        raise _refused(entry, "mig-enabled", f"mig-enabled is {_kind(enabled)}; expected true "
+                                             "or false")
+    mig_devices = _mig_devices(raw["mig-devices"], entry) if "mig-devices" in raw else None
     if enabled and mig_devices is None:
-        raise MigPartedError(f"{lines.at(key, 'mig-enabled')}: mig-enabled is true but there "
-                             "is no 'mig-devices'; expected profile counts ({} for none)")
+        raise _refused(entry, "mig-enabled", "mig-enabled is true but there is no "
+                                             "'mig-devices'; expected profile counts ({} for "
+                                             "none)")
     if not enabled and mig_devices:
-        raise MigPartedError(f"{lines.at(key, 'mig-devices')}: mig-enabled is false but "
-                             "mig-devices lists instances; expected none (or mig-enabled: "
-                             "true)")
+        raise _refused(entry, "mig-devices", "mig-enabled is false but mig-devices lists "
+                                             "instances; expected none (or mig-enabled: true)")
     return MigConfigEntry(devices, enabled, mig_devices,
-                          _device_filter(raw.get("device-filter"),
-                                         lines.at(key, "device-filter")))
+                          _device_filter(raw.get("device-filter"), entry))
 
 
-def _devices(value: object, where: str) -> Literal["all"] | tuple[int, ...]:
+def _devices(value: object, entry: Section) -> Literal["all"] | tuple[int, ...]:
     if value == "all":
         return "all"
     if isinstance(value, list):
         indexes = [_as_int(v) for v in value]
         if all(i is not None for i in indexes):
             return tuple(i for i in indexes if i is not None)
-    raise MigPartedError(f"{where}: devices is {_kind(value)}; expected 'all' or a list of "
-                         "GPU indexes")
+    raise _refused(entry, "devices", f"devices is {_kind(value)}; expected 'all' or a list of "
+                                     "GPU indexes")
 
 
-def _device_filter(value: object, where: str) -> tuple[str, ...]:
+def _device_filter(value: object, entry: Section) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,) if value else ()
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    raise MigPartedError(f"{where}: device-filter is {_kind(value)}; expected a PCI device id "
-                         "string such as \"0x233510DE\" or a list of them (quote them: "
-                         "unquoted, YAML reads 0x... as a number)")
+    raise _refused(entry, "device-filter", f"device-filter is {_kind(value)}; expected a PCI "
+                                           "device id string such as \"0x233510DE\" or a list "
+                                           "of them (quote them: unquoted, YAML reads 0x... as "
+                                           "a number)")
 
 
-def _mig_devices(value: object, lines: _Lines, key: str) -> dict[str, int] | None:
+def _mig_devices(value: object, entry: Section) -> dict[str, int] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise MigPartedError(f"{lines.at(key, 'mig-devices')}: mig-devices is {_kind(value)}; "
-                             "expected a mapping of profile to count")
+        raise _refused(entry, "mig-devices", f"mig-devices is {_kind(value)}; expected a "
+                                             "mapping of profile to count")
     counts: dict[str, int] = {}
     for name, raw_count in value.items():
-        where = lines.at(key, key_path("mig-devices", name))
+        at = key_path("mig-devices", name)
         try:
             parse_profile_name(name)
         except ValueError as exc:
-            raise MigPartedError(f"{where}: mig-devices: {name!r} is not a MIG profile name "
-                                 f"({exc}); expected e.g. '3g.71gb', '1c.3g.71gb', "
-                                 "'1g.18gb+me'") from None
+            raise _refused(entry, at, f"mig-devices: {name!r} is not a MIG profile name "
+                                      f"({exc}); expected e.g. '3g.71gb', '1c.3g.71gb', "
+                                      "'1g.18gb+me'") from None
         count = _as_int(raw_count)
         if count is None or count < 0:
-            raise MigPartedError(f"{where}: mig-devices: count of {name!r} is "
-                                 f"{_kind(raw_count)}; expected a whole number, 0 or more")
+            raise _refused(entry, at, f"mig-devices: count of {name!r} is {_kind(raw_count)}; "
+                                      "expected a whole number, 0 or more")
         counts[name] = count
     if counts and not any(counts.values()):
-        raise MigPartedError(f"{lines.at(key, 'mig-devices')}: mig-devices: all counts are 0; "
-                             "expected at least one above 0 (or {} for none)")
+        raise _refused(entry, "mig-devices", "mig-devices: all counts are 0; expected at least "
+                                             "one above 0 (or {} for none)")
     return counts
 
 
@@ -343,7 +340,6 @@ def parse(text: str, source: str) -> MigPartedConfig:
         raise MigPartedError(f"{exc}; expected a mig-parted config") from None
     if decoded is None:
         return MigPartedConfig(source, {})
-    lines = _Lines(source, decoded.lines)
     raw = _json_keys(decoded.value)
     if raw is None:
         return MigPartedConfig(source, {})
@@ -352,33 +348,33 @@ def parse(text: str, source: str) -> MigPartedConfig:
                              "mig-configs")
     if "version" not in raw:
         raise MigPartedError(f"{source}: missing 'version'; expected version: {VERSION}")
+    document = Section(source, "", raw, decoded.lines)
     if raw["version"] != VERSION:
-        raise MigPartedError(f"{lines.at('', 'version')}: version is {_kind(raw['version'])}; "
-                             f"expected {VERSION}, the only version mig-parted reads")
+        raise _refused(document, "version", f"version is {_kind(raw['version'])}; expected "
+                                            f"{VERSION}, the only version mig-parted reads")
     unknown = sorted(k for k in raw if k not in ("version", "mig-configs"))
     if unknown:
-        raise MigPartedError(f"{lines.at('', unknown[0])}: unknown key {unknown[0]!r}; "
-                             "expected only version and mig-configs")
-    return MigPartedConfig(source, _configs(raw["mig-configs"], lines)
+        raise _refused(document, unknown[0], f"unknown key {unknown[0]!r}; expected only "
+                                             "version and mig-configs")
+    return MigPartedConfig(source, _configs(raw["mig-configs"], document)
                            if "mig-configs" in raw else {})
 
 
-def _configs(listed: object, lines: _Lines) -> dict[str, tuple[MigConfigEntry, ...]]:
+def _configs(listed: object, document: Section) -> dict[str, tuple[MigConfigEntry, ...]]:
     if listed is not None and not isinstance(listed, dict):
-        raise MigPartedError(f"{lines.at('', 'mig-configs')}: mig-configs is {_kind(listed)}; "
-                             "expected a mapping of config name to a list of entries")
+        raise _refused(document, "mig-configs", f"mig-configs is {_kind(listed)}; expected a "
+                                                "mapping of config name to a list of entries")
     if not listed:
-        raise MigPartedError(f"{lines.at('', 'mig-configs')}: mig-configs is empty; expected "
-                             "at least one config")
+        raise _refused(document, "mig-configs", "mig-configs is empty; expected at least one "
+                                                "config")
     configs: dict[str, tuple[MigConfigEntry, ...]] = {}
     for name, entries in listed.items():
-        key = key_path("mig-configs", name)
+        config = Section(document.path, key_path("mig-configs", name), {}, document.lines)
         if entries is not None and not isinstance(entries, list):
-            raise MigPartedError(f"{lines.at(key)}: {_kind(entries)}; expected a list of "
-                                 "entries")
+            raise _refused(config, "", f"{_kind(entries)}; expected a list of entries")
         if not entries:
-            raise MigPartedError(f"{lines.at(key)}: no entries; expected at least one")
-        configs[name] = tuple(_entry(e, lines, f"{key}[{i}]") for i, e in enumerate(entries))
+            raise _refused(config, "", "no entries; expected at least one")
+        configs[name] = tuple(_entry(e, config, i) for i, e in enumerate(entries))
     return configs
 
 

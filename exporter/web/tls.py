@@ -28,12 +28,13 @@ import os
 import ssl
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.textfiles import UnreadableFile, located, read_text
+from exporter.textfiles import UnreadableFile, read_text
 from exporter.web.webconfig import TlsSettings, TlsVersionName, WebConfigError
+from exporter.yamlfiles import Section
 
 GO_CIPHER_SUITES: dict[str, str] = {
     "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
@@ -79,25 +80,18 @@ class ServerTls:
     """What is honoured otherwise than upstream, one line each, for the start-up log."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Where:
-    """Names a key of `tls_server_config` in an error: `web config FILE:LINE: key`."""
-
-    config_path: Path
-    lines: Mapping[str, int]
-
-    def __call__(self, name: str = "") -> str:
-        """Return `web config FILE:LINE: tls_server_config[.name]`, the line that of `name`
-        where the file gave it, else of the section."""
-        key = f"{_KEY}.{name}" if name else _KEY
-        return "web config " + located(self.config_path, self.lines.get(name) or
-                                       self.lines.get(""), None, key)
+def _refused(where: Section, name: str, message: str) -> WebConfigError:
+    """Return the refusal `web config FILE:LINE: tls_server_config.name: message`, on the line
+    of the key `name` (empty: of the section itself) in `where`, the section as read."""
+    return WebConfigError(f"web config {where.error(name, message)}")
 
 
 def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
     """Return the TLS context for new connections; raise WebConfigError naming the file, line
     and key at fault."""
-    where = _Where(config_path, settings.lines)
+    where = settings.section
+    if where is None:  # settings not read from a file: no line on record, line 1 is named
+        where = Section(config_path, _KEY, {}, {})
     notes: list[str] = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     with warnings.catch_warnings():  # TLS 1.0/1.1 are deprecated: the file asked, we warn
@@ -117,7 +111,7 @@ def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
     return ServerTls(context, settings.client_allowed_sans, tuple(notes))
 
 
-def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
+def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: Section,
                  notes: list[str]) -> None:
     names = []
     for suite in settings.cipher_suites:
@@ -127,7 +121,7 @@ def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
         elif suite in GO_CIPHER_SUITES:
             names.append(GO_CIPHER_SUITES[suite])
         else:
-            raise WebConfigError(f"{where('cipher_suites')}: unknown cipher {suite!r}")
+            raise _refused(where, "cipher_suites", f"unknown cipher {suite!r}")
     legacy = _VERSIONS[settings.min_version] < ssl.TLSVersion.TLSv1_2
     if legacy:
         notes.append(f"{_KEY}.min_version: {settings.min_version} needs OpenSSL security "
@@ -138,17 +132,16 @@ def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
     try:
         context.set_ciphers(spec + (":@SECLEVEL=0" if legacy else ""))
     except ssl.SSLError:
-        raise WebConfigError(f"{where('cipher_suites')}: none of "
-                             f"{list(settings.cipher_suites)} is available in this OpenSSL "
-                             "build") from None
+        raise _refused(where, "cipher_suites", f"none of {list(settings.cipher_suites)} is "
+                                               "available in this OpenSSL build") from None
 
 
-def _set_curves(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
+def _set_curves(context: ssl.SSLContext, settings: TlsSettings, where: Section,
                 notes: list[str]) -> None:
     for curve in settings.curve_preferences:
         if curve not in GO_CURVES:
-            raise WebConfigError(f"{where('curve_preferences')}: unknown curve {curve!r} "
-                                 f"(expected: {', '.join(GO_CURVES)})")
+            raise _refused(where, "curve_preferences", f"unknown curve {curve!r} (expected: "
+                                                       f"{', '.join(GO_CURVES)})")
     if len(settings.curve_preferences) == 1:
         context.set_ecdh_curve(GO_CURVES[settings.curve_preferences[0]])
     elif settings.curve_preferences:
@@ -157,31 +150,28 @@ def _set_curves(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
                         f"{', '.join(settings.curve_preferences)}), the order is not honoured")
 
 
-def _load_key_pair(context: ssl.SSLContext, settings: TlsSettings, where: _Where) -> None:
+def _load_key_pair(context: ssl.SSLContext, settings: TlsSettings, where: Section) -> None:
     cert_key = "cert_file" if settings.cert_file is not None else "cert"
     key_key = "key_file" if settings.key_file is not None else "key"
-    cert_text = _read_pem(settings.cert_file, settings.cert, where(cert_key))
-    key_text = _read_pem(settings.key_file, settings.key, where(key_key))
+    cert_text = _read_pem(settings.cert_file, settings.cert, where, cert_key)
+    key_text = _read_pem(settings.key_file, settings.key, where, key_key)
     if "-----BEGIN CERTIFICATE-----" not in cert_text:
-        raise WebConfigError(f"{where(cert_key)}: {_name(settings.cert_file)}holds no PEM "
-                             f"certificate")
+        raise _refused(where, cert_key, f"{_name(settings.cert_file)}holds no PEM certificate")
     if "PRIVATE KEY-----" not in key_text:
-        raise WebConfigError(f"{where(key_key)}: {_name(settings.key_file)}holds no PEM "
-                             f"private key")
+        raise _refused(where, key_key, f"{_name(settings.key_file)}holds no PEM private key")
     with _pem_file(cert_text) as cert_path, _pem_file(key_text) as key_path:
         try:
             context.load_cert_chain(cert_path, key_path)
         except ssl.SSLError as exc:
             if exc.reason == "KEY_VALUES_MISMATCH":
-                raise WebConfigError(
-                    f"{where()}: {cert_key} {_name(settings.cert_file)}and {key_key} "
-                    f"{_name(settings.key_file)}do not match (the key is not the "
-                    f"certificate's)") from None
-            raise WebConfigError(f"{where()}: cannot load {cert_key} and {key_key}: "
-                                 f"{exc.reason or exc}") from None
+                raise _refused(where, "", f"{cert_key} {_name(settings.cert_file)}and "
+                                          f"{key_key} {_name(settings.key_file)}do not match "
+                                          "(the key is not the certificate's)") from None
+            raise _refused(where, "", f"cannot load {cert_key} and {key_key}: "
+                                      f"{exc.reason or exc}") from None
 
 
-def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: _Where,
+def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: Section,
                      notes: list[str]) -> None:
     auth = settings.client_auth_type
     has_ca = settings.client_ca_file is not None or settings.client_ca is not None
@@ -193,11 +183,11 @@ def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: _Whe
         return
     if auth == "RequireAnyClientCert":
         if not has_ca:
-            raise WebConfigError(
-                f"{where('client_auth_type')}: RequireAnyClientCert without client_ca_file "
-                f"cannot be honoured: Python's ssl module verifies every client certificate it "
-                f"accepts. Set client_ca_file (certificates are then verified against it) or "
-                f"use RequireAndVerifyClientCert")
+            raise _refused(
+                where, "client_auth_type",
+                "RequireAnyClientCert without client_ca_file cannot be honoured: Python's ssl "
+                "module verifies every client certificate it accepts. Set client_ca_file "
+                "(certificates are then verified against it) or use RequireAndVerifyClientCert")
         notes.append(f"{_KEY}.client_auth_type: RequireAnyClientCert: certificates are "
                         f"also verified against the client CA (one from another CA is refused)")
     context.verify_mode = (ssl.CERT_OPTIONAL if auth == "VerifyClientCertIfGiven"
@@ -211,24 +201,24 @@ def _set_client_auth(context: ssl.SSLContext, settings: TlsSettings, where: _Whe
                         f"certificates are verified against the system's CAs")
 
 
-def _load_client_ca(context: ssl.SSLContext, settings: TlsSettings, where: _Where) -> None:
+def _load_client_ca(context: ssl.SSLContext, settings: TlsSettings, where: Section) -> None:
     key = "client_ca_file" if settings.client_ca_file is not None else "client_ca"
-    text = _read_pem(settings.client_ca_file, settings.client_ca, where(key))
+    text = _read_pem(settings.client_ca_file, settings.client_ca, where, key)
     try:
         context.load_verify_locations(cadata=text)
     except (ssl.SSLError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise WebConfigError(f"{where(key)}: {_name(settings.client_ca_file)}holds no usable "
-                             f"CA certificate ({reason})") from None
+        raise _refused(where, key, f"{_name(settings.client_ca_file)}holds no usable CA "
+                                   f"certificate ({reason})") from None
 
 
-def _read_pem(path: Path | None, inline: str | None, where: str) -> str:
+def _read_pem(path: Path | None, inline: str | None, where: Section, name: str) -> str:
     if path is None:
         return inline or ""
     try:
         return read_text(path, encoding="ascii")  # PEM is ASCII
     except UnreadableFile as exc:
-        raise WebConfigError(f"{where}: {exc}") from None
+        raise _refused(where, name, str(exc)) from None
 
 
 def _name(path: Path | None) -> str:

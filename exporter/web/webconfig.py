@@ -93,9 +93,9 @@ class TlsSettings:
     prefer_server_cipher_suites: bool = True
     curve_preferences: tuple[str, ...] = ()
     """Go's names: CurveP256, CurveP384, CurveP521, X25519."""
-    lines: Mapping[str, int] = field(default_factory=dict, compare=False)
-    """The line of each key the file gave (the section's own under ""), for the errors of
-    what is checked when the context is built."""
+    section: Section | None = field(default=None, compare=False, repr=False)
+    """`tls_server_config` as the file gave it, so that the errors of what is checked when the
+    context is built name the line of their key; None for settings not read from a file."""
 
     def files(self) -> tuple[Path, ...]:
         """Return the files this part reads: a change to any of them is a reason to reload."""
@@ -217,7 +217,7 @@ def _tls(tls: Section, base: Path) -> TlsSettings | None:
         cipher_suites=tuple(tls.texts("cipher_suites") or ()),
         prefer_server_cipher_suites=True if prefer_server is None else prefer_server,
         curve_preferences=tuple(tls.texts("curve_preferences") or ()),
-        lines={"": tls.line_of(tls.key), **{name: tls.line_of(tls.key_of(name)) for name in tls}},
+        section=tls,
     )
 
 

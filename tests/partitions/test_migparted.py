@@ -273,6 +273,88 @@ def test_a_malformed_file_is_one_line_naming_its_line(tmp_path: Path, old: str, 
     assert str(caught.value) == refusal.replace("pool.yaml", str(path), 1)
 
 
+# (what is wrong, the text replaced in GOOD, its replacement, the whole refusal): each names
+# the entry (or config) at fault, on the line of the key that shows the fault
+REFUSALS = [
+    ("the document a list", GOOD, "- version: v1\n",
+     "pool.yaml:1: a list; expected a mapping with version and mig-configs"),
+    ("no version", "version: v1\n", "",
+     "pool.yaml: missing 'version'; expected version: v1"),
+    ("an unknown key beside version", "mig-configs:", "\nbogus: 1\nmig-configs:",
+     "pool.yaml:3: unknown key 'bogus'; expected only version and mig-configs"),
+    ("mig-configs a list", "  mine:\n    - devices", "    - devices",
+     "pool.yaml:2: mig-configs is a list; expected a mapping of config name to a list of "
+     "entries"),
+    ("mig-configs empty", GOOD, "version: v1\nmig-configs: {}\n",
+     "pool.yaml:2: mig-configs is empty; expected at least one config"),
+    ("mig-configs null", GOOD, "version: v1\n\nmig-configs:\n",
+     "pool.yaml:3: mig-configs is empty; expected at least one config"),
+    ("a config a number", "  mine:\n", "  mine: 3\n  other:\n",
+     "pool.yaml:3: mig-configs.mine: number 3; expected a list of entries"),
+    ("a config without entries", "  mine:\n", "  mine: []\n  other:\n",
+     "pool.yaml:3: mig-configs.mine: no entries; expected at least one"),
+    ("an entry a string", "    - devices", "    - all\n    - devices",
+     "pool.yaml:4: mig-configs.mine[0]: string 'all'; expected a mapping with device-filter, "
+     "devices, mig-enabled, mig-devices"),
+    ("an entry without devices", "    - devices: all\n      mig-enabled", "    - mig-enabled",
+     "pool.yaml:4: mig-configs.mine[0]: no 'devices' key; expected devices (all or a list of "
+     "GPU indexes) and mig-enabled"),
+    ("devices a word", "devices: all", "devices: some",
+     "pool.yaml:4: mig-configs.mine[0]: devices is string 'some'; expected 'all' or a list of "
+     "GPU indexes"),
+    ("devices on a line of their own", "devices: all\n      mig-enabled: true\n",
+     "mig-enabled: true\n      devices: [a]\n",
+     "pool.yaml:5: mig-configs.mine[0]: devices is a list; expected 'all' or a list of GPU "
+     "indexes"),
+    ("MIG on without mig-devices", '      mig-devices: {"1g.18gb": 2}\n', "",
+     "pool.yaml:5: mig-configs.mine[0]: mig-enabled is true but there is no 'mig-devices'; "
+     "expected profile counts ({} for none)"),
+    ("MIG off with instances", "mig-enabled: true", "mig-enabled: false",
+     "pool.yaml:6: mig-configs.mine[0]: mig-enabled is false but mig-devices lists instances; "
+     "expected none (or mig-enabled: true)"),
+    ("mig-devices a list", '{"1g.18gb": 2}', '["1g.18gb"]',
+     "pool.yaml:6: mig-configs.mine[0]: mig-devices is a list; expected a mapping of profile "
+     "to count"),
+    ("a profile name on its own line", '{"1g.18gb": 2}', "\n        1g.18gb: 2\n        bogus: 1",
+     "pool.yaml:8: mig-configs.mine[0]: mig-devices: 'bogus' is not a MIG profile name "
+     "(expected '<G>g.<GB>gb' or '<C>c.<G>g.<GB>gb'); expected e.g. '3g.71gb', '1c.3g.71gb', "
+     "'1g.18gb+me'"),
+    ("a count on its own line", '{"1g.18gb": 2}', "\n        1g.18gb: 2\n        2g.35gb: x",
+     "pool.yaml:8: mig-configs.mine[0]: mig-devices: count of '2g.35gb' is string 'x'; "
+     "expected a whole number, 0 or more"),
+    ("every count 0", '"1g.18gb": 2', '"1g.18gb": 0',
+     "pool.yaml:6: mig-configs.mine[0]: mig-devices: all counts are 0; expected at least one "
+     "above 0 (or {} for none)"),
+    ("device-filter a number", '      mig-devices: {"1g.18gb": 2}\n',
+     '      mig-devices: {"1g.18gb": 2}\n      device-filter: 0x233510DE\n',
+     "pool.yaml:7: mig-configs.mine[0]: device-filter is number 590680286; expected a PCI "
+     'device id string such as "0x233510DE" or a list of them (quote them: unquoted, YAML '
+     "reads 0x... as a number)"),
+    # A key whose line is not on record is named on its entry's line, else with no line: a
+    # key YAML writes otherwise than JSON does (yes: the JSON key true), a value reached by
+    # an alias.
+    ("a key written otherwise than in JSON", "mig-configs:", "yes: 1\nmig-configs:",
+     "pool.yaml: unknown key 'true'; expected only version and mig-configs"),
+    ("a config named otherwise than in JSON", "  mine:\n", "  yes: []\n  mine:\n",
+     "pool.yaml: mig-configs.true: no entries; expected at least one"),
+    ("a profile reached by an alias", "    - devices: all\n      mig-enabled: true\n"
+     '      mig-devices: {"1g.18gb": 2}\n', '    - device-filter: &m {"bogus": 1}\n'
+     "      devices: all\n      mig-enabled: true\n      mig-devices: *m\n",
+     "pool.yaml:4: mig-configs.mine[0]: mig-devices: 'bogus' is not a MIG profile name "
+     "(expected '<G>g.<GB>gb' or '<C>c.<G>g.<GB>gb'); expected e.g. '3g.71gb', '1c.3g.71gb', "
+     "'1g.18gb+me'"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "refusal"), [r[1:] for r in REFUSALS],
+                         ids=[r[0] for r in REFUSALS])
+def test_each_refusal_names_its_line(old: str, new: str, refusal: str) -> None:
+    assert old in GOOD
+    with pytest.raises(MigPartedError) as caught:
+        parse(GOOD.replace(old, new, 1), "pool.yaml")
+    assert str(caught.value) == refusal
+
+
 def test_the_good_config_reads_and_quirks_follow_mig_parted() -> None:
     parse(GOOD, "pool.yaml")
     # 2.0 is written 2 on the way to JSON, so mig-parted takes it as a whole count.

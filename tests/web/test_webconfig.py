@@ -175,6 +175,76 @@ def test_a_value_checked_when_tls_is_built_names_its_line(certs: Path) -> None:
                                         "client_auth_type: RequireAnyClientCert without")
 
 
+# (what is wrong, the file's text, the whole refusal after `web config FILE:`, with {certs}
+# standing for the certificates' folder; a refusal ending in "..." goes on with OpenSSL's
+# reason, worded by its version)
+REFUSED_WHEN_BUILT = [
+    ("an unknown curve", TLS + "  curve_preferences: [CurveP999]\n",
+     "4: tls_server_config.curve_preferences: unknown curve 'CurveP999' (expected: CurveP256, "
+     "CurveP384, CurveP521, X25519)"),
+    ("a certificate file that cannot be read",
+     "tls_server_config:\n  key_file: server.key\n  cert_file: absent.crt\n",
+     "3: tls_server_config.cert_file: {certs}/absent.crt: cannot read: No such file or "
+     "directory"),
+    ("a certificate file without a certificate",
+     "tls_server_config:\n  cert_file: server.key\n  key_file: server.key\n",
+     "2: tls_server_config.cert_file: {certs}/server.key holds no PEM certificate"),
+    ("an inline certificate without a certificate",
+     "tls_server_config:\n  key_file: server.key\n\n  cert: nothing\n",
+     "4: tls_server_config.cert: (inline) holds no PEM certificate"),
+    ("a key file without a key",
+     "tls_server_config:\n  cert_file: server.crt\n  key_file: server.crt\n",
+     "3: tls_server_config.key_file: {certs}/server.crt holds no PEM private key"),
+    ("a certificate that is not one",
+     "tls_server_config:\n  key_file: server.key\n  cert: |\n    -----BEGIN CERTIFICATE-----\n"
+     "    AAAA\n    -----END CERTIFICATE-----\n",
+     "1: tls_server_config: cannot load cert and key_file: ..."),
+    ("RequireAnyClientCert without a CA", TLS + "  client_auth_type: RequireAnyClientCert\n",
+     "4: tls_server_config.client_auth_type: RequireAnyClientCert without client_ca_file "
+     "cannot be honoured: Python's ssl module verifies every client certificate it accepts. "
+     "Set client_ca_file (certificates are then verified against it) or use "
+     "RequireAndVerifyClientCert"),
+    ("a client CA file that cannot be read",
+     TLS + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: absent.crt\n",
+     "5: tls_server_config.client_ca_file: {certs}/absent.crt: cannot read: No such file or "
+     "directory"),
+    ("a client CA file without a CA",
+     TLS + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: server.key\n",
+     "5: tls_server_config.client_ca_file: {certs}/server.key holds no usable CA "
+     "certificate (..."),
+    ("an inline client CA without a CA",
+     TLS + "  client_auth_type: RequireAndVerifyClientCert\n\n  client_ca: nothing\n",
+     "6: tls_server_config.client_ca: (inline) holds no usable CA certificate (..."),
+]
+
+
+@pytest.mark.parametrize(("text", "refusal"), [r[1:] for r in REFUSED_WHEN_BUILT],
+                         ids=[r[0] for r in REFUSED_WHEN_BUILT])
+def test_a_refusal_when_tls_is_built_is_the_line_of_its_key(certs: Path, text: str,
+                                                           refusal: str) -> None:
+    with pytest.raises(WebConfigError) as raised:
+        _applied(certs, text)
+    message = str(raised.value)
+    expected = f"web config {certs / 'web.yml'}:" + refusal.format(certs=certs)
+    if expected.endswith("..."):
+        assert message.startswith(expected.removesuffix("...")), message
+        assert "\n" not in message, message
+    else:
+        assert message == expected
+
+
+def test_a_key_of_another_certificate_names_the_section_line(pki: Pki) -> None:
+    pki.ca.server().write(pki.folder, "server")
+    _, other_key = pki.ca.server().write(pki.folder, "other")
+    path = pki.folder / "web.yml"
+    with pytest.raises(WebConfigError) as raised:
+        _applied(pki.folder, f"\ntls_server_config:\n  cert_file: server.crt\n"
+                             f"  key_file: {other_key}\n")
+    assert str(raised.value) == (
+        f"web config {path}:2: tls_server_config: cert_file {pki.folder / 'server.crt'} and "
+        f"key_file {other_key} do not match (the key is not the certificate's)")
+
+
 def test_no_tls_keys_means_plain_http(tmp_path: Path) -> None:
     """As upstream: `min_version` alone, or an empty file, does not turn TLS on."""
     for text in ("", "tls_server_config:\n  min_version: TLS13\n",
