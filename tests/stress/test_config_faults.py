@@ -35,6 +35,8 @@ from tests.support.paths import ROOT
 from tests.support.requirements import require_tool
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
+GPM_RATE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+"""A GPM rate: served from the second poll on (a rate needs two samples), not the first."""
 RELOADS = "gpu_exporter_config_reloads_total"
 EIGHT = {str(i) for i in range(8)}
 
@@ -56,14 +58,29 @@ def reloads(scrape: Scrape, result: str) -> float:
     return scrape.value(RELOADS, result=result) or 0.0
 
 
+def whole_names(run: StressRun) -> set[str]:
+    """The DCGM_FI_* names of the whole configuration, read once the GPM rates are served
+    too: until the second poll a scrape lacks them, and a fixed count of scrapes after the
+    first poll outlasts a poll interval of 300 ms but not one of 1 s."""
+    served = run.wait_served(lambda s: gpus_with(s, POWER) == EIGHT
+                             and gpus_with(s, GPM_RATE) == EIGHT,
+                             "power and the GPM rates of all GPUs")
+    return set(dcgm_names(served))
+
+
+def name_changes(expected: set[str], names: set[str]) -> str:
+    """Which names a scrape lacks and which it has beyond `expected` (four of each)."""
+    return (f"missing {sorted(expected - names)[:4]}, "
+            f"unexpected {sorted(names - expected)[:4]}")
+
+
 def test_bad_csv_reload(tmp_path: Path, exporter: type[ExporterProcess],
                         matrix: Matrix) -> None:
     csv = collectors_copy(tmp_path)
     good = csv.read_text()
     run = start_sim(exporter, "-f", str(csv))
-    run.wait_served(lambda s: gpus_with(s, POWER) == EIGHT, "power of all GPUs")
+    served = whole_names(run)
     run.hold(20)
-    served = set(dcgm_names(run.scraper.scrapes[-1]))  # GPM rates need two polls first
     run.mark("fault")
     # A type no release takes stops a reload; an unknown field no longer does (it is skipped).
     replace_file(csv, good + "DCGM_FI_DEV_MEMORY_TEMP, histogram, a type 4.8.3 refuses\n")
@@ -86,9 +103,10 @@ def test_bad_csv_reload(tmp_path: Path, exporter: type[ExporterProcess],
     def config_as_loaded(scrape: Scrape, marks: Mapping[str, float]) -> list[str]:
         names = set(dcgm_names(scrape))
         if during(scrape, marks, "fault", "clear") and names != served:
-            return [f"the running configuration not kept: {sorted(served ^ names)[:4]}"]
+            return [f"the running configuration not kept: {name_changes(served, names)}"]
         if during(scrape, marks, "recovered", None) and names != served - {POWER}:
-            return [f"the new configuration not applied whole: {sorted(served ^ names)[:4]}"]
+            return ["the new configuration not applied whole: "
+                    f"{name_changes(served - {POWER}, names)}"]
         return []
 
     result = matrix.record("bad-csv", finish(
@@ -116,9 +134,8 @@ def test_sighup_ten_times_a_second_under_load(tmp_path: Path, exporter: type[Exp
     # two-core machine busy with other tests can starve one poll that long (0.9 s); at 500 ms
     # it takes 1.5 s, and reloads that held the poll back would still show.
     run = start_sim(exporter, "-f", str(collectors_copy(tmp_path)), interval="500ms")
-    run.wait_served(lambda s: gpus_with(s, POWER) == EIGHT, "power of all GPUs")
+    served = whole_names(run)
     run.hold(15)
-    served = set(dcgm_names(run.scraper.scrapes[-1]))  # GPM rates need two polls first
     run.mark("fault")
     pause = threading.Event()
     with load_clients(run.exporter.port, clients=4) as load:
@@ -133,7 +150,7 @@ def test_sighup_ten_times_a_second_under_load(tmp_path: Path, exporter: type[Exp
     def whole_configuration(scrape: Scrape, marks: Mapping[str, float]) -> list[str]:
         names = set(dcgm_names(scrape))
         if during(scrape, marks, "fault", None) and names != served:
-            return [f"fields missing mid-reload: {sorted(served ^ names)[:4]}"]
+            return [f"fields changed mid-reload: {name_changes(served, names)}"]
         return []
 
     result = matrix.record("sighup-storm", finish(
