@@ -131,9 +131,9 @@ def load_clients(port: int, clients: int) -> Iterator[dict[str, Any]]:
 def test_sighup_ten_times_a_second_under_load(tmp_path: Path, exporter: type[ExporterProcess],
                                               matrix: Matrix) -> None:
     # /ready turns stale after three intervals without a poll. At the other cases' 300 ms, a
-    # two-core machine busy with other tests can starve one poll that long (0.9 s); at 500 ms
-    # it takes 1.5 s, and reloads that held the poll back would still show.
-    run = start_sim(exporter, "-f", str(collectors_copy(tmp_path)), interval="500ms")
+    # two-core machine busy with other tests can starve one poll that long (0.9 s); at 1 s
+    # it takes 3 s, and reloads that held the poll back would still show.
+    run = start_sim(exporter, "-f", str(collectors_copy(tmp_path)), interval="1s")
     served = whole_names(run)
     run.hold(15)
     run.mark("fault")
