@@ -88,8 +88,7 @@ class ProcessReader:
         self._last_sample_us: dict[str, int] = {}
         """The time stamp of the newest utilisation sample already read, by GPU UUID."""
         self._warned: set[tuple[str, _Call]] = set()
-        self._without_mps: set[str] = set()
-        """GPU UUIDs whose driver answered that it has no MPS process list: not asked again."""
+        self._mps = MpsClients(lib)
 
     def on_thread(self, executor: concurrent.futures.Executor) -> ProcessReads:
         """Return a reader that submits each read to `executor`, the poll thread that owns NVML."""
@@ -169,18 +168,12 @@ class ProcessReader:
             None if device_used is None else float(device_used))
 
     def _mps_clients(self, entity: Entity, handle: Handle) -> list[Any]:
-        """Return the processes of MPS clients, since drivers list only the MPS server among the
-        compute processes. Where MPS is unavailable the answer is an empty list, not an error."""
-        if entity.uuid in self._without_mps:
-            return []
+        """Return the processes of the MPS clients on the entity's GPU; on a failure other than
+        MPS being unavailable the failure is logged once and the answer is an empty list, so the
+        compute list still counts."""
         try:
-            return list(self._lib.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle))
+            return self._mps.read(entity.uuid, handle)
         except Exception as exc:
-            if is_nvml_error(exc) and nvml_code(exc) in (NVML_ERROR_NOT_SUPPORTED,
-                                                         NVML_ERROR_FUNCTION_NOT_FOUND):
-                self._without_mps.add(entity.uuid)
-                return []
-            # Anything else: logged once, and the compute list still counts.
             self._unavailable("MPS processes", entity, exc)
             return []
 
@@ -196,6 +189,33 @@ class ProcessReader:
         return [SmSample(int(s.pid), float(s.smUtil)) for s in raw]
 
 
+class MpsClients:
+    """Read the MPS clients of GPUs, remembering which GPUs' drivers have no MPS process list so
+    they are not asked again. Drivers list only the MPS server among a GPU's compute processes:
+    its clients are in this second list. It makes NVML calls: use it on the poll thread."""
+
+    def __init__(self, lib: NvmlLib) -> None:
+        self._lib = lib
+        self._without_mps: set[str] = set()
+        """GPU UUIDs whose driver answered that it has no MPS process list."""
+
+    def read(self, uuid: str, handle: Handle) -> list[Any]:
+        """Return the processes of the MPS clients on the GPU with this UUID and handle; an empty
+        list where MPS is unavailable (NVML answers NOT_SUPPORTED or FUNCTION_NOT_FOUND), as a
+        GPU without MPS has no clients. Any other failure is raised: the clients are then
+        unknown, which is not the same as none."""
+        if uuid in self._without_mps:
+            return []
+        try:
+            return list(self._lib.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle))
+        except Exception as exc:
+            if is_nvml_error(exc) and nvml_code(exc) in (NVML_ERROR_NOT_SUPPORTED,
+                                                         NVML_ERROR_FUNCTION_NOT_FOUND):
+                self._without_mps.add(uuid)
+                return []
+            raise
+
+
 def _by_pid(procs: Sequence[Any]) -> list[Any]:
     """Return one entry per pid, in the order first seen, since a driver may list an MPS client
     in both lists. An entry that knows the process's framebuffer wins over one that does not."""
@@ -208,18 +228,21 @@ def _by_pid(procs: Sequence[Any]) -> list[Any]:
     return list(merged.values())
 
 
-
 def gpu_process_ids(lib: NvmlLib) -> Callable[[str], frozenset[int] | None]:
-    """Return a reader of the pids of the compute processes running on a GPU, by UUID; the
-    reader answers None when NVML cannot list them (a lost GPU, no permission), so a caller
-    never takes "unknown" for "none". It makes NVML calls: call it on the poll thread."""
+    """Return a reader of the pids of the processes running on a GPU, by UUID: its compute
+    processes and its MPS clients (a pid in both lists counts once; where MPS is unavailable,
+    the compute processes alone). The reader answers None when NVML cannot list them (a lost
+    GPU, no permission, a failing MPS list), so a caller never takes "unknown" for "none". It
+    makes NVML calls: call it on the poll thread."""
+    mps = MpsClients(lib)
+
     def read(uuid: str) -> frozenset[int] | None:
         try:
             handle = lib.nvmlDeviceGetHandleByUUID(uuid)
-            return frozenset(int(p.pid)
-                             for p in lib.nvmlDeviceGetComputeRunningProcesses(handle))
+            procs = [*lib.nvmlDeviceGetComputeRunningProcesses(handle), *mps.read(uuid, handle)]
         except Exception as exc:
             if not is_nvml_error(exc):
                 raise
             return None
+        return frozenset(int(p.pid) for p in procs)
     return read
