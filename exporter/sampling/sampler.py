@@ -296,9 +296,21 @@ class Sampler(Generic[Published]):
         must delay neither fresh device data nor /ready. A refresh that takes longer goes on
         (the source bounds it) and a later poll uses its answer; until then the last
         attribution stays. The first poll waits for its answer: there is nothing to keep."""
-        if self._refreshing is None or self._refreshing.done():
+        latest = self.snapshot.attribution if self.snapshot is not None else None
+        finished = self._refreshing
+        if finished is not None and finished.done():
+            # A refresh that ended between two polls is the newest answer there is: when
+            # every refresh outlasts a poll's budget, keeping only the last poll's
+            # attribution would never show a kubelet or API server answer at all.
+            error = None if finished.cancelled() else finished.exception()
+            if error is not None:
+                log.warning("attribution refresh failed: %r; keeping the last", error)
+            elif not finished.cancelled():
+                latest = finished.result()
+            self._refreshing = None
+        if self._refreshing is None:
             self._refreshing = asyncio.ensure_future(source.refresh(inventory))
-        if self.snapshot is None:
+        if latest is None:
             return await asyncio.shield(self._refreshing)
         deadline = self._settings.deadline_s or self._settings.interval_s
         budget = max(deadline - (time.monotonic() - started), deadline / 10)
@@ -306,7 +318,7 @@ class Sampler(Generic[Published]):
             return await asyncio.wait_for(asyncio.shield(self._refreshing), budget)
         except TimeoutError:
             log.debug("attribution refresh still running after %.2fs; keeping the last", budget)
-            return self.snapshot.attribution
+            return latest
 
     async def _republish(self) -> None:
         """Publish the last readings again, with the failure just counted (they stay stale for

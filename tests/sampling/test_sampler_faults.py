@@ -1,5 +1,5 @@
 """The poll loop when what it waits on misbehaves: an attribution source slower than the
-interval, and a collectors file caught empty by a reload."""
+interval (late once, or late every time), and a collectors file caught empty by a reload."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from exporter.devices.nvml import NvmlBackend
 from exporter.exposition.publisher import Publisher
 from exporter.exposition.render import Rendered
 from exporter.fields.csv import default_collectors_path, load_collectors
-from exporter.k8s.types import Attribution, PodRef
+from exporter.k8s.types import Attribution, AttributionSource, PodRef
 from exporter.sampling.config import SamplerSettings
 from exporter.sampling.sampler import Sampler
 from exporter.sampling.snapshot import HostLabel
@@ -41,7 +41,7 @@ class HeldSource:
         self.answer.set()
 
 
-def sampler_for(source: HeldSource | None = None, csv: Path | None = None
+def sampler_for(source: AttributionSource | None = None, csv: Path | None = None
                 ) -> Sampler[Rendered]:
     collectors = load_collectors(csv or default_collectors_path())
     backend = NvmlBackend(SimNvml("h100-8"), collectors.specs)
@@ -71,6 +71,51 @@ async def test_a_slow_attribution_delays_neither_fresh_data_nor_readiness() -> N
     source.answer.set()
     await sampler.poll_once()
     assert owner(sampler) == "second"  # the late answer is used once it comes
+    await sampler.close()
+
+
+class NumberedSource:
+    """An attribution source whose every refresh after the first answers only when the test
+    releases it; the answer names the refresh (`answer-<n>`)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.answered = 0
+        self.release: dict[int, asyncio.Event] = {}
+
+    async def refresh(self, inventory: Inventory) -> Attribution:
+        self.started += 1
+        number = self.started
+        if number > 1:
+            await self.release.setdefault(number, asyncio.Event()).wait()
+        self.answered = number
+        return Attribution(owners={inventory.gpus[0].key: PodRef(f"answer-{number}", "ns", "c")})
+
+    def families(self) -> list[Family]:
+        return []
+
+    async def close(self) -> None:
+        for gate in self.release.values():
+            gate.set()
+
+
+async def test_an_answer_that_comes_between_polls_is_used_though_the_next_is_late() -> None:
+    """Every refresh outlasting a poll's budget must not keep the first answer for ever: one
+    that ended between two polls is the attribution of the next."""
+    source = NumberedSource()
+    sampler = sampler_for(source)
+    await sampler.poll_once()
+    assert owner(sampler) == "answer-1"
+    await sampler.poll_once()  # refresh 2 starts and misses this poll's budget
+    assert (source.started, owner(sampler)) == (2, "answer-1")
+    source.release.setdefault(2, asyncio.Event()).set()
+    for _ in range(1000):  # a bounded wait for refresh 2 to return, between two polls
+        if source.answered == 2:
+            break
+        await asyncio.sleep(0.001)
+    assert source.answered == 2, "refresh 2 never returned"
+    await sampler.poll_once()  # refresh 3 starts and misses this poll's budget too
+    assert (source.started, owner(sampler)) == (3, "answer-2")
     await sampler.close()
 
 
