@@ -60,12 +60,13 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check exporter tests benchmarks scripts tools
 .venv/bin/lint-imports
 .venv/bin/mypy exporter tests tools
-# Two workers, one test file each at a time (module fixtures such as a Prometheus with its
-# recorded history are set up once): most of the suite waits on processes it started, so the
-# second core halves the wall time. The files go out in the order tests/conftest.py collects
-# them, the longest first (--no-loadscope-reorder keeps it). PYTEST_WORKERS=0 runs everything
-# in this process.
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile \
+# Three workers, one test file each at a time (module fixtures such as a Prometheus with its
+# recorded history are set up once): much of the suite waits on processes it started, so on
+# 2 cores a third worker fills the time the other two wait (two workers left a core idle
+# about 40% of the run). The files go out in the order tests/conftest.py collects them, the
+# longest first (--no-loadscope-reorder keeps it). PYTEST_WORKERS=0 runs everything in this
+# process.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-3}" --dist loadfile \
   --no-loadscope-reorder \
   ${TIER[@]+"${TIER[@]}"} "$@"
 # The Helm chart as an installable archive, dist/gpu-exporter-<version>.tgz (tests/chart
