@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -144,10 +143,10 @@ def _api() -> FakeApiServer:
 
 def _sim_zero(proc: ExporterProcess) -> float:
     """Return the Unix time the simulated node's `--sim.fault` times count from."""
-    found = re.search(r"--sim\.fault times count from Unix time (\d+\.\d+)", proc.output())
-    if not found:
+    started_at = proc.sim_started_at()
+    if started_at is None:
         raise RoundFailed("the exporter did not log its simulated node's start time")
-    return float(found.group(1))
+    return started_at
 
 
 def _shows(body: str, case: Case) -> bool:

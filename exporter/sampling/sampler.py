@@ -302,12 +302,13 @@ class Sampler(Generic[Published]):
             # A refresh that ended between two polls is the newest answer there is: when
             # every refresh outlasts a poll's budget, keeping only the last poll's
             # attribution would never show a kubelet or API server answer at all.
-            error = None if finished.cancelled() else finished.exception()
-            if error is not None:
-                log.warning("attribution refresh failed: %r; keeping the last", error)
-            elif not finished.cancelled():
-                latest = finished.result()
             self._refreshing = None
+            if not finished.cancelled():
+                if finished.exception() is None:
+                    latest = finished.result()
+                else:
+                    log.warning("attribution refresh failed: %r; keeping the last",
+                                finished.exception())
         if self._refreshing is None:
             self._refreshing = asyncio.ensure_future(source.refresh(inventory))
         if latest is None:

@@ -42,7 +42,7 @@ class Applied:
     @classmethod
     def build(cls, config: WebConfig) -> Applied:
         """Return the TLS context, authentication and rate limit that this web config asks for."""
-        tls = build_server_tls(config.tls, config.path) if config.tls is not None else None
+        tls = build_server_tls(config.tls) if config.tls is not None else None
         auth = BasicAuth(config.users) if config.users else None
         bucket = (TokenBucket(config.rate_limit.interval_s, config.rate_limit.burst)
                   if config.rate_limit is not None else None)

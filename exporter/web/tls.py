@@ -86,12 +86,10 @@ def _refused(where: Section, name: str, message: str) -> WebConfigError:
     return WebConfigError(f"web config {where.error(name, message)}")
 
 
-def build_server_tls(settings: TlsSettings, config_path: Path) -> ServerTls:
+def build_server_tls(settings: TlsSettings) -> ServerTls:
     """Return the TLS context for new connections; raise WebConfigError naming the file, line
     and key at fault."""
     where = settings.section
-    if where is None:  # settings not read from a file: no line on record, line 1 is named
-        where = Section(config_path, _KEY, {}, {})
     notes: list[str] = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     with warnings.catch_warnings():  # TLS 1.0/1.1 are deprecated: the file asked, we warn

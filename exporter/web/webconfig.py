@@ -93,9 +93,9 @@ class TlsSettings:
     prefer_server_cipher_suites: bool = True
     curve_preferences: tuple[str, ...] = ()
     """Go's names: CurveP256, CurveP384, CurveP521, X25519."""
-    section: Section | None = field(default=None, compare=False, repr=False)
+    section: Section = field(kw_only=True, compare=False, repr=False)
     """`tls_server_config` as the file gave it, so that the errors of what is checked when the
-    context is built name the line of their key; None for settings not read from a file."""
+    context is built name the line of their key."""
 
     def files(self) -> tuple[Path, ...]:
         """Return the files this part reads: a change to any of them is a reason to reload."""

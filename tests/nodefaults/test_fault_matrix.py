@@ -200,14 +200,6 @@ def _health_headline(code: str, gpu: int, uuid: str) -> str:
 # -- the cases -----------------------------------------------------------------------------
 
 
-def _sim_zero(proc: ExporterProcess) -> float:
-    """Return the Unix time the simulated node's `--sim.fault` times count from, as the
-    exporter logged it at start."""
-    found = re.search(r"--sim\.fault times count from Unix time (\d+\.\d+)", proc.output())
-    assert found, "the simulated node's start time was not logged"
-    return float(found.group(1))
-
-
 def _true(api: FakeApiServer) -> dict[str, Any] | None:
     """Return the node's condition when it is True, else None."""
     c = condition(api)
@@ -365,7 +357,9 @@ def test_restart_app_is_events_only_until_the_holders_exit_and_ignore_writes_not
         # XID was seen is no anchor: a loaded machine can deliver it late.)
         wait_until(lambda: _fault_series(proc, 0, 31) is None, what="XID 31 ended by the exit")
         ended_by = time.time()
-        exit_at = _sim_zero(proc) + EXIT_AT_S
+        started_at = proc.sim_started_at()
+        assert started_at is not None, "the simulated node's start time was not logged"
+        exit_at = started_at + EXIT_AT_S
         assert ended_by >= exit_at - CLOCK_SLACK_S, \
             f"XID 31 ended {exit_at - ended_by:.2f}s before its holders exited"
         _polls_past(proc, max(xid43_at, _last_poll(proc)), polls=3)

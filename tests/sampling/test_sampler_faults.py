@@ -80,15 +80,20 @@ class NumberedSource:
 
     def __init__(self) -> None:
         self.started = 0
-        self.answered = 0
         self.release: dict[int, asyncio.Event] = {}
+        self.returned: dict[int, asyncio.Event] = {}
+
+    def gate(self, gates: dict[int, asyncio.Event], number: int) -> asyncio.Event:
+        """Return the event of refresh `number` in `gates`, made on first use."""
+        return gates.setdefault(number, asyncio.Event())
 
     async def refresh(self, inventory: Inventory) -> Attribution:
         self.started += 1
         number = self.started
         if number > 1:
-            await self.release.setdefault(number, asyncio.Event()).wait()
-        self.answered = number
+            await self.gate(self.release, number).wait()
+        # Set as the refresh returns: its task is done before a waiter on this event runs.
+        self.gate(self.returned, number).set()
         return Attribution(owners={inventory.gpus[0].key: PodRef(f"answer-{number}", "ns", "c")})
 
     def families(self) -> list[Family]:
@@ -108,12 +113,8 @@ async def test_an_answer_that_comes_between_polls_is_used_though_the_next_is_lat
     assert owner(sampler) == "answer-1"
     await sampler.poll_once()  # refresh 2 starts and misses this poll's budget
     assert (source.started, owner(sampler)) == (2, "answer-1")
-    source.release.setdefault(2, asyncio.Event()).set()
-    for _ in range(1000):  # a bounded wait for refresh 2 to return, between two polls
-        if source.answered == 2:
-            break
-        await asyncio.sleep(0.001)
-    assert source.answered == 2, "refresh 2 never returned"
+    source.gate(source.release, 2).set()
+    await asyncio.wait_for(source.gate(source.returned, 2).wait(), 10)  # between two polls
     await sampler.poll_once()  # refresh 3 starts and misses this poll's budget too
     assert (source.started, owner(sampler)) == (3, "answer-2")
     await sampler.close()

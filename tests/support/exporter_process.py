@@ -4,6 +4,7 @@ over HTTP on a free loopback port."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -95,6 +96,12 @@ class ExporterProcess:
     def output(self) -> str:
         self._log.seek(0)
         return self._log.read()
+
+    def sim_started_at(self) -> float | None:
+        """Return the Unix time the simulated node's `--sim.fault` times count from, as the
+        exporter logged it at start (to the millisecond), or None when it has not."""
+        found = re.search(r"--sim\.fault times count from Unix time (\d+\.\d+)", self.output())
+        return float(found.group(1)) if found else None
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.proc.poll() is None:
